@@ -1,0 +1,3 @@
+"""interplab widgets: anywidgets that render engine results inline (no engine logic here)."""
+
+__all__: list[str] = []
