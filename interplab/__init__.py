@@ -9,9 +9,10 @@ Example
 
 from interplab.core.activations import Activations
 from interplab.core.corpus import default_corpus
+from interplab.core.lens import logit_lens
 from interplab.core.loading import load_model
 from interplab.core.model import Model
 from interplab.core.store import ActivationStore
 
 __version__ = "0.1.0"
-__all__ = ["ActivationStore", "Activations", "Model", "__version__", "default_corpus", "load_model"]
+__all__ = ["ActivationStore", "Activations", "Model", "__version__", "default_corpus", "load_model", "logit_lens"]

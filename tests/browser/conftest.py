@@ -226,6 +226,9 @@ _JS_KERNEL_READY = _js(
   const p = find(path);
   if (!p) return false;
   const sc = p.sessionContext;
+  // a notebook without kernel metadata asks which kernel to start: take the default
+  const accept = document.querySelector('.jp-Dialog .jp-Dialog-button.jp-mod-accept');
+  if (accept && !(sc && sc.session)) accept.click();
   return !!(sc && sc.isReady && sc.session && sc.session.kernel
             && sc.session.kernel.status === 'idle');
 """
@@ -268,10 +271,13 @@ _JS_STATE = _js(
       running: m.executionState === 'running',
       outputs,
       n_rendered: rendered,
-      text: area ? area.innerText : '',
+      text: area ? Array.from(area.querySelectorAll('.jp-OutputArea-output'),
+                              (e) => e.innerText).join('\n') : '',
     });
   }
-  return {kernel: kernel ? kernel.status : null, panel_id: p.id, cells: out};
+  const session = p.sessionContext.session;
+  return {kernel: kernel ? kernel.status : null, panel_id: p.id,
+          session_id: session ? session.id : null, cells: out};
 """
 )
 
@@ -311,15 +317,27 @@ def _finished(state: dict[str, Any] | None) -> bool:
 RunNotebook = Callable[..., list[dict[str, Any]]]
 
 
+def _delete_session(server: LabServer, session_id: str) -> None:
+    """Shut a notebook's kernel down through the REST API (best effort)."""
+    req = urllib.request.Request(
+        f"{server.url}/api/sessions/{session_id}",
+        method="DELETE",
+        headers={"Authorization": f"token {server.token}"},
+    )
+    with contextlib.suppress(OSError), urllib.request.urlopen(req, timeout=10):
+        pass
+
+
 @pytest.fixture
-def run_notebook(lab_server: LabServer, tmp_path: Path) -> RunNotebook:
+def run_notebook(lab_server: LabServer, tmp_path: Path) -> Iterator[RunNotebook]:
     """``run_notebook(page, relpath, timeout_s=240, max_text=2000) -> list[dict]``.
 
     Opens ``relpath`` (relative to the server root) in a fresh workspace, waits for its
     kernel, runs all cells (never saves), waits until done and returns one dict per code
     cell: index, execution_count, has_error, error, n_outputs, n_rendered, output_types,
-    mime_types, text, panel_id.
+    mime_types, text, panel_id.  The kernels stay up until the test ends.
     """
+    sessions: list[str] = []
 
     def run(
         page: Page, relpath: str, timeout_s: float = 240, max_text: int = 2000
@@ -364,9 +382,13 @@ def run_notebook(lab_server: LabServer, tmp_path: Path) -> RunNotebook:
         else:
             fail(f"not finished within {timeout_s} s", state)
         assert state is not None
+        if state["session_id"]:
+            sessions.append(state["session_id"])
         return [_summarise(c, state["panel_id"], max_text) for c in state["cells"]]
 
-    return run
+    yield run
+    for session_id in sessions:
+        _delete_session(lab_server, session_id)
 
 
 def cell_output_locator(page: Page, index: int, panel_id: str | None = None) -> Locator:
@@ -418,6 +440,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         except Exception as exc:
             report.sections.append(("browser screenshot", f"failed: {exc}"))
     server = funcargs.get("lab_server")
-    if isinstance(server, LabServer):
+    if isinstance(server, LabServer) and "server log tail" not in report.longreprtext:
         report.sections.append(("jupyter server log (tail)", server.log_tail()))
     return report
