@@ -5,20 +5,21 @@ from __future__ import annotations
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import (
+    AutoModelForCausalLM,
     Gemma3TextConfig,
     GPT2Config,
     GPTNeoXConfig,
     LlamaConfig,
     PreTrainedTokenizerFast,
 )
-from transformers import AutoModelForCausalLM
 
 import interplab as ilab
 
 WORDS = (
-    "the a cat dog sat on mat and ran to house Mary John gave drink store when went "
-    "bird tree red blue green big small happy sad quick slow fox jumps over lazy day night"
-).split()
+    'the', 'a', 'cat', 'dog', 'sat', 'on', 'mat', 'and', 'ran', 'to', 'house', 'Mary', 'John', 'gave',
+    'drink', 'store', 'when', 'went', 'bird', 'tree', 'red', 'blue', 'green', 'big', 'small', 'happy',
+    'sad', 'quick', 'slow', 'fox', 'jumps', 'over', 'lazy', 'day', 'night',
+)
 VOCAB_SIZE = 64
 FAMILIES = ("gpt2", "gemma3", "llama", "neox")
 

@@ -272,7 +272,7 @@ _JS_STATE = _js(
       outputs,
       n_rendered: rendered,
       text: area ? Array.from(area.querySelectorAll('.jp-OutputArea-output'),
-                              (e) => e.innerText).join('\n') : '',
+                              (e) => e.innerText).join('\\n') : '',
     });
   }
   const session = p.sessionContext.session;

@@ -1,0 +1,29 @@
+"""Every notebook in nbs/ runs top to bottom in a real kernel; its own assertions are the checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbclient
+import nbformat
+import pytest
+
+NBS = Path(__file__).resolve().parent.parent / "nbs"
+NOTEBOOKS = sorted(NBS.glob("*.ipynb"))
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS and NOTEBOOKS[0].name == "00_tour.ipynb"
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_runs(path: Path):
+    nb = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NBS)}}
+    )
+    client.execute()  # raises CellExecutionError, naming the cell, on any error
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code and all(c.execution_count for c in code)
+    assert not any(o.get("output_type") == "error" for c in code for o in c.outputs)
