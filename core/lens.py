@@ -31,7 +31,7 @@ def logit_lens(model: Model, texts: str | Sequence[str], position: int = -1) -> 
     texts = check_texts(texts)
     family = model.family
     if family is None:
-        raise ValueError(f"logit_lens needs a mapped architecture; {model.name!r} is not one.")
+        model._parse("blocks.0.hook_resid_post")  # raises, naming the supported model types
     enc = model.to_tokens(texts)
     lengths = enc["attention_mask"].sum(1)
     cols = lengths + position if position < 0 else torch.full_like(lengths, position)

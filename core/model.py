@@ -20,7 +20,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .activations import Activations, pad_and_stack
-from .sites import Family, Site, family_for, parse_sites, resolve, site_module_path, site_names
+from .sites import MODEL_TYPES, Family, Site, family_for, parse_sites, resolve, site_module_path, site_names
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +91,8 @@ class Model:
         if self.family is None:
             raise ValueError(
                 f"Named sites are not mapped for {self.name!r} "
-                f"(model_type {getattr(self.config, 'model_type', None)!r}); use model.nn directly."
+                f"(model_type {getattr(self.config, 'model_type', None)!r}); they are for model types "
+                f"{sorted(MODEL_TYPES)}. Use model.nn (the nnsight model) directly."
             )
         return parse_sites(sites if isinstance(sites, str) else list(sites), self.n_layers)
 
@@ -197,7 +198,7 @@ class Model:
         texts = check_texts(texts)
         _check_batch_size(batch_size)
         if self.family is None:
-            raise ValueError(f"logits() needs a mapped architecture; {self.name!r} is not one.")
+            self._parse("blocks.0.hook_resid_post")  # raises, naming the supported model types
         pos_list = None if positions is None else ([positions] if isinstance(positions, int) else list(positions))
         out = []
         for chunk in self._batches(texts, batch_size, "logits"):

@@ -58,10 +58,7 @@ FAMILIES: dict[str, Family] = {
         "model.norm",
     ),
     "llama": Family("llama", "model.layers", "self_attn", "mlp", "self_attn.o_proj", "model.norm"),
-    "neox": Family(
-        "neox", "gpt_neox.layers", "attention", "mlp", "attention.dense", "gpt_neox.final_layer_norm",
-        unembed="embed_out",
-    ),
+    "neox": Family("neox", "gpt_neox.layers", "attention", "mlp", "attention.dense", "gpt_neox.final_layer_norm"),
 }
 
 #: Hugging Face ``config.model_type`` -> family name.

@@ -22,3 +22,18 @@ def embedded():
     import interplab as ilab
 
     return ilab.load_model()
+
+
+
+@pytest.fixture(autouse=True)
+def _one_thread_for_tiny_models(request):
+    """Tiny models gain nothing from threads, and oversubscribing 2 cores slows them several-fold."""
+    import torch
+
+    if request.node.get_closest_marker("embedded") or "embedded" in request.fixturenames:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

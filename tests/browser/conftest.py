@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -22,7 +23,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 from playwright.sync_api import Locator, Page
@@ -179,9 +180,7 @@ def lab_server(lab_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
         f"--FileCheckpoints.checkpoint_dir={home / 'checkpoints'}",
     ]  # fmt: skip
     with server.log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            cmd, cwd=home, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-        )
+        proc = subprocess.Popen(cmd, cwd=home, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
         _wait_http(f"{server.url}/api/status?token={token}", proc, server)
         yield server
@@ -190,10 +189,15 @@ def lab_server(lab_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 
 @pytest.fixture(scope="session")
-def browser_type_launch_args() -> dict[str, Any]:
+def browser_type_launch_args(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} not found (apt-get install chromium)")
-    return {"executable_path": CHROMIUM, "headless": True, "args": CHROMIUM_ARGS}
+    # Chromium writes crash-report settings and dconf files under $HOME otherwise.
+    home = tmp_path_factory.mktemp("chromium-home")
+    env = {**os.environ, "HOME": str(home)}
+    for var in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME"):
+        env[var] = str(home / var.lower())
+    return {"executable_path": CHROMIUM, "headless": True, "args": CHROMIUM_ARGS, "env": env}
 
 
 @pytest.fixture(scope="session")
@@ -217,8 +221,8 @@ const find = (path) => {
 
 
 def _js(body: str) -> str:
-    """A page function of the notebook path, with ``find`` in scope."""
-    return "(path) => {" + _FIND_PANEL + body + "}"
+    """A page function of ``[path, full]`` (the notebook path, a flag), with ``find`` in scope."""
+    return "([path, full]) => {" + _FIND_PANEL + body + "}"
 
 
 _JS_KERNEL_READY = _js(
@@ -245,11 +249,12 @@ _JS_RUN_ALL = _js(
     if (c.type === 'code') { c.outputs.clear(); c.executionCount = null; }
   }
   void app.commands.execute('notebook:run-all-cells');
-  return p.id;
+  return p.sessionContext.session ? p.sessionContext.session.id : null;
 """
 )
 
-# Snapshot of kernel status, each code cell's model and whether its outputs are in the DOM.
+# Snapshot of kernel status, each code cell's model and whether its outputs are in the DOM;
+# the rendered text only when `full` (it is polled).
 _JS_STATE = _js(
     """
   const p = find(path);
@@ -262,7 +267,12 @@ _JS_STATE = _js(
     if (m.type !== 'code') continue;
     const w = p.content.widgets[i];
     const outputs = [];
-    for (let j = 0; j < m.outputs.length; j++) outputs.push(m.outputs.get(j).toJSON());
+    for (let j = 0; j < m.outputs.length; j++) {
+      const o = m.outputs.get(j);
+      const e = o.type === 'error' ? o.toJSON() : {};
+      outputs.push({output_type: o.type, mime_types: Object.keys(o.data || {}),
+                    ename: e.ename, evalue: e.evalue});
+    }
     const area = w && w.node.querySelector('.jp-OutputArea');
     const rendered = area ? area.querySelectorAll(':scope > .jp-OutputArea-child').length : -1;
     out.push({
@@ -271,13 +281,11 @@ _JS_STATE = _js(
       running: m.executionState === 'running',
       outputs,
       n_rendered: rendered,
-      text: area ? Array.from(area.querySelectorAll('.jp-OutputArea-output'),
+      text: area && full ? Array.from(area.querySelectorAll('.jp-OutputArea-output'),
                               (e) => e.innerText).join('\\n') : '',
     });
   }
-  const session = p.sessionContext.session;
-  return {kernel: kernel ? kernel.status : null, panel_id: p.id,
-          session_id: session ? session.id : null, cells: out};
+  return {kernel: kernel ? kernel.status : null, panel_id: p.id, cells: out};
 """
 )
 
@@ -285,7 +293,7 @@ _JS_STATE = _js(
 def _summarise(cell: dict[str, Any], panel_id: str, max_text: int) -> dict[str, Any]:
     outputs: list[dict[str, Any]] = cell["outputs"]
     errors = [o for o in outputs if o.get("output_type") == "error"]
-    mimes = sorted({k for o in outputs for k in o.get("data", {})})
+    mimes = sorted({k for o in outputs for k in o["mime_types"]})
     text: str = cell["text"]
     return {
         "index": cell["index"],  # position among *all* cells of the notebook
@@ -339,17 +347,13 @@ def run_notebook(lab_server: LabServer, tmp_path: Path) -> Iterator[RunNotebook]
     """
     sessions: list[str] = []
 
-    def run(
-        page: Page, relpath: str, timeout_s: float = 240, max_text: int = 2000
-    ) -> list[dict[str, Any]]:
+    def run(page: Page, relpath: str, timeout_s: float = 240, max_text: int = 2000) -> list[dict[str, Any]]:
         page.set_default_timeout(PAGE_TIMEOUT_MS)
         page.set_default_navigation_timeout(PAGE_TIMEOUT_MS)
         workspace = f"pytest-{uuid.uuid4().hex[:8]}"
-        page.goto(
-            f"{lab_server.url}/lab/workspaces/{workspace}/tree/{relpath}?token={lab_server.token}"
-        )
+        page.goto(f"{lab_server.url}/lab/workspaces/{workspace}/tree/{relpath}?token={lab_server.token}")
 
-        def fail(what: str, state: Any = None) -> None:
+        def fail(what: str, state: Any = None) -> NoReturn:
             shot = tmp_path / f"run_notebook-{Path(relpath).stem}.png"
             try:
                 page.screenshot(path=str(shot), full_page=True)
@@ -364,26 +368,25 @@ def run_notebook(lab_server: LabServer, tmp_path: Path) -> Iterator[RunNotebook]
 
         start = time.monotonic()
         try:
-            page.wait_for_function(
-                _JS_KERNEL_READY, arg=relpath, timeout=PAGE_TIMEOUT_MS * 2, polling=250
-            )
+            page.wait_for_function(_JS_KERNEL_READY, arg=[relpath, False], timeout=PAGE_TIMEOUT_MS * 2, polling=250)
         except Exception as exc:
             fail(f"notebook panel/kernel not ready: {exc}")
-        page.evaluate(_JS_RUN_ALL, relpath)
+        session_id: str | None = page.evaluate(_JS_RUN_ALL, [relpath, False])
+        if session_id:
+            sessions.append(session_id)
         deadline = start + timeout_s
         state: dict[str, Any] | None = None
         stable = 0
         while time.monotonic() < deadline:
             page.wait_for_timeout(300)
-            state = page.evaluate(_JS_STATE, relpath)
+            state = page.evaluate(_JS_STATE, [relpath, False])
             stable = stable + 1 if _finished(state) else 0
             if stable >= 2:  # seen finished twice in a row: no cell is about to start
                 break
         else:
             fail(f"not finished within {timeout_s} s", state)
+        state = page.evaluate(_JS_STATE, [relpath, True])
         assert state is not None
-        if state["session_id"]:
-            sessions.append(state["session_id"])
         return [_summarise(c, state["panel_id"], max_text) for c in state["cells"]]
 
     yield run
@@ -431,15 +434,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         return report
     funcargs: dict[str, Any] = getattr(item, "funcargs", {})
     page = funcargs.get("page")
-    folder = funcargs.get("tmp_path")
+    server = funcargs.get("lab_server")
+    folder = funcargs.get("tmp_path") or (server.home if isinstance(server, LabServer) else None)
     if isinstance(page, Page) and isinstance(folder, Path):
-        shot = folder / "failure.png"
+        shot = folder / f"failure-{re.sub(r'[^A-Za-z0-9_.-]+', '_', item.name)}.png"
         try:
             page.screenshot(path=str(shot), full_page=True)
             report.sections.append(("browser screenshot", str(shot)))
         except Exception as exc:
             report.sections.append(("browser screenshot", f"failed: {exc}"))
-    server = funcargs.get("lab_server")
     if isinstance(server, LabServer) and "server log tail" not in report.longreprtext:
         report.sections.append(("jupyter server log (tail)", server.log_tail()))
     return report

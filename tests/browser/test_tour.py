@@ -59,9 +59,7 @@ def test_tour(page: Page, run_notebook: RunNotebook, lab_server: LabServer) -> N
     )
 
 
-def test_error_is_detected(
-    page: Page, run_notebook: RunNotebook, lab_server: LabServer, scratch_dir: Path
-) -> None:
+def test_error_is_detected(page: Page, run_notebook: RunNotebook, lab_server: LabServer, scratch_dir: Path) -> None:
     nb = scratch_dir / "raises.ipynb"
     nb.write_text(
         json.dumps(
