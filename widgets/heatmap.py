@@ -1,0 +1,195 @@
+"""Token heatmaps: documents as flowing text, each token coloured by a value.
+
+Example
+-------
+>>> acts = model.collect(texts, sites=["blocks.6.hook_mlp_out"])
+>>> w = FeatureHeatmap(acts, features=[12, 40, 311])   # pick among these dimensions
+>>> w.feature = 40          # recolour from Python
+>>> w.selected_token        # the flat index of the token last clicked (-1 for none)
+>>> TokenHeatmap(["The", " cat"], [0.1, 2.0])           # any per-token scalar
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import traitlets
+from interplab.core.activations import Activations
+from interplab.core.heatmap_data import HeatmapData, heatmap_data, heatmap_data_from_activations
+
+from ._kit import OPTIONS, Widget, array_payload, css, esm
+
+SCALES = ("auto", "sequential", "diverging")
+
+
+class FeatureHeatmap(Widget):
+    """Tokens coloured by the selected feature; pick features, hover for values, click tokens.
+
+    Parameters
+    ----------
+    source
+        :class:`~interplab.Activations` from ``Model.collect``, a :class:`HeatmapData`, or
+        string tokens (one list per document, or one flat list) with ``values``.
+    values
+        With string tokens: [n_tokens] or [n_tokens, n_features]. With activations: an SAE
+        (anything with ``encode`` and ``site``) whose latents become the features.
+    site, features, labels
+        Which site of the activations, which of its dimensions (or latents) to offer, and
+        a label for each.
+    """
+
+    _esm = esm("heatmap.js")
+    _css = css("heatmap.css")
+
+    vocab = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    token_ids = traitlets.Dict().tag(sync=True)
+    doc_starts = traitlets.Dict().tag(sync=True)
+    values = traitlets.Dict().tag(sync=True)  # float32 [n_sent, n_tokens], feature-major
+    sent_columns = traitlets.List(traitlets.Int()).tag(sync=True)
+    column_max = traitlets.Dict().tag(sync=True)  # float32 [n_features]: max |value| per column
+    top_features = traitlets.Dict().tag(sync=True)
+    top_values = traitlets.Dict().tag(sync=True)
+    feature_ids = traitlets.List(traitlets.Int()).tag(sync=True)
+    labels = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    feature = traitlets.Int(0).tag(sync=True)
+    selected_token = traitlets.Int(-1).tag(sync=True)
+    scale = traitlets.Enum(SCALES, "auto").tag(sync=True)
+    page = traitlets.Int(0).tag(sync=True)
+    page_tokens = traitlets.Int(2000).tag(sync=True)
+    show_picker = traitlets.Bool(True).tag(sync=True)
+
+    def __init__(
+        self,
+        source: Activations | HeatmapData | Sequence[str] | Sequence[Sequence[str]],
+        values: Any = None,
+        *,
+        site: str | None = None,
+        features: Sequence[int] | None = None,
+        labels: Sequence[str] | None = None,
+        feature: int | None = None,
+        scale: str = "auto",
+        **kwargs: Any,
+    ) -> None:
+        data = _to_data(source, values, site, features, labels)
+        self._data = data
+        if scale not in SCALES:
+            raise ValueError(f"scale={scale!r} is not one of {SCALES}.")
+        first = data.feature_ids[0] if feature is None else feature
+        if first not in data.feature_ids:
+            raise ValueError(f"feature={first!r} is not among the features shown: {_preview(data.feature_ids)}.")
+        sent = self._initial_columns(data, data.feature_ids.index(first))
+        super().__init__(
+            vocab=data.vocab,
+            token_ids=array_payload(data.token_ids, "int32"),
+            doc_starts=array_payload(data.doc_starts, "int32"),
+            values=array_payload(data.values[:, sent].T, "float32"),
+            sent_columns=sent,
+            column_max=array_payload(np.abs(data.values).max(axis=0), "float32"),
+            top_features=array_payload(data.top_features, "int32"),
+            top_values=array_payload(data.top_values, "float32"),
+            feature_ids=data.feature_ids,
+            labels=data.labels,
+            feature=first,
+            scale=scale,
+            page_tokens=int(OPTIONS["page_tokens"]),
+            show_picker=data.n_features > 1,
+            **kwargs,
+        )
+        self.on_msg(self._on_request)
+
+    @staticmethod
+    def _initial_columns(data: HeatmapData, selected: int) -> list[int]:
+        """All columns when under the cap; otherwise only the selected one (others on demand)."""
+        if data.n_tokens * data.n_features <= int(OPTIONS["max_values"]):
+            return list(range(data.n_features))
+        return [selected]
+
+    @property
+    def data(self) -> HeatmapData:
+        """The plain data shown."""
+        return self._data
+
+    @traitlets.validate("feature")
+    def _check_feature(self, proposal: dict[str, Any]) -> int:
+        value = proposal["value"]
+        if self.feature_ids and value not in self.feature_ids:
+            shown = _preview(self.feature_ids)
+            raise traitlets.TraitError(f"feature={value} is not among the features shown: {shown}.")
+        return value
+
+    @property
+    def selected_text(self) -> str | None:
+        """The text of the clicked token, or None."""
+        i = self.selected_token
+        return None if i < 0 else self._data.vocab[int(self._data.token_ids[i])]
+
+    def column(self, feature: int) -> np.ndarray:
+        """The values of one feature over all tokens, [n_tokens]."""
+        return self._data.values[:, self._data.feature_ids.index(feature)]
+
+    def _on_request(self, _widget: Any, content: dict[str, Any], _buffers: list[Any]) -> None:
+        if content.get("type") != "column":
+            return
+        index = int(content.get("index", -1))
+        if not 0 <= index < self._data.n_features:
+            return
+        payload = np.ascontiguousarray(self._data.values[:, index], dtype=np.float32)
+        self.send({"type": "column", "index": index}, buffers=[payload.tobytes()])
+
+    def __repr__(self) -> str:
+        d = self._data
+        return f"{type(self).__name__}({d.n_docs} docs, {d.n_tokens} tokens, {d.n_features} features)"
+
+
+class TokenHeatmap(FeatureHeatmap):
+    """Tokens coloured by one scalar each: a neuron, a probe score, a per-token loss.
+
+    >>> TokenHeatmap([["The", " cat"], ["Hi"]], [0.5, 1.0, -2.0], scale="diverging")
+    """
+
+    def __init__(self, tokens: Any, values: Any, *, label: str = "", scale: str = "auto", **kwargs: Any) -> None:
+        arr = values.detach().cpu().numpy() if hasattr(values, "detach") else np.asarray(values)
+        if arr.ndim != 1:
+            raise ValueError(f"TokenHeatmap takes one value per token ([n_tokens]); got shape {arr.shape}.")
+        super().__init__(tokens, arr, labels=[label], scale=scale, **kwargs)
+
+
+def _preview(ids: Sequence[int]) -> str:
+    ids = list(ids)
+    return str(ids) if len(ids) <= 12 else f"{ids[:12]}... ({len(ids)} in all)"
+
+
+def _to_data(
+    source: Any, values: Any, site: str | None, features: Sequence[int] | None, labels: Sequence[str] | None
+) -> HeatmapData:
+    if isinstance(source, HeatmapData):
+        return source
+    if isinstance(source, Activations):
+        if values is not None and hasattr(values, "encode"):
+            return _from_sae(source, values, features, labels)
+        if values is not None:
+            raise TypeError("With Activations, the second argument is an SAE; use site=/features= to pick dimensions.")
+        return heatmap_data_from_activations(source, site=site, features=features, labels=labels)
+    if values is None:
+        raise TypeError("Give values with string tokens: FeatureHeatmap(tokens, values).")
+    return heatmap_data(source, values, feature_ids=features, labels=labels)
+
+
+def _from_sae(acts: Activations, sae: Any, features: Sequence[int] | None, labels: Sequence[str] | None) -> HeatmapData:
+    import torch
+
+    site = getattr(sae, "site", None)
+    if site not in acts.sites:
+        raise ValueError(f"The SAE reads {site!r}, but these activations hold {acts.sites}.")
+    with torch.no_grad():
+        latents = sae.encode(acts.flat(site).to(torch.float32))
+    if features is None:
+        # Default: the latents that fire most on these tokens, at most 32.
+        features = torch.topk(latents.max(0).values, min(32, latents.shape[1])).indices.tolist()
+    features = [int(f) for f in features]
+    bad = [f for f in features if not 0 <= f < latents.shape[1]]
+    if bad:
+        raise ValueError(f"Latents {bad} are out of range for an SAE of width {latents.shape[1]}.")
+    return heatmap_data(acts.str_tokens, latents[:, features], feature_ids=features, labels=labels)
