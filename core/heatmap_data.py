@@ -88,11 +88,18 @@ def heatmap_data(
     """
     if not tokens:
         raise ValueError("tokens is empty: give at least one token.")
+    if not isinstance(tokens[0], (str, list, tuple)):
+        raise TypeError(
+            f"Tokens must be strings (one list per document, or one flat list), not {type(tokens[0]).__name__}: "
+            "these are not strings."
+        )
     docs = [list(tokens)] if isinstance(tokens[0], str) else [list(d) for d in tokens]
     for i, doc in enumerate(docs):
         if not all(isinstance(t, str) for t in doc):
             raise TypeError(f"Document {i} holds tokens that are not strings.")
     flat = [t for doc in docs for t in doc]
+    if not flat:
+        raise ValueError("tokens is empty: give at least one token.")
     arr = _as_float_matrix(values, len(flat))
     n_features = arr.shape[1]
     ids = list(range(n_features)) if feature_ids is None else [int(f) for f in feature_ids]

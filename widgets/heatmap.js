@@ -20,6 +20,7 @@ function pagesFor(docStarts, nTokens, perPage) {
 }
 
 function render({ model, el }) {
+  performance.mark("ilab-heatmap-render-start"); // time to first paint: see bench/bench_widgets.py
   const root = ilabEl("div", "ilab-heatmap");
   el.appendChild(root);
   const vocab = model.get("vocab");
@@ -31,7 +32,7 @@ function render({ model, el }) {
   const featureIds = model.get("feature_ids");
   const labels = model.get("labels");
   const nTokens = tokenIds.length;
-  const k = nTokens ? topF.length / nTokens : 0;
+  const k = topF && nTokens ? topF.length / nTokens : Math.min(5, featureIds.length);
   const columns = new Map();
   const pending = new Set();
   {
@@ -167,6 +168,14 @@ function render({ model, el }) {
     }
   }
 
+  function topAt(i) {
+    // The top features at token i: sent by Python when over the cap, else computed here.
+    if (topF) return Array.from({ length: k }, (_, j) => [topF[i * k + j], topV[i * k + j]]);
+    const all = [];
+    for (const [c, values] of columns) all.push([c, values[i]]);
+    return all.sort((a, b) => b[1] - a[1]).slice(0, k);
+  }
+
   function tipText(i) {
     const col = colIndex();
     const values = columns.get(col);
@@ -174,7 +183,7 @@ function render({ model, el }) {
     lines.push(`${label(col)}: ${values ? ilabFmt(values[i]) : "…"}`);
     if (featureIds.length > 1) {
       lines.push("top features here:");
-      for (let j = 0; j < k; j++) lines.push(`  ${label(topF[i * k + j])}: ${ilabFmt(topV[i * k + j])}`);
+      for (const [c, v] of topAt(i)) lines.push(`  ${label(c)}: ${ilabFmt(v)}`);
     }
     return lines.join("\n");
   }
@@ -261,6 +270,8 @@ function render({ model, el }) {
   onScheme();
   fillOptions();
   drawPage();
+  // the frame after next has been painted with the first page
+  requestAnimationFrame(() => requestAnimationFrame(() => performance.mark("ilab-heatmap-painted")));
   return () => {
     model.off("msg:custom", onMsg);
     model.off("change:feature", onFeature);

@@ -80,6 +80,11 @@ class FeatureHeatmap(Widget):
         if first not in data.feature_ids:
             raise ValueError(f"feature={first!r} is not among the features shown: {_preview(data.feature_ids)}.")
         sent = self._initial_columns(data, data.feature_ids.index(first))
+        # With every column in the browser, it finds the top features at a token itself.
+        top = {} if len(sent) == data.n_features else {
+            "top_features": array_payload(data.top_features, "int32"),
+            "top_values": array_payload(data.top_values, "float32"),
+        }
         super().__init__(
             vocab=data.vocab,
             token_ids=array_payload(data.token_ids, "int32"),
@@ -87,8 +92,7 @@ class FeatureHeatmap(Widget):
             values=array_payload(data.values[:, sent].T, "float32"),
             sent_columns=sent,
             column_max=array_payload(np.abs(data.values).max(axis=0), "float32"),
-            top_features=array_payload(data.top_features, "int32"),
-            top_values=array_payload(data.top_values, "float32"),
+            **top,
             feature_ids=data.feature_ids,
             labels=data.labels,
             feature=first,
