@@ -11,22 +11,27 @@ Example
 from interplab import widgets
 from interplab.core.activations import Activations
 from interplab.core.corpus import default_corpus
+from interplab.core.evaluate import SAEEvaluation, evaluate
 from interplab.core.heatmap_data import HeatmapData, heatmap_data
 from interplab.core.lens import logit_lens
 from interplab.core.loading import load_model
 from interplab.core.model import Model
+from interplab.core.saes import SAE
 from interplab.core.store import ActivationStore
 from interplab.export import export_html
 from interplab.extension import load_ipython_extension, unload_ipython_extension
 
 __version__ = "0.1.0"
 __all__ = [
+    "SAE",
     "ActivationStore",
     "Activations",
     "HeatmapData",
     "Model",
+    "SAEEvaluation",
     "__version__",
     "default_corpus",
+    "evaluate",
     "export_html",
     "heatmap_data",
     "load_ipython_extension",

@@ -1,0 +1,48 @@
+"""BatchTopK SAE (Bussmann et al.): the top k*B activations over a whole batch, so the average L0 is k.
+
+At inference a single threshold, estimated during training, replaces the batch selection:
+a latent fires where its pre-activation exceeds it (saved in SAELens as ``jumprelu``).
+
+Example
+-------
+>>> sae = SAE.create("batchtopk", d_in=640, d_sae=4096, k=32)
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .topk import TopKSAE
+
+THRESHOLD_RATE = 0.01
+
+
+class BatchTopKSAE(TopKSAE):
+    arch = "batchtopk"
+    saelens_arch = "jumprelu"
+    batch_topk = True
+
+    def __init__(self, cfg):  # type: ignore[no-untyped-def]
+        super().__init__(cfg)
+        self.register_buffer("topk_threshold", torch.zeros(()))
+
+    @property
+    def threshold(self) -> torch.Tensor:
+        return self.topk_threshold.expand(self.d_sae)
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        pre = self.pre_acts(x)
+        return pre * (pre > self.topk_threshold)
+
+    @torch.no_grad()
+    def _after_select(self, acts: torch.Tensor, active: torch.Tensor) -> None:
+        if not bool(active.any()):
+            return
+        smallest = acts[active].min()
+        if float(self.topk_threshold) == 0.0:
+            self.topk_threshold.copy_(smallest)
+        else:
+            self.topk_threshold.lerp_(smallest, THRESHOLD_RATE)
+
+    def extra_state(self) -> dict[str, torch.Tensor]:
+        return {"threshold": self.threshold.detach().clone()}

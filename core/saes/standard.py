@@ -1,0 +1,38 @@
+"""Standard SAE: ReLU latents with an L1 penalty; dead latents are resampled during training.
+
+Example
+-------
+>>> sae = SAE.create("standard", d_in=640, d_sae=4096, l1_coefficient=5.0)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .base import SAE
+
+
+class StandardSAE(SAE):
+    arch = "standard"
+    saelens_arch = "standard"
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        return self.pre_acts(x).relu()
+
+    def training_loss(self, x: torch.Tensor, dead: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, Any]]:
+        x = self._check_input(x)
+        acts = self.encode(x)
+        recon = self.decode(acts)
+        mse = (recon - x).pow(2).sum(-1).mean()
+        l1 = acts.abs().sum(-1).mean()
+        loss = mse + (self.cfg.l1_coefficient or 0.0) * l1
+        active = acts > 0
+        return loss, {
+            "recon": recon,
+            "mse": float(mse.detach()),
+            "l1": float(l1.detach()),
+            "l0": float(active.sum()) / len(x),
+            "fired": active.any(0),
+        }

@@ -1,0 +1,312 @@
+"""Training SAEs from an activation store or straight from a model, several at once.
+
+One activation stream feeds every SAE given (different widths, k values, architectures or
+sites). Inputs are scaled so that E||x|| = sqrt(d_in) while training; the scale is folded into
+the weights at the end, so the returned SAEs read raw activations.
+
+Example
+-------
+>>> store = model.cache("default", "blocks.6.hook_resid_post", "acts/", n_tokens=500_000)
+>>> sae = train_saes(store, [dict(arch="batchtopk", width=4096, k=32)], n_tokens=500_000)[0]
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from ..store import ActivationStore, token_windows
+from .base import SAE, arch_class, check_sizes
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT = "checkpoint.pt"
+DEFAULT_LR = 4e-4
+_SPEC_KEYS = {"arch", "width", "k", "l1_coefficient", "l0_coefficient", "site", "lr", "apply_b_dec_to_input"}
+
+
+def _check_spec(spec: dict[str, Any], default_site: str | None, sites: Sequence[str]) -> dict[str, Any]:
+    unknown = set(spec) - _SPEC_KEYS
+    if unknown:
+        raise ValueError(f"Unknown SAE settings {sorted(unknown)}; valid ones are {sorted(_SPEC_KEYS)}.")
+    spec = dict(spec)
+    arch = spec.get("arch", "batchtopk")
+    arch_class(arch)
+    spec["arch"] = arch
+    spec.setdefault("width", 4096)
+    if arch in ("topk", "batchtopk"):
+        spec.setdefault("k", 32)
+    elif arch == "jumprelu":
+        spec.setdefault("l0_coefficient", 0.5)
+    else:
+        spec.setdefault("l1_coefficient", 2.0)
+    spec.setdefault("site", default_site)
+    if spec["site"] not in sites:
+        raise ValueError(f"site={spec['site']!r} is not available from this source; it has {list(sites)}.")
+    check_sizes(arch, 1, spec["width"], spec.get("k"))
+    return spec
+
+
+def _lr_factor(step: int, n_steps: int, warmup: float = 0.05, decay: float = 0.2) -> float:
+    """Linear warm-up over the first 5% of steps, linear decay to zero over the last 20%."""
+    warm = max(1, int(n_steps * warmup))
+    if step < warm:
+        return (step + 1) / warm
+    start = int(n_steps * (1 - decay))
+    return 1.0 if step < start else max(0.0, (n_steps - step) / max(1, n_steps - start))
+
+
+def _store_stream(store: ActivationStore, sites: list[str], batch_size: int, seed: int) -> Iterator[dict[str, Any]]:
+    """Batches for every site, aligned (same shuffle), cycling through the store as often as needed."""
+    epoch = 0
+    while True:
+        iters = [store.batches(batch_size, site=s, seed=seed + epoch) for s in sites]
+        got = False
+        for parts in zip(*iters):
+            got = True
+            yield dict(zip(sites, parts))
+        if not got:
+            raise ValueError(f"The store holds {store.n_tokens} tokens, fewer than one batch of {batch_size}.")
+        epoch += 1
+
+
+def _model_stream(
+    model: Any, corpus: Any, sites: list[str], batch_size: int, seed: int, context_size: int = 128
+) -> Iterator[dict[str, Any]]:
+    """Batches straight from the model: a shuffling buffer of ~8 batches refilled by forward passes."""
+    parsed = model._parse(sites)
+    skip = 1 if model.tokenizer.bos_token_id is not None else 0
+    gen = torch.Generator().manual_seed(seed)
+    windows = token_windows(model, corpus, context_size)
+    capacity = 8 * batch_size
+    buffer: dict[str, list[torch.Tensor]] = {s: [] for s in sites}
+    filled = 0
+    while True:
+        while filled < capacity:
+            chunk = [w for _, w in zip(range(8), windows)]
+            if not chunk:
+                break
+            ids = torch.tensor(chunk)
+            values = model._run_sites({"input_ids": ids, "attention_mask": torch.ones_like(ids)}, parsed)
+            for s, v in zip(sites, values):
+                buffer[s].append(v[:, skip:].reshape(-1, v.shape[-1]).float())
+            filled += ids.shape[0] * (ids.shape[1] - skip)
+        if filled < batch_size:
+            raise ValueError("The corpus ran out before the requested number of training tokens.")
+        pool = {s: torch.cat(v) for s, v in buffer.items()}
+        perm = torch.randperm(filled, generator=gen)
+        half = max(batch_size, filled // 2) // batch_size * batch_size
+        for start in range(0, half, batch_size):
+            idx = perm[start : start + batch_size]
+            yield {s: p[idx] for s, p in pool.items()}
+        rest = perm[half:]
+        buffer = {s: [p[rest]] for s, p in pool.items()}
+        filled = len(rest)
+
+
+@torch.no_grad()
+def _resample(sae: SAE, opt: torch.optim.Optimizer, dead: torch.Tensor, x: torch.Tensor, recon: torch.Tensor) -> int:
+    """Re-initialise dead latents towards inputs the SAE reconstructs worst (Bricken et al.)."""
+    idx = dead.nonzero().flatten()
+    if len(idx) == 0:
+        return 0
+    err = (x - recon).pow(2).sum(-1)
+    picks = torch.multinomial(err / err.sum(), len(idx), replacement=len(idx) > len(x))
+    directions = x[picks] - sae.b_dec
+    directions /= directions.norm(dim=1, keepdim=True).clamp_min(1e-8)
+    alive = ~dead
+    enc_norm = sae.W_enc[:, alive].norm(dim=0).mean() if bool(alive.any()) else torch.tensor(1.0)
+    sae.W_dec[idx] = directions
+    sae.W_enc[:, idx] = directions.T * enc_norm * 0.2
+    sae.b_enc[idx] = 0.0
+    for p in (sae.W_enc, sae.b_enc, sae.W_dec):
+        state = opt.state.get(p, {})
+        for key in ("exp_avg", "exp_avg_sq"):
+            if key in state:
+                if p is sae.W_enc:
+                    state[key][:, idx] = 0.0
+                else:
+                    state[key][idx] = 0.0
+    return len(idx)
+
+
+def train_saes(
+    source: Any,
+    specs: Sequence[dict[str, Any]],
+    *,
+    n_tokens: int = 1_000_000,
+    batch_size: int = 4096,
+    site: str | None = None,
+    corpus: Any = "default",
+    checkpoint_dir: str | Path | None = None,
+    checkpoint_every: int = 50,
+    dead_tokens: int | None = None,
+    resample_every: int | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> list[SAE]:
+    """Train one SAE per spec from one activation stream; see :meth:`interplab.SAE.train`."""
+    from ..model import Model
+
+    if isinstance(source, (str, Path)):
+        source = ActivationStore(source)
+    if isinstance(source, ActivationStore):
+        available, model_name = source.sites, source.model_name
+        dims = {s: source.d(s) for s in available}
+    elif isinstance(source, Model):
+        if site is None and not any("site" in s for s in specs):
+            raise ValueError("Training from a model needs site=, e.g. 'blocks.6.hook_resid_post'.")
+        wanted = [site] if site else []
+        wanted += [s["site"] for s in specs if s.get("site")]
+        available = [p.name for p in source._parse(wanted)]
+        model_name, dims = source.name, {s: source.site_dim(s) for s in available}
+    else:
+        raise TypeError(f"source must be an ActivationStore, a store path or a Model, got {type(source).__name__}.")
+    if not isinstance(n_tokens, int) or n_tokens < batch_size or batch_size < 1:
+        raise ValueError(f"n_tokens must be an integer >= batch_size ({batch_size}), got {n_tokens!r}.")
+    default_site = site or (available[0] if len(available) == 1 else None)
+    if not specs:
+        raise ValueError("Give at least one SAE spec, e.g. dict(arch='batchtopk', width=4096, k=32).")
+    specs = [_check_spec(s, default_site, available) for s in specs]
+    sites = sorted({s["site"] for s in specs}, key=available.index)
+    n_steps = n_tokens // batch_size
+    dead_tokens = dead_tokens or max(batch_size, min(10_000_000, n_tokens // 4))
+    resample_every = resample_every or max(1, n_steps // 5)
+
+    saes = []
+    for i, spec in enumerate(specs):
+        extra = {k: spec[k] for k in ("k", "l1_coefficient", "l0_coefficient", "apply_b_dec_to_input") if k in spec}
+        sae = SAE.create(
+            spec["arch"],
+            d_in=dims[spec["site"]],
+            d_sae=spec["width"],
+            site=spec["site"],
+            model_name=model_name,
+            **extra,
+        )
+        sae.init_weights(seed + i)
+        saes.append(sae)
+    opts = [
+        torch.optim.Adam(s.parameters(), lr=spec.get("lr", DEFAULT_LR), betas=(0.9, 0.999))
+        for s, spec in zip(saes, specs)
+    ]
+    since_fired = [torch.zeros(s.d_sae, dtype=torch.long) for s in saes]
+    scales: dict[str, float] = {}
+    step = 0
+    ckpt = Path(checkpoint_dir) / CHECKPOINT if checkpoint_dir else None
+    if ckpt is not None and ckpt.exists():
+        state = torch.load(ckpt, weights_only=True)
+        if state["specs"] != specs or state["n_tokens"] != n_tokens or state["batch_size"] != batch_size:
+            raise ValueError(f"{str(ckpt)!r} belongs to another training run (other specs, n_tokens or batch_size).")
+        for sae, opt, sd, od in zip(saes, opts, state["saes"], state["opts"]):
+            sae.load_state_dict(sd)
+            opt.load_state_dict(od)
+        since_fired, scales, step = state["since_fired"], state["scales"], state["step"]
+        logger.warning("Resuming training from %s at step %d of %d.", ckpt, step, n_steps)
+
+    if isinstance(source, ActivationStore):
+        stream = _store_stream(source, sites, batch_size, seed)
+        for _ in range(step):
+            next(stream)
+    else:
+        stream = _model_stream(source, corpus, sites, batch_size, seed)
+    bar = tqdm(
+        total=n_steps * batch_size,
+        initial=step * batch_size,
+        desc="train SAE",
+        unit="tok",
+        unit_scale=True,
+        disable=not progress,
+    )
+    try:
+        while step < n_steps:
+            batch = next(stream)
+            for s, x in batch.items():
+                if not torch.isfinite(x).all():
+                    row = int((~torch.isfinite(x)).any(-1).nonzero()[0])
+                    raise ValueError(f"Activations at {s} hold NaN or inf (batch {step}, row {row}); training stopped.")
+                if s not in scales:
+                    scales[s] = math.sqrt(x.shape[-1]) / float(x.norm(dim=-1).mean())
+            factor = _lr_factor(step, n_steps)
+            postfix = {}
+            for i, (sae, opt) in enumerate(zip(saes, opts)):
+                x = batch[sae.site].float() * scales[sae.site]
+                if step == 0 and sae.b_dec.abs().sum() == 0:
+                    with torch.no_grad():
+                        sae.b_dec.copy_(x.mean(0))
+                for group in opt.param_groups:
+                    group["lr"] = specs[i].get("lr", DEFAULT_LR) * factor
+                dead = since_fired[i] > dead_tokens
+                loss, info = sae.training_loss(x, dead=dead)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                sae.remove_parallel_grad()
+                torch.nn.utils.clip_grad_norm_(sae.parameters(), 1.0)
+                opt.step()
+                sae.normalize_decoder()
+                since_fired[i] += len(x)
+                since_fired[i][info["fired"]] = 0
+                if sae.arch in ("standard", "gated") and step and step % resample_every == 0 and step < 0.8 * n_steps:
+                    _resample(sae, opt, since_fired[i] > dead_tokens, x, info["recon"].detach())
+                if i == 0:
+                    var = (x - x.mean(0)).pow(2).sum(-1).mean()
+                    postfix = {
+                        "mse": f"{info['mse']:.3g}",
+                        "fvu": f"{info['mse'] / float(var):.3f}",
+                        "L0": f"{info['l0']:.1f}",
+                        "dead": f"{float(dead.float().mean()):.2%}",
+                    }
+            step += 1
+            bar.update(batch_size)
+            bar.set_postfix(postfix, refresh=False)
+            if ckpt is not None and (step % checkpoint_every == 0 or step == n_steps):
+                _save_checkpoint(ckpt, saes, opts, since_fired, scales, step, specs, n_tokens, batch_size)
+    finally:
+        bar.close()
+    for sae in saes:
+        sae.fold_input_scale(scales[sae.site])
+        sae.cfg.metadata.update(
+            {
+                "training_tokens": n_steps * batch_size,
+                "input_scale": scales[sae.site],
+                "dead_fraction": float((since_fired[saes.index(sae)] > dead_tokens).float().mean()),
+            }
+        )
+        sae.eval()
+    return saes
+
+
+def _save_checkpoint(
+    path: Path,
+    saes: list[SAE],
+    opts: list[Any],
+    since_fired: list[torch.Tensor],
+    scales: dict[str, float],
+    step: int,
+    specs: list[dict[str, Any]],
+    n_tokens: int,
+    batch_size: int,
+) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(
+        {
+            "saes": [s.state_dict() for s in saes],
+            "opts": [o.state_dict() for o in opts],
+            "since_fired": since_fired,
+            "scales": scales,
+            "step": step,
+            "specs": specs,
+            "n_tokens": n_tokens,
+            "batch_size": batch_size,
+        },
+        tmp,
+    )
+    os.replace(tmp, path)
