@@ -133,7 +133,8 @@ class ActivationStore:
             if shuffle:
                 pool = pool[torch.randperm(len(pool), generator=gen)]
             full = len(pool) // batch_size * batch_size
-            yield from pool[:full].split(batch_size)
+            if full:
+                yield from pool[:full].split(batch_size)
             leftover = pool[full:]
 
 

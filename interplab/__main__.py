@@ -50,6 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     run = exp.add_mutually_exclusive_group()
     run.add_argument("--execute", dest="execute", action="store_true", default=None, help="always run first")
     run.add_argument("--no-execute", dest="execute", action="store_false", help="never run; use stored outputs")
+    suite = sub.add_parser("train-suite", help="train the pretrained SAE suite of the embedded model (long)")
+    suite.add_argument("--store", required=True, help="activation store folder (created, or resumed)")
+    suite.add_argument("--layers", type=int, nargs="+", default=[0, 3, 6, 9, 12, 15])
+    suite.add_argument("--n-tokens", type=int, default=1_000_000)
+    suite.add_argument("--width", type=int, default=4096)
+    suite.add_argument("--k", type=int, default=32)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.command == "prepare":
@@ -63,6 +69,13 @@ def main(argv: list[str] | None = None) -> int:
             logging.info("default corpus: %s", prepare_default_corpus())
     elif args.command == "export":
         _export(args.notebooks, args.out, args.execute)
+    elif args.command == "train-suite":
+        import json
+
+        from interplab.core.saes.pretrained import train_suite
+
+        results = train_suite(args.store, layers=tuple(args.layers), n_tokens=args.n_tokens, width=args.width, k=args.k)
+        logging.info("%s", json.dumps(results, indent=1))
     return 0
 
 

@@ -13,6 +13,7 @@ Example
 
 from __future__ import annotations
 
+import operator
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
@@ -122,9 +123,13 @@ class SAE(nn.Module):
 
     def direction(self, i: int) -> torch.Tensor:
         """Latent ``i``'s decoder direction [d_in] (a steering vector, a probe)."""
-        if not isinstance(i, int) or not 0 <= i < self.d_sae:
+        try:
+            index = operator.index(i)
+        except TypeError:
+            raise TypeError(f"A latent id is an integer, got {type(i).__name__}: {i!r}.") from None
+        if not 0 <= index < self.d_sae:
             raise IndexError(f"Latent {i!r} is out of range: this SAE has latents 0..{self.d_sae - 1}.")
-        return self.W_dec[i].detach().clone()
+        return self.W_dec[index].detach().clone()
 
     # ------------------------------------------------------------ forward
     def _check_input(self, x: torch.Tensor) -> torch.Tensor:

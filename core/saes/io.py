@@ -27,6 +27,7 @@ from safetensors.torch import load_file, save_file
 from .base import SAE, SAEConfig, arch_class
 
 CFG, WEIGHTS, SPARSITY = "cfg.json", "sae_weights.safetensors", "sparsity.safetensors"
+SAELENS_FORMAT_VERSION = "6.0.0"  # the config layout written here: SAELens reads it as a v6 config
 _FORMATS = (
     "a SAELens folder (cfg.json + sae_weights.safetensors), a Gemma Scope params.npz, "
     "or a dictionary_learning folder (ae.pt + config.json)"
@@ -49,13 +50,14 @@ def save_saelens(
         "normalize_activations": "none",
         "reshape_activations": "none",
         "metadata": {
+            **sae.cfg.metadata,
             "model_name": sae.cfg.model_name,
             "hook_name": sae.site,
             "hook_head_index": None,
             "prepend_bos": True,
+            "sae_lens_version": SAELENS_FORMAT_VERSION,
             "interplab_arch": sae.arch,
             "interplab": {k: v for k, v in sae.cfg.to_dict().items() if k not in ("metadata",)},
-            **sae.cfg.metadata,
         },
     }
     if sae.saelens_arch == "topk":
@@ -74,8 +76,8 @@ def save_saelens(
             save_file({"sparsity": sparsity.detach().to("cpu", torch.float32).contiguous()}, str(work / SPARSITY))
         (work / CFG).write_text(json.dumps(cfg, indent=1))
         if target.exists():
-            old = target.with_name(target.name + ".old")
-            os.replace(target, old)
+            old = Path(tempfile.mkdtemp(prefix=".old-", dir=target.parent))
+            os.replace(target, old / target.name)
             os.replace(work, target)
             shutil.rmtree(old, ignore_errors=True)
         else:
@@ -89,8 +91,10 @@ def _load_safetensors(path: Path) -> dict[str, torch.Tensor]:
     try:
         return load_file(str(path))
     except (SafetensorError, OSError, ValueError) as err:
-        head = path.read_bytes()[:2] if path.exists() else b""
-        what = " It looks like a pickle, which interplab never loads." if head[:1] == b"\x80" else ""
+        with open(path, "rb") as f:
+            head = f.read(4)
+        pickled = head[:1] == b"\x80" or head == b"PK\x03\x04"  # pickle protocol 2+, or torch.save's zip
+        what = " It looks like a pickle (e.g. torch.save output), which interplab never loads." if pickled else ""
         raise ValueError(f"{str(path)!r} is not a valid safetensors file.{what} ({err})") from None
 
 
@@ -118,6 +122,7 @@ def _saelens_config(raw: dict[str, Any]) -> dict[str, Any]:
         "site": site,
         "model_name": model_name,
         "meta": meta,
+        "rescale_by_decoder_norm": bool(raw.get("rescale_acts_by_decoder_norm", False)),
         "apply_b_dec_to_input": bool(raw.get("apply_b_dec_to_input", True)),
         "d_in": int(raw["d_in"]),
         "d_sae": int(raw["d_sae"]),
@@ -151,6 +156,13 @@ def load_saelens(path: str | Path) -> SAE:
         {k: v for k, v in cfg["meta"].items() if k not in ("interplab",)},
     )
     _assign(sae, tensors, str(folder / WEIGHTS))
+    if cfg["rescale_by_decoder_norm"]:
+        # SAELens scales latents by decoder norms; fold that into the weights (same outputs).
+        with torch.no_grad():
+            norms = sae.W_dec.norm(dim=1)
+            sae.W_enc *= norms
+            sae.b_enc *= norms
+            sae.W_dec /= norms[:, None]
     return sae
 
 

@@ -27,3 +27,44 @@ def load_embedded(layer: int | None) -> SAE:
     if layer not in layers:
         raise ValueError(f"No embedded SAE for layer={layer!r}; the suite covers layers {layers}.")
     return load_saelens(SUITE / f"blocks.{layer}.hook_resid_post")
+
+
+def train_suite(
+    store_path: str,
+    out_dir: str | Path = SUITE,
+    layers: tuple[int, ...] = (0, 3, 6, 9, 12, 15),
+    n_tokens: int = 1_000_000,
+    width: int = 4096,
+    k: int = 32,
+    eval_texts: int = 32,
+) -> dict[int, dict[str, float]]:
+    """Cache (resumable), train one BatchTopK SAE per layer from one stream, evaluate, save fp16.
+
+    Returns each layer's evaluation numbers; ``README.md`` in ``out_dir`` records them.
+    """
+    import torch
+
+    from ..corpus import default_corpus
+    from ..evaluate import evaluate
+    from ..loading import load_model
+    from .io import save_saelens
+
+    model = load_model()
+    sites = [f"blocks.{layer}.hook_resid_post" for layer in layers]
+    docs = default_corpus()
+    train_docs, held_out = docs[:-200], docs[-200:]
+    store = model.cache(train_docs, sites, store_path, n_tokens=n_tokens, context_size=128, batch_size=16,
+                        dtype="float16")
+    specs = [{"arch": "batchtopk", "width": width, "k": k, "site": s} for s in sites]
+    saes = SAE.train_many(store, specs, n_tokens=n_tokens, batch_size=4096,
+                          checkpoint_dir=str(Path(store_path) / "training"))
+    texts = [d[:400].rsplit(" ", 1)[0] for d in held_out[:: max(1, len(held_out) // eval_texts)]][:eval_texts]
+    results = {}
+    for layer, sae in zip(layers, saes):
+        sae.cfg.model_name = model.name
+        result = evaluate(sae, model, texts)
+        results[layer] = result.to_dict()
+        sae.cfg.metadata["evaluation"] = results[layer]
+        save_saelens(sae, Path(out_dir) / f"blocks.{layer}.hook_resid_post", dtype=torch.float16,
+                     sparsity=torch.from_numpy(result.density).clamp_min(1e-10).log10())
+    return results

@@ -70,6 +70,8 @@ def _store_stream(store: ActivationStore, sites: list[str], batch_size: int, see
         iters = [store.batches(batch_size, site=s, seed=seed + epoch) for s in sites]
         got = False
         for parts in zip(*iters):
+            if len(parts[0]) < batch_size:
+                break
             got = True
             yield dict(zip(sites, parts))
         if not got:
@@ -112,13 +114,16 @@ def _model_stream(
 
 
 @torch.no_grad()
-def _resample(sae: SAE, opt: torch.optim.Optimizer, dead: torch.Tensor, x: torch.Tensor, recon: torch.Tensor) -> int:
+def _resample(
+    sae: SAE, opt: torch.optim.Optimizer, dead: torch.Tensor, x: torch.Tensor, recon: torch.Tensor, seed: int
+) -> int:
     """Re-initialise dead latents towards inputs the SAE reconstructs worst (Bricken et al.)."""
     idx = dead.nonzero().flatten()
     if len(idx) == 0:
         return 0
     err = (x - recon).pow(2).sum(-1)
-    picks = torch.multinomial(err / err.sum(), len(idx), replacement=len(idx) > len(x))
+    gen = torch.Generator().manual_seed(seed)
+    picks = torch.multinomial(err / err.sum(), len(idx), replacement=len(idx) > len(x), generator=gen)
     directions = x[picks] - sae.b_dec
     directions /= directions.norm(dim=1, keepdim=True).clamp_min(1e-8)
     alive = ~dead
@@ -172,6 +177,8 @@ def train_saes(
     if not isinstance(n_tokens, int) or n_tokens < batch_size or batch_size < 1:
         raise ValueError(f"n_tokens must be an integer >= batch_size ({batch_size}), got {n_tokens!r}.")
     default_site = site or (available[0] if len(available) == 1 else None)
+    if default_site is None and any("site" not in spec for spec in specs):
+        raise ValueError(f"This source holds several sites; pass site= (or a site per spec), one of {available}.")
     if not specs:
         raise ValueError("Give at least one SAE spec, e.g. dict(arch='batchtopk', width=4096, k=32).")
     specs = [_check_spec(s, default_site, available) for s in specs]
@@ -254,7 +261,8 @@ def train_saes(
                 since_fired[i] += len(x)
                 since_fired[i][info["fired"]] = 0
                 if sae.arch in ("standard", "gated") and step and step % resample_every == 0 and step < 0.8 * n_steps:
-                    _resample(sae, opt, since_fired[i] > dead_tokens, x, info["recon"].detach())
+                    _resample(sae, opt, since_fired[i] > dead_tokens, x, info["recon"].detach(),
+                              seed * 1_000_003 + step * 101 + i)
                 if i == 0:
                     var = (x - x.mean(0)).pow(2).sum(-1).mean()
                     postfix = {
