@@ -96,3 +96,12 @@ function ilabTokenText(tok) {
 function ilabKeepKeys(el) {
   el.addEventListener("keydown", (e) => e.stopPropagation());
 }
+
+/** Subscribe to model events, run the first draw, and return the cleanup that unsubscribes. */
+function ilabListen(model, handlers, firstDraw) {
+  for (const [event, handler] of Object.entries(handlers)) model.on(event, handler);
+  firstDraw();
+  return () => {
+    for (const [event, handler] of Object.entries(handlers)) model.off(event, handler);
+  };
+}

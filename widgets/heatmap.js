@@ -259,28 +259,23 @@ function render({ model, el }) {
     pages = pagesFor(docStarts, nTokens, Math.max(50, model.get("page_tokens")));
     drawPage();
   };
-  model.on("msg:custom", onMsg);
-  model.on("change:feature", onFeature);
-  model.on("change:scale", colour);
-  model.on("change:selected_token", markSelected);
-  model.on("change:page", drawPage);
-  model.on("change:page_tokens", onPageTokens);
-  model.on("change:scheme", onScheme);
-  picker.style.display = model.get("show_picker") ? "" : "none";
-  onScheme();
-  fillOptions();
-  drawPage();
-  // the frame after next has been painted with the first page
-  requestAnimationFrame(() => requestAnimationFrame(() => performance.mark("ilab-heatmap-painted")));
-  return () => {
-    model.off("msg:custom", onMsg);
-    model.off("change:feature", onFeature);
-    model.off("change:scale", colour);
-    model.off("change:selected_token", markSelected);
-    model.off("change:page", drawPage);
-    model.off("change:page_tokens", onPageTokens);
-    model.off("change:scheme", onScheme);
+  const handlers = {
+    "msg:custom": onMsg,
+    "change:feature": onFeature,
+    "change:scale": colour,
+    "change:selected_token": markSelected,
+    "change:page": drawPage,
+    "change:page_tokens": onPageTokens,
+    "change:scheme": onScheme,
   };
+  return ilabListen(model, handlers, () => {
+    picker.style.display = model.get("show_picker") ? "" : "none";
+    onScheme();
+    fillOptions();
+    drawPage();
+    // the frame after next has been painted with the first page
+    requestAnimationFrame(() => requestAnimationFrame(() => performance.mark("ilab-heatmap-painted")));
+  });
 }
 
 export default { render };
