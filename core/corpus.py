@@ -115,11 +115,25 @@ def prepare_default_corpus(force: bool = False) -> Path:
     return target
 
 
+def _jsonl_texts(file: Path) -> Iterator[str]:
+    """The ``text`` of each line of a JSON-lines file; a bad line is named with its number."""
+    with open(file, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                text = json.loads(line)["text"]
+            except (json.JSONDecodeError, KeyError, TypeError):
+                text = None
+            if not isinstance(text, str):
+                raise ValueError(f"{file}:{lineno}: expected a JSON object with a 'text' string, got {line[:80]!r}")
+            yield text
+
+
 def default_corpus() -> list[str]:
     """The default English corpus as a list of documents (prepared on first use)."""
     path = prepare_default_corpus()
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line)["text"] for line in f]
+    return list(_jsonl_texts(path))
 
 
 def iter_texts(corpus: Any) -> Iterator[str]:
@@ -144,10 +158,7 @@ def iter_texts(corpus: Any) -> Iterator[str]:
             raise ValueError(f"Corpus folder {str(path)!r} holds no .txt or .jsonl files.")
         for file in files:
             if file.suffix == ".jsonl":
-                with open(file, encoding="utf-8") as f:
-                    for line in f:
-                        if line.strip():
-                            yield json.loads(line)["text"]
+                yield from _jsonl_texts(file)
             else:
                 yield file.read_text(encoding="utf-8")
         return

@@ -148,12 +148,15 @@ def token_windows(model: Model, corpus: Any, context_size: int) -> Iterator[list
     prefix = [bos] if bos is not None else []
     body = context_size - len(prefix)
     buffer: list[int] = []
+    start = 0  # read position in buffer; the consumed prefix is trimmed once per document
     for doc in iter_texts(corpus):
         ids = tok(doc, add_special_tokens=False)["input_ids"]
+        del buffer[:start]
+        start = 0
         buffer.extend(ids + ([eos] if eos is not None else []))
-        while len(buffer) >= body:
-            yield prefix + buffer[:body]
-            buffer = buffer[body:]
+        while len(buffer) - start >= body:
+            yield prefix + buffer[start : start + body]
+            start += body
 
 
 def cache_activations(
@@ -204,8 +207,12 @@ def cache_activations(
 
     store_dtype = _STORE_DTYPES[dtype]
     windows = token_windows(model, corpus, context_size)
-    for _ in range(manifest["windows_done"]):
+    # Every window stores exactly `body` tokens, so the stored tokens are a prefix of the stream:
+    # skip the whole windows already stored, then the stored part of the next one.
+    body = context_size - skip
+    for _ in range(manifest["n_tokens"] // body):
         next(windows, None)
+    drop = manifest["n_tokens"] % body
     pending: dict[str, list[torch.Tensor]] = {n: [] for n in [*names, "tokens"]}
     pending_count, pending_windows = 0, 0
     bar = tqdm(total=n_tokens, initial=manifest["n_tokens"], desc="cache", unit="tok", unit_scale=True)
@@ -218,10 +225,12 @@ def cache_activations(
                 break
             ids = torch.tensor(batch)
             values = model._run_sites({"input_ids": ids, "attention_mask": torch.ones_like(ids)}, parsed)
-            take = min(n_tokens - manifest["n_tokens"] - pending_count, len(batch) * (context_size - skip))
-            pending["tokens"].append(ids[:, skip:].reshape(-1)[:take])
+            take = min(n_tokens - manifest["n_tokens"] - pending_count, len(batch) * body - drop)
+            pending["tokens"].append(ids[:, skip:].reshape(-1)[drop : drop + take])
             for name, value in zip(names, values, strict=True):
-                pending[name].append(value[:, skip:].reshape(-1, value.shape[-1])[:take].to(store_dtype))
+                flat = value[:, skip:].reshape(-1, value.shape[-1])
+                pending[name].append(flat[drop : drop + take].to(store_dtype))
+            drop = 0
             pending_count += take
             pending_windows += len(batch)
             bar.update(take)
