@@ -54,6 +54,22 @@ def _check_spec(spec: dict[str, Any], default_site: str | None, sites: Sequence[
     return spec
 
 
+def train_step(
+    sae: SAE, opt: torch.optim.Optimizer, x: torch.Tensor, dead: torch.Tensor, since_fired: torch.Tensor
+) -> dict[str, Any]:
+    """One optimiser step: loss, backward, unit-norm-preserving update; updates ``since_fired`` in place."""
+    loss, info = sae.training_loss(x, dead=dead)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    sae.remove_parallel_grad()
+    torch.nn.utils.clip_grad_norm_(sae.parameters(), 1.0)
+    opt.step()
+    sae.normalize_decoder()
+    since_fired += len(x)
+    since_fired[info["fired"]] = 0
+    return info
+
+
 def _lr_factor(step: int, n_steps: int, warmup: float = 0.05, decay: float = 0.2) -> float:
     """Linear warm-up over the first 5% of steps, linear decay to zero over the last 20%."""
     warm = max(1, int(n_steps * warmup))
@@ -251,15 +267,7 @@ def train_saes(
                 for group in opt.param_groups:
                     group["lr"] = specs[i].get("lr", DEFAULT_LR) * factor
                 dead = since_fired[i] > dead_tokens
-                loss, info = sae.training_loss(x, dead=dead)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                sae.remove_parallel_grad()
-                torch.nn.utils.clip_grad_norm_(sae.parameters(), 1.0)
-                opt.step()
-                sae.normalize_decoder()
-                since_fired[i] += len(x)
-                since_fired[i][info["fired"]] = 0
+                info = train_step(sae, opt, x, dead, since_fired[i])
                 if sae.arch in ("standard", "gated") and step and step % resample_every == 0 and step < 0.8 * n_steps:
                     _resample(sae, opt, since_fired[i] > dead_tokens, x, info["recon"].detach(),
                               seed * 1_000_003 + step * 101 + i)
