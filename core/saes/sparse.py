@@ -12,12 +12,11 @@ Example
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-
-_CHUNK = 65_536  # pairs per chunk in the backward pass, to bound temporary memory
 
 
 class _SelectActive(torch.autograd.Function):
@@ -45,11 +44,8 @@ class _SelectActive(torch.autograd.Function):
         g_b_enc = torch.zeros(W_enc.shape[1], dtype=g_vals.dtype, device=g_vals.device).index_add_(0, cols, g_vals)
         g_W_enc = None
         if ctx.needs_input_grad[1]:
-            g_W_enc_T = torch.zeros(W_enc.shape[1], W_enc.shape[0], dtype=g_vals.dtype, device=g_vals.device)
-            for s in range(0, len(cols), _CHUNK):
-                r, c, g = rows[s : s + _CHUNK], cols[s : s + _CHUNK], g_vals[s : s + _CHUNK]
-                g_W_enc_T.index_add_(0, c, x_c[r] * g[:, None])
-            g_W_enc = g_W_enc_T.T
+            # [M, B] sparse (latent x token) times [B, D]: only the active pairs are touched.
+            g_W_enc = _by_column(rows, cols, g_vals, W_enc.shape[1], x_c.shape[0]).matmul(x_c).T
         # x_c = x - b_dec, so d/d(b_dec) = -sum over pairs of g * W_enc[:, col] = -W_enc @ g_b_enc.
         g_b_dec = -(W_enc @ g_b_enc) if ctx.needs_input_grad[3] else None
         return None, g_W_enc, g_b_enc if ctx.needs_input_grad[2] else None, g_b_dec, None, None
@@ -86,12 +82,50 @@ def select_active(
     return _SelectActive.apply(x, W_enc, b_enc, b_dec, k, batch_topk)
 
 
+def _by_column(rows: torch.Tensor, cols: torch.Tensor, vals: torch.Tensor, n_cols: int, n_rows: int) -> torch.Tensor:
+    """The pairs as a sparse CSR matrix [n_cols, n_rows] (transposed: one row per latent)."""
+    order = torch.argsort(cols, stable=True)
+    crow = torch.zeros(n_cols + 1, dtype=torch.int64, device=cols.device)
+    crow[1:] = torch.bincount(cols, minlength=n_cols).cumsum(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "sparse CSR support is in beta"
+        return torch.sparse_csr_tensor(crow, rows[order], vals[order], size=(n_cols, n_rows))
+
+
+class _DecodePairs(torch.autograd.Function):
+    """sum_j vals_j * W_dec[cols_j] per row; backward through sparse products, not gathers."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any, vals: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, W_dec: torch.Tensor, crow: torch.Tensor
+    ) -> torch.Tensor:
+        ctx.save_for_backward(vals, rows, cols, W_dec, crow)
+        return F.embedding_bag(cols, W_dec, crow[:-1], mode="sum", per_sample_weights=vals)
+
+    @staticmethod
+    def backward(ctx: Any, g_out: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+        vals, rows, cols, W_dec, crow = ctx.saved_tensors
+        g_out = g_out.contiguous()
+        g_vals = g_W_dec = None
+        if ctx.needs_input_grad[0]:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                pattern = torch.sparse_csr_tensor(
+                    crow, cols, torch.ones_like(vals), size=(g_out.shape[0], W_dec.shape[0])
+                )
+                # (g_out @ W_dec.T) sampled at the active pairs only
+                g_vals = torch.sparse.sampled_addmm(pattern, g_out, W_dec.T, beta=0.0).values()
+        if ctx.needs_input_grad[3]:
+            g_W_dec = _by_column(rows, cols, vals, W_dec.shape[0], g_out.shape[0]).matmul(g_out)
+        return g_vals, None, None, g_W_dec, None
+
+
 def decode_pairs(
     vals: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, W_dec: torch.Tensor, b_dec: torch.Tensor, n_rows: int
 ) -> torch.Tensor:
     """Sum ``vals * W_dec[cols]`` per row plus ``b_dec``, without a dense [B, M] product."""
-    offsets = torch.searchsorted(rows, torch.arange(n_rows, device=rows.device))
-    return F.embedding_bag(cols, W_dec, offsets, mode="sum", per_sample_weights=vals) + b_dec
+    crow = torch.searchsorted(rows, torch.arange(n_rows + 1, device=rows.device))
+    return _DecodePairs.apply(vals, rows, cols, W_dec, crow) + b_dec
 
 
 def pairs_to_dense(vals: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, n_rows: int, d_sae: int) -> torch.Tensor:
