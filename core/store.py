@@ -35,6 +35,7 @@ logger = logging.getLogger(__name__)
 
 FORMAT = "interplab-activations"
 MANIFEST = "manifest.json"
+_FLOAT16_MAX = 65504.0
 _STORE_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
@@ -229,7 +230,13 @@ def cache_activations(
             pending["tokens"].append(ids[:, skip:].reshape(-1)[drop : drop + take])
             for name, value in zip(names, values, strict=True):
                 flat = value[:, skip:].reshape(-1, value.shape[-1])
-                pending[name].append(flat[drop : drop + take].to(store_dtype))
+                kept = flat[drop : drop + take]
+                if store_dtype == torch.float16 and bool((kept.abs() > _FLOAT16_MAX).any()):
+                    raise ValueError(
+                        f"Activations at {name} reach {float(kept.abs().max()):.0f}, beyond float16's range "
+                        f"(±{_FLOAT16_MAX:.0f}); they would be stored as inf. Use dtype='bfloat16' or 'float32'."
+                    )
+                pending[name].append(kept.to(store_dtype))
             drop = 0
             pending_count += take
             pending_windows += len(batch)

@@ -54,7 +54,7 @@ def train_suite(
     docs = default_corpus()
     train_docs, held_out = docs[:-200], docs[-200:]
     store = model.cache(
-        train_docs, sites, store_path, n_tokens=n_tokens, context_size=128, batch_size=16, dtype="float16"
+        train_docs, sites, store_path, n_tokens=n_tokens, context_size=128, batch_size=16, dtype="bfloat16"
     )
     specs = [{"arch": "batchtopk", "width": width, "k": k, "site": s} for s in sites]
     saes = SAE.train_many(
@@ -64,6 +64,7 @@ def train_suite(
     results = {}
     for layer, sae in zip(layers, saes):
         sae.cfg.model_name = model.name
+        sae.to(torch.float16).to(torch.float32)  # evaluate exactly what is shipped: float16 weights
         result = evaluate(sae, model, texts)
         results[layer] = result.to_dict()
         sae.cfg.metadata["evaluation"] = results[layer]
