@@ -170,7 +170,8 @@ def payload_section(docs: list[list[str]], n: int, reps: int, json_reps: int) ->
     text = parts["vocab_json_bytes"]
     values_bytes = parts["buffers"]["values.view"]
     token_ids = parts["buffers"]["token_ids.view"]
-    top_k = parts["buffers"]["top_features.view"] + parts["buffers"]["top_values.view"]
+    # top features per token travel only when over the cap (else the browser computes them)
+    top_k = parts["buffers"].get("top_features.view", 0) + parts["buffers"].get("top_values.view", 0)
     allowed = BYTES_PER_VALUE_GOAL * n_values + text
 
     # Baselines, same data: values as a JSON list vs as raw bytes.
