@@ -541,3 +541,16 @@ def test_bad_files_give_clear_errors_and_write_nothing(tmp_path, make_bad, exc, 
         SAE.load(path)
     assert tree(tmp_path) == before, "a refused load writes nothing"
     assert not (tmp_path / "unpickled").exists(), "the file was unpickled"
+
+
+def test_embedded_suite_loads_and_names_its_layers():
+    from interplab.core.saes.pretrained import embedded_layers
+
+    layers = embedded_layers()
+    assert layers == [0, 3, 6, 9, 12, 15]
+    sae = SAE.load("embedded", layer=6)
+    assert type(sae).__name__ == "BatchTopKSAE" and (sae.d_in, sae.d_sae, sae.cfg.k) == (640, 4096, 32)
+    assert sae.site == "blocks.6.hook_resid_post" and float(sae.topk_threshold) > 0
+    assert sae.cfg.metadata["evaluation"]["explained_variance"] > 0.5
+    with pytest.raises(ValueError, match=r"layer=7.*\[0, 3, 6, 9, 12, 15\]"):
+        SAE.load("embedded", layer=7)

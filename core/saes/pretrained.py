@@ -74,12 +74,13 @@ def train_suite(
             dtype=torch.float16,
             sparsity=torch.from_numpy(result.density).clamp_min(1e-10).log10(),
         )
-    _write_readme(Path(out_dir), layers, n_tokens, width, k, len(texts), results)
+    _write_readme(Path(out_dir), store_path, layers, n_tokens, width, k, len(texts), results)
     return results
 
 
 def _write_readme(
     out: Path,
+    store_path: str,
     layers: tuple[int, ...],
     n_tokens: int,
     width: int,
@@ -102,7 +103,7 @@ Load one with `ilab.SAE.load("embedded", layer=L)`.
 
 Made with:
 
-    python -m interplab train-suite --store /tmp/suite/acts --layers {layer_args} --n-tokens {n_tokens} \\
+    python -m interplab train-suite --store {store_path} --layers {layer_args} --n-tokens {n_tokens} \\
         --width {width} --k {k}
 
 Evaluation with `ilab.evaluate` on {n_texts} held-out passages (the last 200 documents of the default
