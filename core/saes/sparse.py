@@ -54,27 +54,20 @@ class _SelectActive(torch.autograd.Function):
 def _batch_topk(pre: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The top k*B entries of [B, M] as row-sorted pairs.
 
-    Exact and fast: take each row's top ``4k`` candidates, find the (k*B)-th largest candidate
-    by selection, and keep the candidates at or above it (row-major, so already sorted by row).
-    If a row had all its candidates chosen it might hold more: widen the candidates and retry.
-    Ties at the cutoff fall back to the full selection.
+    Exact and fast: take each row's top ``4k`` candidates, then the top k*B among them. If some
+    row had all its candidates chosen it might hold more, so fall back to the full selection.
     """
     n_rows, width = pre.shape
     n_keep = min(k * n_rows, pre.numel())
     per_row = min(width, 4 * k)
-    while per_row < width:
-        cand_vals, cand_cols = torch.topk(pre, per_row, dim=1, sorted=False)
-        flat = cand_vals.flatten()
-        cutoff = torch.kthvalue(flat, flat.numel() - n_keep + 1).values
-        keep = cand_vals >= cutoff
-        if int(keep.sum(1).max()) < per_row:
-            if int(keep.sum()) != n_keep:
-                break  # ties at the cutoff: let the full selection decide
-            rows, j = keep.nonzero(as_tuple=True)
-            return cand_vals[rows, j], rows, cand_cols[rows, j]
-        per_row = min(width, per_row * 4)  # a row may hold more: widen its candidates
-    vals, idx = torch.topk(pre.flatten(), n_keep, sorted=False)
-    rows, cols = idx // width, idx % width
+    cand_vals, cand_cols = torch.topk(pre, per_row, dim=1, sorted=False)
+    vals, flat = torch.topk(cand_vals.flatten(), n_keep, sorted=False)
+    rows = flat // per_row
+    if per_row < width and int(torch.bincount(rows, minlength=n_rows).max()) == per_row:
+        vals, flat = torch.topk(pre.flatten(), n_keep, sorted=False)
+        rows, cols = flat // width, flat % width
+    else:
+        cols = cand_cols.flatten()[flat]
     order = torch.argsort(rows, stable=True)
     return vals[order], rows[order], cols[order]
 
