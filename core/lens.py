@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import nnsight
 import torch
 
-from .model import check_texts
+from .model import check_texts, position_columns
 from .sites import resolve
 
 if TYPE_CHECKING:
@@ -34,9 +34,7 @@ def logit_lens(model: Model, texts: str | Sequence[str], position: int = -1) -> 
         model._parse("blocks.0.hook_resid_post")  # raises, naming the supported model types
     enc = model.to_tokens(texts)
     lengths = enc["attention_mask"].sum(1)
-    cols = lengths + position if position < 0 else torch.full_like(lengths, position)
-    if (cols < 0).any() or (cols >= lengths).any():
-        raise ValueError(f"position={position} is outside a text of {int(lengths.min())} tokens.")
+    cols = position_columns(lengths, [position])[:, 0]
     rows = torch.arange(len(texts))
     blocks = [resolve(model.nn, f"{family.layers}.{layer}") for layer in range(model.n_layers)]
     norm = resolve(model.nn, family.final_norm)

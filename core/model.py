@@ -44,6 +44,17 @@ def check_texts(texts: str | Sequence[str]) -> list[str]:
     return texts
 
 
+def position_columns(lengths: torch.Tensor, positions: Sequence[int]) -> torch.Tensor:
+    """Column index of each position in each right-padded row ([batch, n_pos]; -1 is a row's last token)."""
+    cols = []
+    for p in positions:
+        col = lengths + p if p < 0 else torch.full_like(lengths, p)
+        if (col < 0).any() or (col >= lengths).any():
+            raise ValueError(f"Position {p} is outside a text of {int(lengths.min())} tokens.")
+        cols.append(col)
+    return torch.stack(cols, 1)
+
+
 def _check_batch_size(batch_size: int) -> int:
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
@@ -215,13 +226,7 @@ class Model:
         if positions is None:
             rows = cols = None
         else:
-            cols_list = []
-            for p in positions:
-                col = lengths + p if p < 0 else torch.full_like(lengths, p)
-                if (col < 0).any() or (col >= lengths).any():
-                    raise ValueError(f"Position {p} is outside a text of {int(lengths.min())} tokens.")
-                cols_list.append(col)
-            cols = torch.stack(cols_list, 1)  # [batch, n_pos]
+            cols = position_columns(lengths, positions)  # [batch, n_pos]
             rows = torch.arange(len(lengths))[:, None].expand_as(cols)
         norm = resolve(self.nn, self.family.final_norm)
         unembed = resolve(self.nn, self.family.unembed)
