@@ -15,43 +15,9 @@ import torch
 from torch import nn
 
 from .base import SAE
+from .dense import jumprelu_l0
 
 INITIAL_THRESHOLD = 0.001
-
-
-def _kernel(u: torch.Tensor) -> torch.Tensor:
-    return ((u > -0.5) & (u < 0.5)).to(u.dtype)
-
-
-class _JumpReLU(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, pre: torch.Tensor, log_t: torch.Tensor, bw: float) -> torch.Tensor:  # type: ignore[override]
-        t = log_t.exp()
-        ctx.save_for_backward(pre, t)
-        ctx.bw = bw
-        return pre * (pre > t)
-
-    @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
-        pre, t = ctx.saved_tensors
-        g_pre = g * (pre > t)
-        g_t = (-(t / ctx.bw) * _kernel((pre - t) / ctx.bw) * g).sum(0)
-        return g_pre, g_t * t, None  # chain rule through t = exp(log_t)
-
-
-class _Step(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, pre: torch.Tensor, log_t: torch.Tensor, bw: float) -> torch.Tensor:  # type: ignore[override]
-        t = log_t.exp()
-        ctx.save_for_backward(pre, t)
-        ctx.bw = bw
-        return (pre > t).to(pre.dtype)
-
-    @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
-        pre, t = ctx.saved_tensors
-        g_t = (-(1.0 / ctx.bw) * _kernel((pre - t) / ctx.bw) * g).sum(0)
-        return None, g_t * t, None
 
 
 class JumpReLUSAE(SAE):
@@ -72,13 +38,12 @@ class JumpReLUSAE(SAE):
 
     def training_loss(self, x: torch.Tensor, dead: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, Any]]:
         x = self._check_input(x)
-        pre = self.pre_acts(x)
-        acts = _JumpReLU.apply(pre, self.log_threshold, self.cfg.bandwidth)
-        recon = self.decode(acts)
+        recon, l0, active = jumprelu_l0(
+            x, self.W_enc, self.b_enc, self.W_dec, self.b_dec, self.log_threshold, self.cfg.bandwidth,
+            self.cfg.apply_b_dec_to_input,
+        )
         mse = (recon - x).pow(2).sum(-1).mean()
-        l0 = _Step.apply(pre, self.log_threshold, self.cfg.bandwidth).sum(-1).mean()
         loss = mse + (self.cfg.l0_coefficient or 0.0) * l0
-        active = acts > 0
         return loss, {"recon": recon, "mse": float(mse.detach()), "l0": float(l0.detach()), "fired": active.any(0)}
 
     def extra_state(self) -> dict[str, torch.Tensor]:

@@ -12,11 +12,14 @@ Example
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+
+SAMPLE_MIN = 65_536  # entries sampled to place BatchTopK's cutoff
 
 
 class _SelectActive(torch.autograd.Function):
@@ -54,22 +57,31 @@ class _SelectActive(torch.autograd.Function):
 def _batch_topk(pre: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The top k*B entries of [B, M] as row-sorted pairs.
 
-    Exact and fast: take each row's top ``4k`` candidates, then the top k*B among them. If some
-    row had all its candidates chosen it might hold more, so fall back to the full selection.
+    Exact and fast: a random sample of the entries gives a cutoff safely below the true one;
+    the entries above it (a little more than k*B) are found in one pass and the top k*B among
+    them are kept. If the cutoff was not low enough, it is lowered (then the full selection).
+    Flat positions are sorted, so pairs come out in row order without an argsort of rows.
     """
     n_rows, width = pre.shape
-    n_keep = min(k * n_rows, pre.numel())
-    per_row = min(width, 4 * k)
-    cand_vals, cand_cols = torch.topk(pre, per_row, dim=1, sorted=False)
-    vals, flat = torch.topk(cand_vals.flatten(), n_keep, sorted=False)
-    rows = flat // per_row
-    if per_row < width and int(torch.bincount(rows, minlength=n_rows).max()) == per_row:
-        vals, flat = torch.topk(pre.flatten(), n_keep, sorted=False)
-        rows, cols = flat // width, flat % width
-    else:
-        cols = cand_cols.flatten()[flat]
-    order = torch.argsort(rows, stable=True)
-    return vals[order], rows[order], cols[order]
+    flat = pre.reshape(-1)
+    n_keep = min(k * n_rows, flat.numel())
+    pos = None
+    if flat.numel() > 4 * SAMPLE_MIN:
+        n_sample = max(SAMPLE_MIN, flat.numel() // 32)
+        gen = torch.Generator(device=pre.device).manual_seed(n_rows)  # fixed positions: no global RNG use
+        sample = flat[torch.randint(flat.numel(), (n_sample,), generator=gen, device=pre.device)]
+        expected = n_keep * n_sample / flat.numel()
+        for widen in (1.0, 4.0):
+            rank = min(n_sample, int(expected * 1.2 * widen + 4 * math.sqrt(expected) * widen) + 1)
+            cutoff = torch.topk(sample, rank, sorted=False).values.min()
+            cand = (flat >= cutoff).nonzero().squeeze(1)
+            if len(cand) >= n_keep:
+                _, chosen = torch.topk(flat[cand], n_keep, sorted=False)
+                pos = cand[chosen.sort().values]
+                break
+    if pos is None:
+        pos = torch.topk(flat, n_keep, sorted=False).indices.sort().values
+    return flat[pos], pos // width, pos % width
 
 
 def select_active(

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from .base import SAE
+from .dense import relu_l1
 
 
 class StandardSAE(SAE):
@@ -23,12 +24,9 @@ class StandardSAE(SAE):
 
     def training_loss(self, x: torch.Tensor, dead: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, Any]]:
         x = self._check_input(x)
-        acts = self.encode(x)
-        recon = self.decode(acts)
+        recon, l1, active = relu_l1(x, self.W_enc, self.b_enc, self.W_dec, self.b_dec, self.cfg.apply_b_dec_to_input)
         mse = (recon - x).pow(2).sum(-1).mean()
-        l1 = acts.abs().sum(-1).mean()
         loss = mse + (self.cfg.l1_coefficient or 0.0) * l1
-        active = acts > 0
         return loss, {
             "recon": recon,
             "mse": float(mse.detach()),
