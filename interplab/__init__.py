@@ -9,9 +9,11 @@ Example
 """
 
 from interplab import widgets
+from interplab.core import features, patching, steering
 from interplab.core.activations import Activations
 from interplab.core.corpus import default_corpus
 from interplab.core.evaluate import SAEEvaluation, evaluate
+from interplab.core.features import FeatureData, feature_data
 from interplab.core.heatmap_data import HeatmapData, heatmap_data
 from interplab.core.lens import logit_lens
 from interplab.core.loading import load_model
@@ -26,6 +28,7 @@ __all__ = [
     "SAE",
     "ActivationStore",
     "Activations",
+    "FeatureData",
     "HeatmapData",
     "Model",
     "SAEEvaluation",
@@ -33,10 +36,14 @@ __all__ = [
     "default_corpus",
     "evaluate",
     "export_html",
+    "feature_data",
+    "features",
     "heatmap_data",
     "load_ipython_extension",
     "load_model",
     "logit_lens",
+    "patching",
+    "steering",
     "unload_ipython_extension",
     "widgets",
 ]

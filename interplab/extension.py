@@ -108,3 +108,18 @@ def unload_ipython_extension(shell: Any) -> None:
         for cls in DISPLAYS:
             shell.display_formatter.mimebundle_formatter.pop(cls, None)
     shell._interplab_loaded = False
+
+
+def _patching_widget(result: Any) -> Any:
+    from interplab.widgets.patching import PatchingGrid
+
+    return PatchingGrid(result)
+
+
+def _register_patching() -> None:
+    from interplab.core.patch_result import PatchingResult
+
+    register_display(PatchingResult, _patching_widget)
+
+
+_register_patching()

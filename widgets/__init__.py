@@ -1,5 +1,8 @@
 """interplab widgets: anywidgets that render engine results inline (no engine logic here)."""
 
+from .dashboard import FeatureDashboard
 from .heatmap import FeatureHeatmap, TokenHeatmap
+from .patching import PatchingGrid
+from .steering import SteeringPanel
 
-__all__ = ["FeatureHeatmap", "TokenHeatmap"]
+__all__ = ["FeatureDashboard", "FeatureHeatmap", "PatchingGrid", "SteeringPanel", "TokenHeatmap"]

@@ -105,3 +105,18 @@ function ilabListen(model, handlers, firstDraw) {
     for (const [event, handler] of Object.entries(handlers)) model.off(event, handler);
   };
 }
+
+/**
+ * One token as a span (class ilab-tok; text via textContent, whitespace made visible), coloured by
+ * `value` on the scale of `vmax` when a value is given. Shared by the heatmap and the dashboard.
+ */
+function ilabTokenSpan(tok, value, vmax, diverging) {
+  const shown = ilabTokenText(tok);
+  const span = ilabEl("span", shown.faint ? "ilab-tok ilab-faint" : "ilab-tok", shown.text);
+  if (shown.newline) span.dataset.newline = "1";
+  if (value !== undefined) {
+    span.style.background = ilabColor(value, vmax, diverging);
+    span.dataset.v = String(value);
+  }
+  return span;
+}

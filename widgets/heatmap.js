@@ -142,11 +142,10 @@ function render({ model, el }) {
         docEl.dataset.doc = String(doc);
         docsBox.appendChild(docEl);
       }
-      const shown = ilabTokenText(vocab[tokenIds[i]]);
-      const span = ilabEl("span", shown.faint ? "ilab-tok ilab-faint" : "ilab-tok", shown.text);
+      const span = ilabTokenSpan(vocab[tokenIds[i]]);
       span.dataset.i = String(i);
       docEl.appendChild(span);
-      if (shown.newline) docEl.appendChild(document.createElement("br"));
+      if (span.dataset.newline) docEl.appendChild(document.createElement("br"));
       spans.push(span);
     }
     pageLabel.textContent = ` page ${p + 1}/${pages.length} · tokens ${a}–${b - 1} of ${nTokens} `;

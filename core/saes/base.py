@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
@@ -244,7 +245,9 @@ class SAE(nn.Module):
             return load_embedded(layer)
         from .io import load_sae
 
-        return load_sae(path, site=site)
+        sae = load_sae(path, site=site)
+        sae.source_path = Path(path)  # labels and dashboards are kept beside it when the folder is writable
+        return sae
 
     def save(self, path: Any, dtype: torch.dtype = torch.float32) -> Any:
         """Write this SAE as a SAELens folder (``cfg.json`` + ``sae_weights.safetensors``)."""

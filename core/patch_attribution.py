@@ -1,0 +1,321 @@
+"""Attribution patching: first-order estimates of every patching grid, and SAE-latent patching.
+
+For a site with corrupted activation ``a`` and clean activation ``a'``, patching changes the
+metric by about ``(a' - a) . dM/da`` (denoising). One forward of the clean and corrupted
+prompts together, then one corrupted forward with a backward, give that product for every
+layer, position and head of every site kind at once. The gradient is taken with
+``torch.autograd.grad`` inside the trace, so only tensors cross the trace boundary (remote-safe).
+
+With ``steps=n > 1`` the gradient is instead averaged over ``n`` runs on the straight path from
+the base run to the source run, made by interpolating the input embeddings (the first block's
+input: ``base + k/n (source - base)``, ``k = 0 .. n-1``), as in EAP-IG (Hanna et al. 2024). This
+is integrated gradients: at the embeddings the attributions of all positions sum to the total
+effect as ``n`` grows. ``steps=1`` is plain attribution patching (``k = 0``: the base run).
+
+Latent patching splices an SAE in with its error term, so the unpatched run is unchanged:
+``x' = decode(f') + (x - decode(f)) = x + (f' - f) W_dec``. Patching latent ``i`` at position
+``p`` adds ``(f'_i - f_i) W_dec[i]`` there.
+
+Example
+-------
+>>> approx = ilab.patching.attribution(model, pairs)             # dict: site -> PatchingResult
+>>> lat = ilab.patching.latents(model, sae, pairs, top=16)       # {"attribution": ..., "exact": ...}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import nnsight
+import torch
+from tqdm.auto import tqdm
+
+from .patch_grid import (
+    ORDER,
+    SITES,
+    Prepared,
+    _check_batch,
+    auto_batch_size,
+    baselines,
+    check_positions,
+    collect,
+    prepare,
+    score_rows,
+    site_target,
+)
+from .patch_metrics import Metric
+from .patch_result import PatchingResult
+from .prompts import PromptPairs
+from .sites import resolve
+
+if TYPE_CHECKING:
+    from .model import Model
+    from .saes.base import SAE
+
+_KIND_OF_SITE = {"resid_pre": "resid_pre", "resid_post": "resid_post", "attn_out": "attn_out",
+                 "mlp_out": "mlp_out", "hook_z": "heads"}  # fmt: skip
+
+
+def _metric_grad(prep: Prepared, base_logits: torch.Tensor) -> torch.Tensor:
+    """d(mean metric)/d(final logits) of the base run, [n_pairs, vocab] (computed here, not in the trace)."""
+    logits = base_logits.detach().clone().requires_grad_(True)
+    value = prep.metric(logits, torch.arange(prep.n_pairs)).mean()
+    (grad,) = torch.autograd.grad(value, logits, allow_unused=True)
+    return torch.zeros_like(logits) if grad is None else grad
+
+
+def _gradients(
+    model: Model, ids: torch.Tensor, kinds: Sequence[str], layers: Sequence[int], grad_logits: torch.Tensor,
+    embeds_NPD: torch.Tensor | None = None,
+) -> dict[tuple[str, int], torch.Tensor]:
+    """One forward + backward of ``ids``: d metric / d activation at each (kind, layer), [N, P, D].
+
+    With ``embeds_NPD`` the first block's input is replaced by it (the points of an integrated-gradients path).
+    """
+    assert model.family is not None
+    order = sorted(kinds, key=ORDER.index)
+    targets = [(k, layer, *site_target(model, k, layer)) for layer in sorted(layers) for k in order]
+    first = resolve(model.nn, f"{model.family.layers}.0")
+    norm, unembed = resolve(model.nn, model.family.final_norm), resolve(model.nn, model.family.unembed)
+    inputs = {"input_ids": ids.to(model.device), "attention_mask": torch.ones_like(ids).to(model.device)}
+    cap = getattr(model.config, "final_logit_softcapping", None)
+    g = grad_logits.to(model.device)
+    with torch.enable_grad(), model.nn.trace(inputs, **model._trace_kwargs()) as tracer:
+        # A leaf that needs grad at the first block: gradients flow even when the weights are frozen.
+        first.input = (first.input if embeds_NPD is None else embeds_NPD).detach().requires_grad_(True)
+        acts = []
+        for _, _, envoy, io in targets:
+            value = envoy.output if io == "output" else envoy.input
+            acts.append(value[0] if isinstance(value, tuple) else value)
+        logits = unembed(norm.output[:, -1]).float()
+        if cap:
+            logits = torch.tanh(logits / cap) * cap
+        grads = torch.autograd.grad(logits, acts, grad_outputs=g.to(logits.dtype), allow_unused=True,
+                                    materialize_grads=True)  # fmt: skip
+        grads = nnsight.save([x.detach() for x in grads])
+        tracer.stop()
+    return {(k, layer): gr.float().cpu() for (k, layer, _, _), gr in zip(targets, grads, strict=True)}
+
+
+def _embed_logits(model: Model, ids: torch.Tensor, embeds_NPD: torch.Tensor) -> torch.Tensor:
+    """Final-position logits [N, vocab] with the first block's input replaced by ``embeds_NPD`` (no grad)."""
+    assert model.family is not None
+    first = resolve(model.nn, f"{model.family.layers}.0")
+    norm, unembed = resolve(model.nn, model.family.final_norm), resolve(model.nn, model.family.unembed)
+    inputs = {"input_ids": ids.to(model.device), "attention_mask": torch.ones_like(ids).to(model.device)}
+    with torch.no_grad(), model.nn.trace(inputs, **model._trace_kwargs()) as tracer:
+        first.input = embeds_NPD
+        logits = nnsight.save(unembed(norm.output[:, -1]))
+        tracer.stop()
+    return model._softcap(logits.detach().float().cpu())
+
+
+def _check_steps(steps: int) -> None:
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive integer (1: plain attribution patching), got {steps!r}.")
+
+
+def _path_gradients(
+    model: Model, prep: Prepared, base_ids: torch.Tensor, base_emb: torch.Tensor, src_emb: torch.Tensor,
+    kinds: Sequence[str], layers: Sequence[int], steps: int,
+) -> dict[tuple[str, int], torch.Tensor]:
+    """Integrated gradients: d mean metric / d activation averaged over ``steps`` points ``k/steps`` (k < steps)
+    of the straight path from the base embeddings to the source ones, [N, P, D] per (kind, layer).
+
+    Each point needs the metric's gradient at its own logits (any metric), so a no-grad forward of the
+    points comes first; points run ``chunk`` at a time in one batch.
+    """
+    n = prep.n_pairs
+    dtype = next(model.nn._module.parameters()).dtype
+    chunk = max(1, min(steps, auto_batch_size(model, prep.n_pos) // max(n, 1)))
+    total: dict[tuple[str, int], torch.Tensor] = {}
+    alphas = torch.arange(steps, dtype=torch.float32) / steps
+    for start in tqdm(range(0, steps, chunk), desc="integrated gradients", leave=False, disable=steps <= chunk):
+        a = alphas[start : start + chunk]
+        emb = (base_emb.unsqueeze(0) + a[:, None, None, None] * (src_emb - base_emb).unsqueeze(0)).flatten(0, 1)
+        emb = emb.to(model.device, dtype)  # [len(a) * N, P, D], point-major
+        ids = base_ids.repeat(len(a), 1)
+        logits = _embed_logits(model, ids, emb).detach().requires_grad_(True)
+        value = prep.metric(logits, torch.arange(n).repeat(len(a))).sum() / (n * steps)
+        (g,) = torch.autograd.grad(value, logits, allow_unused=True)
+        g = torch.zeros_like(logits) if g is None else g
+        for key, gr in _gradients(model, ids, kinds, layers, g, embeds_NPD=emb).items():
+            part = gr.reshape(len(a), n, *gr.shape[1:]).sum(0)
+            total[key] = part if key not in total else total[key] + part
+    return total
+
+
+def _sides(prep: Prepared, direction: str, acts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(base ids, base acts, source acts) from activations of [clean; corrupt] stacked on dim 0."""
+    n = prep.n_pairs
+    clean, corrupt = acts[:n], acts[n:]
+    if direction == "denoise":
+        return prep.ids_corrupt, corrupt, clean
+    return prep.ids_clean, clean, corrupt
+
+
+def _grads_for(
+    model: Model, prep: Prepared, direction: str, base_logits: torch.Tensor, kinds: Sequence[str],
+    layers: Sequence[int], steps: int, resid0: torch.Tensor | None = None,
+) -> dict[tuple[str, int], torch.Tensor]:
+    """Plain gradients at the base run (``steps=1``) or integrated ones along the embedding path.
+
+    ``resid0`` is the first block's input of [clean; corrupt] when already collected.
+    """
+    base_ids = prep.ids_corrupt if direction == "denoise" else prep.ids_clean
+    if steps == 1:
+        return _gradients(model, base_ids, kinds, layers, _metric_grad(prep, base_logits))
+    if resid0 is None:
+        resid0 = collect(model, torch.cat([prep.ids_clean, prep.ids_corrupt]), ["resid_pre"], layers=[0])[0]
+        resid0 = resid0["resid_pre"][:, 0]
+    _, base_emb, src_emb = _sides(prep, direction, resid0)
+    return _path_gradients(model, prep, base_ids, base_emb, src_emb, kinds, layers, steps)
+
+
+def attribution(
+    model: Model,
+    clean: str | Sequence[str] | PromptPairs,
+    corrupt: str | Sequence[str] | None = None,
+    metric: Metric | Callable[..., Any] | None = None,
+    sites: str | Sequence[str] = SITES,
+    positions: int | Sequence[int] | None = None,
+    direction: str = "denoise",
+    steps: int = 1,
+) -> PatchingResult | dict[str, PatchingResult]:
+    """Attribution-patching grids: the first-order estimate of :func:`grid` for every site at once.
+
+    Returns one :class:`PatchingResult` (``method="attribution"``) for a single site name, or a
+    dict site -> result for several. Values are ``baseline + gradient x activation difference``,
+    so they compare directly with exact grids. ``steps > 1`` averages the gradient over that many
+    points between the base and source runs (integrated gradients on the input embeddings, as in
+    EAP-IG): ``steps`` forward + backward passes instead of one, and much closer to exact patching
+    where a whole token changes.
+
+    >>> approx = ilab.patching.attribution(model, pairs, sites=["resid_pre", "heads"])
+    >>> ig = ilab.patching.attribution(model, pairs, sites="resid_pre", steps=8)
+    """
+    single = isinstance(sites, str)
+    names = [sites] if single else list(sites)
+    bad = [s for s in names if s not in SITES]
+    if bad or not names:
+        raise ValueError(f"sites {bad or names} must be among {SITES}.")
+    _check_steps(steps)
+    prep = prepare(model, clean, corrupt, metric, direction)
+    positions_ = check_positions(positions, prep.n_pos)
+    both = torch.cat([prep.ids_clean, prep.ids_corrupt])
+    acts, logits = collect(model, both, names)
+    n = prep.n_pairs
+    clean_base, corrupt_base = baselines(prep, logits[:n], logits[n:])
+    base_logits = logits[n:] if direction == "denoise" else logits[:n]
+    base_value = corrupt_base if direction == "denoise" else clean_base
+    resid0 = acts["resid_pre"][:, 0] if "resid_pre" in acts else None
+    grads = _grads_for(model, prep, direction, base_logits, names, range(model.n_layers), steps, resid0)
+    pos = torch.tensor(positions_)
+    out = {}
+    for site in names:
+        _, base_acts, src_acts = _sides(prep, direction, acts[site])
+        rows = []
+        for layer in range(model.n_layers):
+            prod = (src_acts[:, layer] - base_acts[:, layer]) * grads[(site, layer)]  # [N, P, D]
+            if site == "heads":
+                prod = prod[:, pos].reshape(n, len(positions_), model.n_heads, -1)
+                rows.append(prod.sum(dim=(0, 1, 3)))
+            else:
+                rows.append(prod.sum(dim=(0, 2))[pos])
+        out[site] = PatchingResult(
+            values=(base_value + torch.stack(rows)).numpy(),
+            clean_baseline=clean_base,
+            corrupt_baseline=corrupt_base,
+            site=site,
+            method="attribution",
+            direction=direction,
+            metric=prep.metric.name,
+            col_name="head" if site == "heads" else "position",
+            rows=list(range(model.n_layers)),
+            positions=positions_,
+            tokens=prep.tokens,
+            corrupt_tokens=prep.corrupt_tokens,
+        )
+    return out[names[0]] if single else out
+
+
+def latents(
+    model: Model,
+    sae: SAE,
+    clean: str | Sequence[str] | PromptPairs,
+    corrupt: str | Sequence[str] | None = None,
+    metric: Metric | Callable[..., Any] | None = None,
+    positions: int | Sequence[int] | None = None,
+    top: int = 16,
+    exact: bool = True,
+    direction: str = "denoise",
+    batch_size: int | None = None,
+    top_k: int = 5,
+    steps: int = 1,
+) -> dict[str, PatchingResult]:
+    """Which SAE latents at which positions carry the effect.
+
+    Attribution over every latent picks the ``top`` latents (largest |estimate| at any of
+    ``positions``); with ``exact=True`` those latent x position cells are also patched exactly
+    (the SAE spliced in with its error term). Returns ``{"attribution": ..., "exact": ...}``,
+    each a [top latents, positions] :class:`PatchingResult` with ``site="latents"``. ``steps > 1``
+    uses integrated gradients for the attribution (see :func:`attribution`).
+
+    >>> sae = ilab.SAE.load("embedded", layer=12)
+    >>> lat = ilab.patching.latents(model, sae, pairs, top=8)
+    """
+    if not isinstance(top, int) or top < 1:
+        raise ValueError(f"top must be a positive integer, got {top!r}.")
+    _check_batch(batch_size)
+    _check_steps(steps)
+    site_name = sae.check_fits(model)
+    (parsed,) = model._parse(site_name)
+    kind, layer = _KIND_OF_SITE[parsed.kind], parsed.layer
+    prep = prepare(model, clean, corrupt, metric, direction)
+    positions_ = check_positions(positions, prep.n_pos)
+    acts, logits = collect(model, torch.cat([prep.ids_clean, prep.ids_corrupt]), [kind], layers=[layer])
+    n = prep.n_pairs
+    clean_base, corrupt_base = baselines(prep, logits[:n], logits[n:])
+    base_ids, base_x, src_x = _sides(prep, direction, acts[kind][:, 0])
+    base_logits = logits[n:] if direction == "denoise" else logits[:n]
+    base_value = corrupt_base if direction == "denoise" else clean_base
+    grad_x = _grads_for(model, prep, direction, base_logits, [kind], [layer], steps)[(kind, layer)]
+    W_dec = sae.W_dec.detach().float().cpu()  # [d_sae, d_in]
+    with torch.no_grad():
+        sae_dtype = W_dec.dtype
+        f_base = sae.encode(base_x.to(sae_dtype)).float()  # [N, P, S]
+        f_src = sae.encode(src_x.to(sae_dtype)).float()
+    delta = f_src - f_base
+    attr = (delta * (grad_x @ W_dec.T)).sum(0)[positions_]  # [n_pos, S]
+    n_top = min(top, attr.shape[1])
+    chosen = attr.abs().max(0).values.topk(n_top).indices.tolist()
+    common = dict(
+        clean_baseline=clean_base, corrupt_baseline=corrupt_base, site="latents", direction=direction,
+        metric=prep.metric.name, row_name="latent", col_name="position", rows=chosen, positions=positions_,
+        tokens=prep.tokens, corrupt_tokens=prep.corrupt_tokens, layer=layer,
+    )  # fmt: skip
+    out = {"attribution": PatchingResult(values=(base_value + attr[:, chosen].T).numpy(), method="attribution",
+                                         **common)}  # fmt: skip
+    if not exact:
+        return out
+    batch = batch_size or auto_batch_size(model, prep.n_pos)
+    cells = [(lat, p) for lat in chosen for p in positions_]
+    values = torch.zeros(len(cells))
+    k = min(top_k, int(logits.shape[-1]))
+    for i in range(n):
+        rows = base_x[i].unsqueeze(0).repeat(len(cells), 1, 1)
+        for r, (lat, p) in enumerate(cells):
+            rows[r, p] += delta[i, p, lat] * W_dec[lat]
+        vals, ids, probs = score_rows(model, prep.metric, base_ids[i : i + 1], kind, layer, rows, i, batch, k,
+                                      base_x[i], base_logits[i])  # fmt: skip
+        values += vals / n
+        if i == 0:
+            top_ids, top_probs = ids, probs
+    shape = (len(chosen), len(positions_))
+    out["exact"] = PatchingResult(
+        values=values.reshape(shape).numpy(), method="exact", **common,
+        top_ids=top_ids.reshape(*shape, k).numpy(), top_probs=top_probs.reshape(*shape, k).numpy(),
+        top_tokens=[model.tokenizer.decode([int(t)]) for t in top_ids.flatten()],
+    )  # fmt: skip
+    return out

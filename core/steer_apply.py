@@ -1,0 +1,274 @@
+"""Applying steering: add ``scale * direction`` at a site, or clamp an SAE latent, in a trace or a generation.
+
+Two execution paths give the same numbers:
+
+* nnsight (:func:`logits`, :func:`generate`): interventions inside ``model.nn.trace`` /
+  ``model.nn.generate`` (every generated token via ``tracer.all()``), remote-safe with
+  ``remote="local"``;
+* torch hooks (``steer_hooks``: ``apply``, ``generate_local``, ``stream``): forward hooks on the
+  underlying module, removed afterwards; used by the live panel to stream tokens.
+
+Clamping latent ``i`` of an SAE to ``v`` encodes the activation, sets the latent, decodes and adds
+back the reconstruction error. Decoding is linear, so that is exactly ``x + (v - a_i(x)) * W_dec[i]``:
+clamping a latent to its current value changes nothing.
+
+Example
+-------
+>>> steer = [vec * 4.0, clamp(sae, 123, 10.0)]
+>>> generate(model, "I think that", steer, max_new_tokens=20)
+"""
+
+from __future__ import annotations
+
+import operator
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import nnsight
+import torch
+
+from .evaluate import _set_site
+from .model import _check_batch_size, check_texts, position_columns
+from .sites import Site, resolve, site_module_path
+from .steering_vectors import SteeringVector, check_direction, check_scale
+
+if TYPE_CHECKING:
+    from .model import Model
+    from .saes.base import SAE
+
+
+@dataclass(frozen=True, eq=False)
+class Clamp:
+    """Set latent ``latent`` of ``sae`` to ``value`` at ``site`` (reconstruction error kept)."""
+
+    sae: SAE
+    latent: int
+    value: float
+    site: str
+
+
+def clamp(sae: SAE, latent: int, value: float, site: str | None = None) -> Clamp:
+    """A clamp of one SAE latent; errors for a latent id out of range or a non-finite value.
+
+    >>> clamp(sae, 123, 0.0)          # ablate latent 123
+    """
+    if not hasattr(sae, "encode") or not hasattr(sae, "W_dec"):
+        raise TypeError(f"clamp needs an interplab SAE, got {type(sae).__name__}.")
+    try:
+        index = operator.index(latent)
+    except TypeError:
+        raise TypeError(f"A latent id is an integer, got {type(latent).__name__}: {latent!r}.") from None
+    if not 0 <= index < sae.d_sae:
+        raise IndexError(f"Latent {latent!r} is out of range: this SAE has latents 0..{sae.d_sae - 1}.")
+    site = site or sae.site
+    if not site:
+        raise ValueError("This SAE does not say which site it reads; pass site=.")
+    return Clamp(sae, index, check_scale(value, "clamp value"), site)
+
+
+Steering = SteeringVector | Clamp | tuple[SteeringVector, float] | Sequence[Any]
+
+
+@dataclass
+class SitePlan:
+    """Everything applied at one site, checked against the model."""
+
+    site: Site
+    path: str
+    io: str
+    add_D: torch.Tensor | None = None  # sum of scale * direction
+    clamps: list[tuple[SAE, int, float, torch.Tensor]] = field(default_factory=list)
+
+
+def plan(model: Model, steering: Steering) -> list[SitePlan]:
+    """Validate steering against ``model`` and group it by site, in forward order (no model run)."""
+    if isinstance(steering, (SteeringVector, Clamp)) or (
+        isinstance(steering, tuple) and len(steering) == 2 and isinstance(steering[0], SteeringVector)
+    ):
+        items = [steering]
+    elif isinstance(steering, Sequence) and not isinstance(steering, str):
+        items = list(steering)
+    else:
+        raise TypeError(
+            "steering is a SteeringVector, a (SteeringVector, scale) pair, a clamp(...) or a list of these; "
+            f"got {type(steering).__name__}."
+        )
+    if model.family is None:
+        model._parse("blocks.0.hook_resid_post")  # raises, naming the supported model types
+    plans: dict[str, SitePlan] = {}
+
+    def at(site_name: str) -> SitePlan:
+        if site_name not in plans:
+            (site,) = model._parse(site_name)
+            assert model.family is not None
+            path, io = site_module_path(model.family, site)
+            plans[site_name] = SitePlan(site, path, io)
+        return plans[site_name]
+
+    for i, item in enumerate(items):
+        if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], SteeringVector):
+            vec, scale = item[0], check_scale(item[1], f"scale of steering[{i}]")
+        elif isinstance(item, SteeringVector):
+            vec, scale = item, item.scale
+        elif isinstance(item, Clamp):
+            item.sae.check_fits(model, item.site)
+            with torch.no_grad():
+                dir_D = check_direction(item.sae.W_dec[item.latent], f"decoder row of latent {item.latent}")
+            at(item.site).clamps.append((item.sae, item.latent, item.value, dir_D))
+            continue
+        else:
+            raise TypeError(f"steering[{i}] is a {type(item).__name__}; expected a SteeringVector, pair or clamp.")
+        vec.check_fits(model)
+        check_direction(vec.direction, f"direction of steering[{i}]")  # catches NaN written in after creation
+        p = at(vec.site)
+        delta = scale * vec.direction
+        p.add_D = delta if p.add_D is None else p.add_D + delta
+    return sorted(plans.values(), key=lambda p: p.site)
+
+
+def steer_value(x: torch.Tensor, p: SitePlan, mask_BL: torch.Tensor | None) -> torch.Tensor:
+    """The steered value of one site's tensor [B, L, D]; ``mask_BL`` limits it to some positions."""
+    out = x
+    m = None if mask_BL is None else mask_BL.to(x.device, x.dtype)[..., None]
+    for sae, latent, value, dir_D in p.clamps:
+        with torch.no_grad():
+            a = sae.encode(x.to(sae.W_enc.dtype))[..., latent : latent + 1].to(x.dtype)
+        delta = (value - a) * dir_D.to(x.device, x.dtype)
+        out = out + (delta if m is None else m * delta)
+    if p.add_D is not None:
+        add = p.add_D.to(x.device, x.dtype)
+        out = out + (add if m is None else m * add)
+    return out
+
+
+def _start_mask(lengths: torch.Tensor, width: int, start: int | None, left_padded: bool) -> torch.Tensor | None:
+    """[B, width] bool: positions at or after ``start`` in each text's own tokens (None: all)."""
+    if start is None:
+        return None
+    if isinstance(start, bool) or not isinstance(start, int):
+        raise TypeError(f"start must be a token index (e.g. -1 for the last prompt token) or None, got {start!r}.")
+    if int((lengths + start).min() if start < 0 else lengths.min() - start - 1) < 0:
+        raise ValueError(f"start={start} is outside a prompt of {int(lengths.min())} tokens.")
+    pad = width - lengths if left_padded else torch.zeros_like(lengths)
+    first = pad + (lengths + start if start < 0 else start)
+    return torch.arange(width)[None, :] >= first[:, None]
+
+
+# ------------------------------------------------------------------ nnsight path
+def logits(
+    model: Model,
+    texts: str | Sequence[str],
+    steering: Steering,
+    positions: int | Sequence[int] | None = -1,
+    start: int | None = None,
+    batch_size: int = 8,
+) -> torch.Tensor:
+    """Steered next-token logits [batch, n_positions, vocab] (like ``Model.logits``), one nnsight trace per batch.
+
+    ``start``: steer only from this token of each text on (-1: the last); None: every position.
+    """
+    texts = check_texts(texts)
+    _check_batch_size(batch_size)
+    plans = plan(model, steering)
+    pos_list = None if positions is None else ([positions] if isinstance(positions, int) else list(positions))
+    out = []
+    for begin in range(0, len(texts), batch_size):
+        enc = model.to_tokens(texts[begin : begin + batch_size])
+        out.append(_logits_batch(model, enc, plans, pos_list, start))
+    if pos_list is None:
+        from .activations import pad_and_stack
+
+        return pad_and_stack([r for o in out for r in o], max(o.shape[1] for o in out))
+    return torch.cat(out)
+
+
+def _logits_batch(
+    model: Model, enc: dict[str, torch.Tensor], plans: list[SitePlan], positions: list[int] | None, start: int | None
+) -> torch.Tensor:
+    assert model.family is not None
+    lengths = enc["attention_mask"].sum(1)
+    mask = _start_mask(lengths, enc["input_ids"].shape[1], start, left_padded=False)
+    rows = cols = None
+    if positions is not None:
+        cols = position_columns(lengths, positions)
+        rows = torch.arange(len(lengths))[:, None].expand_as(cols)
+    envoys = [(resolve(model.nn, p.path), p) for p in plans]
+    norm, unembed = resolve(model.nn, model.family.final_norm), resolve(model.nn, model.family.unembed)
+    inputs = {k: v.to(model.device) for k, v in enc.items()}
+    with torch.no_grad(), model.nn.trace(inputs, **model._trace_kwargs()) as tracer:
+        for envoy, p in envoys:
+            value = envoy.output if p.io == "output" else envoy.input
+            value = value[0] if isinstance(value, tuple) else value
+            _set_site(envoy, p.io, steer_value(value, p, mask))
+        hidden = norm.output
+        if rows is not None:
+            hidden = hidden[rows, cols]
+        result = nnsight.save(unembed(hidden))
+        tracer.stop()
+    return model._softcap(result.detach().to("cpu"))
+
+
+def _check_new_tokens(max_new_tokens: Any) -> int:
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}.")
+    return max_new_tokens
+
+
+def generate(
+    model: Model,
+    texts: str | Sequence[str],
+    steering: Steering,
+    max_new_tokens: int = 20,
+    start: int | None = None,
+    do_sample: bool = False,
+    **kwargs: Any,
+) -> list[str]:
+    """Continue each text with steering applied to the prompt and to every new token (nnsight ``generate``).
+
+    Returns only the new text. Greedy by default; ``start`` limits prompt steering as in :func:`logits`.
+    """
+    return _decode_new(model, *generate_ids(model, texts, steering, max_new_tokens, start, do_sample, **kwargs))
+
+
+def generate_ids(
+    model: Model,
+    texts: str | Sequence[str],
+    steering: Steering,
+    max_new_tokens: int = 20,
+    start: int | None = None,
+    do_sample: bool = False,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, int]:
+    """Like :func:`generate`, but returns the token ids [batch, prompt + new] and the prompt width."""
+    texts = check_texts(texts)
+    _check_new_tokens(max_new_tokens)
+    plans = plan(model, steering)
+    enc = model.to_tokens(texts, padding_side="left")
+    width = enc["input_ids"].shape[1]
+    mask = _start_mask(enc["attention_mask"].sum(1), width, start, left_padded=True)
+    envoys = [(resolve(model.nn, p.path), p) for p in plans]
+    inputs = {k: v.to(model.device) for k, v in enc.items()}
+    with warnings.catch_warnings():
+        # An open tracer.all() loop ends at the last step by design; nnsight warns about it.
+        warnings.filterwarnings("ignore", message=".*was never reached.*")
+        with (
+            torch.no_grad(),
+            model.nn.generate(
+                max_new_tokens=max_new_tokens, do_sample=do_sample, **kwargs, **model._trace_kwargs()
+            ) as tracer,
+        ):
+            with tracer.invoke(inputs):
+                for step in tracer.all():
+                    for envoy, p in envoys:
+                        value = envoy.output if p.io == "output" else envoy.input
+                        value = value[0] if isinstance(value, tuple) else value
+                        _set_site(envoy, p.io, steer_value(value, p, mask if step == 0 else None))
+            with tracer.invoke():
+                result = nnsight.save(tracer.result)
+    return result.detach().to("cpu"), width
+
+
+def _decode_new(model: Model, ids: torch.Tensor, width: int) -> list[str]:
+    return model.tokenizer.batch_decode(ids[:, width:], skip_special_tokens=True)

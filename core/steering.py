@@ -1,0 +1,56 @@
+"""Steering: control vectors and SAE-latent clamps, applied in traces and generation, measured by sweeps.
+
+The public namespace ``ilab.steering``; the pieces live in ``steering_vectors`` (making and saving
+vectors), ``steer_apply`` (validating and applying them through nnsight), ``steer_hooks`` (the torch-hook
+path that streams tokens) and ``steer_sweep`` (scale and layer sweeps).
+
+Example
+-------
+>>> import interplab as ilab
+>>> model = ilab.load_model()
+>>> vec = ilab.steering.diff_of_means(model, "blocks.6.hook_resid_post", ["I love it."], ["I hate it."])
+>>> ilab.steering.generate(model, "The movie was", vec * 4.0, max_new_tokens=10)
+>>> result = ilab.steering.sweep(model, vec, scales=[-4, 0, 4], metric=ilab.steering.logit_diff(model, " good", " bad"),
+...                              prompts=["The movie was"], neutral_texts=["The cat sat on the mat."])
+>>> result.r2, result.chart()
+"""
+
+from __future__ import annotations
+
+from .steer_apply import (
+    Clamp,
+    SitePlan,
+    Steering,
+    clamp,
+    generate,
+    generate_ids,
+    logits,
+    plan,
+)
+from .steer_hooks import apply, generate_local, stream
+from .steer_sweep import LayerSweep, SweepResult, layer_sweep, logit_diff, sweep
+from .steering_vectors import SteeringVector, diff_of_means, from_probe, from_sae, pca_direction
+
+__all__ = [
+    "Clamp",
+    "LayerSweep",
+    "SitePlan",
+    "Steering",
+    "SteeringVector",
+    "SweepResult",
+    "apply",
+    "clamp",
+    "diff_of_means",
+    "from_probe",
+    "from_sae",
+    "generate",
+    "generate_ids",
+    "generate_local",
+    "layer_sweep",
+    "logit_diff",
+    "logits",
+    "pca_direction",
+    "plan",
+    "stream",
+    "sweep",
+]

@@ -1,0 +1,238 @@
+"""FeatureDashboard in a real JupyterLab (live kernel) and in exported HTML (no kernel, no network).
+
+The data is real: feature_data over a few texts of the default corpus with the embedded model and
+its pretrained layer-6 SAE. One token string is replaced by HTML markup to check it stays text.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import nbformat
+import pytest
+from playwright.sync_api import Page, expect
+
+from interplab.export import export_html
+from tests.test_export import ensure_web_assets, kernel_home
+
+from .conftest import cell_output_locator
+from .test_export_html import RENDER_TIMEOUT_MS, Offline, offline  # noqa: F401  (fixture)
+from .test_heatmap import kernel_eval, wait_for_python
+from .test_tour import _notebook
+
+if TYPE_CHECKING:
+    from .conftest import LabServer, RunNotebook
+
+pytestmark = pytest.mark.browser
+
+HTML_TOKEN = " <img src=x onerror=alert(1)>"
+BUILD = f"""
+import json
+import numpy as np
+import interplab as ilab
+from interplab.core.features import feature_data
+model = ilab.load_model()
+sae = ilab.SAE.load("embedded", layer=6)
+texts = ilab.default_corpus()[:6]
+data = feature_data(sae, model, texts, n_tokens=1500, progress=False)
+order = np.argsort(-data.density, kind="stable")
+A, B = int(order[0]), int(order[1])          # the two densest latents: sent up front
+FAR = int(order[-1])                          # the least dense: not sent, fetched on demand
+tid = int(data.top_tokens[A, 0][data.top_tokens[A, 0] >= 0][0])
+data.token_strings[tid] = {HTML_TOKEN!r}      # untrusted text in the card
+data.labels_path = "labels.json"              # label edits go to the scratch folder
+data.labels[B] = "zebra stripes"
+dash = ilab.widgets.FeatureDashboard(data, sae=sae, model=model, n_cards=4)
+print(A, B, FAR, dash.sent)
+dash
+"""
+LINK = """
+acts = model.collect(texts[:2], sites=[sae.site])
+heat = ilab.widgets.FeatureHeatmap(acts, sae, features=[A, B, FAR])
+dash.link(heat)
+heat
+"""
+
+
+def ids_from(text: str) -> tuple[int, int, int]:
+    a, b, far = (int(x) for x in text.split()[:3])
+    return a, b, far
+
+
+def test_dashboard_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab_server: LabServer, scratch_dir: Path):
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    nb = scratch_dir / "dashboard.ipynb"
+    nb.write_text(json.dumps(_notebook(BUILD, LINK)))
+    cells = run_notebook(page, nb.relative_to(lab_server.root).as_posix(), timeout_s=300)
+    assert not any(c["has_error"] for c in cells), json.dumps(cells, indent=1)
+    a, b, far = ids_from(kernel_eval(page, "print(A, B, FAR)"))
+
+    out = cell_output_locator(page, cells[0]["index"], cells[0]["panel_id"])
+    root = out.locator(".ilab-dash")
+    card = root.locator(".ilab-dash-card")
+    expect(card).to_have_attribute("data-latent", str(a), timeout=30_000)
+    rows = root.locator(".ilab-dash-row")
+    expect(root.locator(".ilab-dash-count")).to_have_text("4096 latents (first 200 shown)")
+    assert rows.first.get_attribute("data-latent") == str(a)  # sorted by density
+
+    # The card: top contexts as coloured tokens, a histogram, a logit table, neighbours.
+    examples = card.locator(".ilab-dash-examples").first.locator(".ilab-dash-ex")
+    assert examples.count() > 0
+    spans = examples.first.locator(".ilab-tok")
+    assert any(float(v) > 0 for v in spans.evaluate_all("els => els.map(e => e.dataset.v)"))
+    # the example's max is underlined and is the strongest activation of the latent on the corpus
+    lead = examples.first.locator(".ilab-dash-lead")
+    assert lead.count() == 1
+    top = float(kernel_eval(page, f"print(float(data.top_max[{a}, 0]))"))
+    assert float(lead.get_attribute("data-v") or "nan") == pytest.approx(top, rel=1e-6)
+    assert card.locator("svg.ilab-dash-hist rect").count() > 0
+    assert card.locator(".ilab-dash-logit").count() > 0
+    near_ids = card.locator(".ilab-dash-near .ilab-dash-nearbtn").evaluate_all("els => els.map(e => +e.dataset.latent)")
+    assert near_ids == json.loads(kernel_eval(page, f"print(json.dumps(data.neighbour_ids[{a}].tolist()))"))
+
+    # Markup in a token stays literal text.
+    assert card.locator(".ilab-tok", has_text="<img src=x onerror=alert(1)>").count() >= 1
+    assert root.locator("img").count() == 0
+
+    # The search box filters by label and by id.
+    search = root.locator("input.ilab-search")
+    search.fill("zebra")
+    expect(rows).to_have_count(1)
+    assert rows.first.get_attribute("data-latent") == str(b)
+    expect(rows.first).to_contain_text(f"{b} · zebra stripes")
+    search.fill("409")
+    expect(rows).to_have_count(7)  # 409 and 4090..4095
+    assert sorted(int(r) for r in rows.evaluate_all("els => els.map(e => e.dataset.latent)")) == [
+        409,
+        *range(4090, 4096),
+    ]
+    wait_for_python(page, "dash.query", "409")
+
+    # The query is a trait: Python can set it too.
+    kernel_eval(page, "dash.query = 'zebra'")
+    expect(rows).to_have_count(1)
+    expect(search).to_have_value("zebra")
+
+    # Clicking a row switches the card and sets `selected` in Python.
+    rows.first.click()
+    wait_for_python(page, "dash.selected", str(b))
+    expect(card).to_have_attribute("data-latent", str(b))
+    expect(card.locator(".ilab-dash-title")).to_have_text(f"latent {b} · zebra stripes")
+
+    # Setting `selected` from Python opens a latent whose card was not sent: fetched on demand.
+    kernel_eval(page, f"dash.selected = {far}")
+    expect(card).to_have_attribute("data-latent", str(far))
+    expect(card.locator("svg.ilab-dash-hist")).to_have_count(1, timeout=30_000)
+
+    # Clicking a neighbour opens it.
+    near = card.locator(".ilab-dash-nearbtn").first
+    near_id = near.get_attribute("data-latent")
+    near.click()
+    wait_for_python(page, "dash.selected", str(near_id))
+
+    # Editing the label saves it in Python and shows it in the list.
+    kernel_eval(page, f"dash.selected = {a}")
+    expect(card).to_have_attribute("data-latent", str(a))
+    label_box = card.locator("input.ilab-dash-label")
+    label_box.fill("densest one")
+    label_box.press("Enter")
+    wait_for_python(page, f"dash.data.labels.get({a})", "densest one")
+    search.fill("densest")
+    expect(rows).to_have_count(1)
+
+    # "Try your text": the kernel runs model + SAE and returns per-token activations.
+    text = "The cat sat on the mat. <img src=x onerror=alert(1)>"
+    box = root.locator("textarea.ilab-dash-text")
+    expect(box).to_be_enabled(timeout=30_000)
+    box.fill(text)
+    root.locator("button.ilab-dash-run").click()
+    got = root.locator(".ilab-dash-trytokens .ilab-tok")
+    expect(got.first).to_be_visible(timeout=30_000)
+    want = json.loads(
+        kernel_eval(page, f"import json; print(json.dumps(dash.try_text({text!r}, {a})['acts'].tolist()))")
+    )
+    seen = [float(v) for v in got.evaluate_all("els => els.map(e => e.dataset.v)")]
+    assert seen == pytest.approx(want, abs=1e-4)
+    assert "".join(got.all_text_contents()).replace("·", " ") == text
+    assert root.locator(".ilab-dash-tryrow").count() == len(want)
+    assert root.locator("img").count() == 0
+    # a latent listed at a token opens on click
+    first_top = root.locator(".ilab-dash-tryrow .ilab-dash-nearbtn").first
+    top_id = first_top.get_attribute("data-latent")
+    first_top.click()
+    wait_for_python(page, "dash.selected", str(top_id))
+
+    # Linked heatmap: picking a latent there opens its card here.
+    kernel_eval(page, f"heat.feature = {b}")
+    wait_for_python(page, "dash.selected", str(b))
+    expect(card).to_have_attribute("data-latent", str(b))
+    heat = cell_output_locator(page, cells[1]["index"], cells[1]["panel_id"])
+    heat.locator("select.ilab-select").select_option(str(far))
+    wait_for_python(page, "dash.selected", str(far))
+    assert not dialogs, dialogs
+
+
+def test_exported_dashboard_renders_offline(page: Page, offline: Offline, tmp_path: Path) -> None:  # noqa: F811
+    ensure_web_assets()
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(BUILD)]
+    src = tmp_path / "dash.ipynb"
+    nbformat.write(nb, src)
+    with kernel_home(tmp_path / "home"):
+        export_html(src, tmp_path / "built" / "dash.html", execute=True)
+    site = tmp_path / "moved"
+    shutil.move(tmp_path / "built", site)
+
+    page.goto((site / "dash.html").as_uri())
+    card = page.locator(".ilab-dash .ilab-dash-card")
+    page.wait_for_selector(".ilab-dash .ilab-dash-card .ilab-dash-ex .ilab-tok", timeout=RENDER_TIMEOUT_MS)
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(tmp_path / "dash.png"), full_page=True)
+    first = card.get_attribute("data-latent")
+    assert card.locator("svg.ilab-dash-hist rect").count() > 0
+    assert card.locator(".ilab-dash-logit").count() > 0
+    assert card.locator(".ilab-tok", has_text="<img src=x onerror=alert(1)>").count() >= 1
+    assert page.locator(".ilab-dash img").count() == 0
+
+    # Another latent sent up front renders on click, with no kernel.
+    rows = page.locator(".ilab-dash .ilab-dash-row")
+    second = rows.nth(1)
+    second_id = second.get_attribute("data-latent")
+    assert second_id != first
+    second.click()
+    expect(card).to_have_attribute("data-latent", str(second_id))
+    assert card.locator(".ilab-dash-ex").count() > 0
+    expect(card.locator(".ilab-dash-title")).to_contain_text("zebra stripes")
+    # A latent that was not sent says so; the try box is disabled without a kernel.
+    rows.nth(150).click()
+    expect(card).to_contain_text("was not exported")
+    expect(page.locator(".ilab-dash textarea.ilab-dash-text")).to_be_disabled()
+    assert not offline.blocked and not offline.dialogs and not offline.errors, offline.problems()
+    assert not offline.console_errors, offline.problems()
+
+
+@pytest.mark.notebook
+def test_dashboard_notebook_renders_offline(page: Page, offline: Offline, tmp_path: Path) -> None:  # noqa: F811
+    ensure_web_assets()
+    notebook = Path(__file__).resolve().parents[2] / "nbs" / "03_feature_dashboards.ipynb"
+    with kernel_home(tmp_path / "home"):
+        html = export_html(notebook, tmp_path / "03.html", execute=True)
+    page.goto(html.as_uri())
+    page.wait_for_selector(".ilab-dash .ilab-dash-card .ilab-dash-ex .ilab-tok", timeout=RENDER_TIMEOUT_MS)
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(tmp_path / "03.png"), full_page=True)
+    cards = page.locator(".ilab-dash .ilab-dash-card")
+    assert cards.count() == 2  # the dashboard and the reloaded one
+    for k in range(2):
+        assert cards.nth(k).locator("svg.ilab-dash-hist rect").count() > 0
+        assert cards.nth(k).locator(".ilab-dash-ex .ilab-tok").count() > 0
+    # the first card is the weekday latent, labelled in the notebook; the heatmap rendered too
+    expect(cards.first.locator(".ilab-dash-ex .ilab-dash-lead").first).to_contain_text("day")
+    expect(cards.nth(1).locator(".ilab-dash-title")).to_contain_text("day of the week")
+    assert page.locator(".ilab-heatmap .ilab-tok").count() > 0
+    assert not offline.blocked and not offline.dialogs and not offline.errors, offline.problems()
