@@ -10,13 +10,14 @@ Example
 from __future__ import annotations
 
 import json
-import operator
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .saes.base import check_latent
 
 FORMAT = "interplab-features"
 #: Array fields and their dtypes, in the order they are saved.
@@ -89,13 +90,7 @@ class FeatureData:
         return f"FeatureData({self.site!r}, {self.d_sae} latents, {self.n_tokens} tokens, n_top={self.n_top}{state})"
 
     def _index(self, i: Any) -> int:
-        try:
-            index = operator.index(i)
-        except TypeError:
-            raise TypeError(f"A latent id is an integer, got {type(i).__name__}: {i!r}.") from None
-        if not 0 <= index < self.d_sae:
-            raise IndexError(f"Latent {i!r} is out of range: this SAE has latents 0..{self.d_sae - 1}.")
-        return index
+        return check_latent(i, self.d_sae)
 
     def token_str(self, token_id: int) -> str:
         """The decoded string of a token id ('' for padding)."""

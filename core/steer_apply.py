@@ -20,7 +20,6 @@ Example
 
 from __future__ import annotations
 
-import operator
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ import torch
 
 from .evaluate import _set_site
 from .model import _check_batch_size, check_texts, position_columns
+from .saes.base import check_latent
 from .sites import Site, resolve, site_module_path
 from .steering_vectors import SteeringVector, check_direction, check_scale
 
@@ -56,12 +56,7 @@ def clamp(sae: SAE, latent: int, value: float, site: str | None = None) -> Clamp
     """
     if not hasattr(sae, "encode") or not hasattr(sae, "W_dec"):
         raise TypeError(f"clamp needs an interplab SAE, got {type(sae).__name__}.")
-    try:
-        index = operator.index(latent)
-    except TypeError:
-        raise TypeError(f"A latent id is an integer, got {type(latent).__name__}: {latent!r}.") from None
-    if not 0 <= index < sae.d_sae:
-        raise IndexError(f"Latent {latent!r} is out of range: this SAE has latents 0..{sae.d_sae - 1}.")
+    index = check_latent(latent, sae.d_sae)
     site = site or sae.site
     if not site:
         raise ValueError("This SAE does not say which site it reads; pass site=.")

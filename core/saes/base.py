@@ -56,6 +56,17 @@ class SAEConfig:
         return asdict(self)
 
 
+def check_latent(i: Any, d_sae: int) -> int:
+    """``i`` as a latent index of an SAE with ``d_sae`` latents, or a clear TypeError / IndexError."""
+    try:
+        index = operator.index(i)
+    except TypeError:
+        raise TypeError(f"A latent id is an integer, got {type(i).__name__}: {i!r}.") from None
+    if not 0 <= index < d_sae:
+        raise IndexError(f"Latent {i!r} is out of range: this SAE has latents 0..{d_sae - 1}.")
+    return index
+
+
 def check_sizes(arch: str, d_in: int, d_sae: int, k: int | None) -> None:
     """Clear errors for impossible sizes, before any work."""
     for name, value in (("d_in", d_in), ("width", d_sae)):
@@ -124,13 +135,7 @@ class SAE(nn.Module):
 
     def direction(self, i: int) -> torch.Tensor:
         """Latent ``i``'s decoder direction [d_in] (a steering vector, a probe)."""
-        try:
-            index = operator.index(i)
-        except TypeError:
-            raise TypeError(f"A latent id is an integer, got {type(i).__name__}: {i!r}.") from None
-        if not 0 <= index < self.d_sae:
-            raise IndexError(f"Latent {i!r} is out of range: this SAE has latents 0..{self.d_sae - 1}.")
-        return self.W_dec[index].detach().clone()
+        return self.W_dec[check_latent(i, self.d_sae)].detach().clone()
 
     # ------------------------------------------------------------ forward
     def _check_input(self, x: torch.Tensor) -> torch.Tensor:
