@@ -8,7 +8,7 @@
    cell can be skipped) and one token different (IOI-like: cells before it are not rerun).
 2. On the embedded Gemma 3 270M and an IOI pair: correlation of attribution grids with exact grids,
    per site kind and pooled over all of them, for plain attribution (``steps=1``) and integrated
-   gradients (``steps`` 4 and 8), with the time of each.
+   gradients (``steps`` 4 and 8 on the embedding path, 4 on the per-site path), with the time of each.
 
 Prints one JSON object. Run: ``python bench/bench_patching.py [--small] [--skip-tl]`` (``--skip-tl``: only part 2).
 """
@@ -94,19 +94,22 @@ def _corr(e: np.ndarray, a: np.ndarray) -> float:
     return round(float(np.corrcoef(e, a)[0, 1]), 3)
 
 
-def attribution_vs_exact(sites: tuple[str, ...], steps: tuple[int, ...] = (1, 4, 8)) -> dict:
+def attribution_vs_exact(sites: tuple[str, ...], runs: tuple[tuple[int, str], ...] = (
+        (1, "embeddings"), (4, "embeddings"), (8, "embeddings"), (4, "site"))) -> dict:
     model = ilab.load_model()
     clean = "When Mary and John went to the store, John gave a drink to"
     corrupt = "When Mary and John went to the store, Mary gave a drink to"
     metric = ilab.patching.logit_diff(" Mary", " John")
     ilab.patching.attribution(model, clean, corrupt, metric, sites="heads", steps=2)  # warm-up
     approx, times = {}, {}
-    for n in steps:
-        times[n] = float("inf")
+    for n, path in runs:
+        key = f"steps={n}" + (f", path={path}" if path != "embeddings" else "")
+        times[key] = float("inf")
         for _ in range(2):  # the best of two runs
             start = time.perf_counter()
-            approx[n] = ilab.patching.attribution(model, clean, corrupt, metric, sites=list(sites), steps=n)
-            times[n] = min(times[n], time.perf_counter() - start)
+            approx[key] = ilab.patching.attribution(model, clean, corrupt, metric, sites=list(sites), steps=n,
+                                                    path=path)  # fmt: skip
+            times[key] = min(times[key], time.perf_counter() - start)
     s2 = model.to_str_tokens(clean).index(" John", 5)  # the one token where the prompts differ
     exact, t_exact = {}, 0.0
     for site in sites:
@@ -114,10 +117,11 @@ def attribution_vs_exact(sites: tuple[str, ...], steps: tuple[int, ...] = (1, 4,
         exact[site] = ilab.patching.grid(model, clean, corrupt, metric, site=site)
         t_exact += time.perf_counter() - start
     out = {}
-    for n in steps:
+    first = next(iter(times))
+    for key in approx:
         per_site, pooled_e, pooled_a, without_e, without_a = {}, [], [], [], []
         for site in sites:
-            e, a = exact[site].normalized, approx[n][site].normalized
+            e, a = exact[site].normalized, approx[key][site].normalized
             per_site[site] = _corr(e.ravel(), a.ravel())
             pooled_e.append(e.ravel())
             pooled_a.append(a.ravel())
@@ -127,12 +131,12 @@ def attribution_vs_exact(sites: tuple[str, ...], steps: tuple[int, ...] = (1, 4,
                 without_a.append(a[:, keep].ravel())
                 per_site[f"{site} without S2"] = _corr(without_e[-1], without_a[-1])
                 per_site[f"{site} S2 column"] = _corr(e[:, s2], a[:, s2])
-        out[f"steps={n}"] = {
+        out[key] = {
             "per_site": per_site,
             "pooled": _corr(np.concatenate(pooled_e), np.concatenate(pooled_a)),
             "pooled_position_sites_without_S2": _corr(np.concatenate(without_e), np.concatenate(without_a)),
-            "attribution_s": round(times[n], 2),
-            "time_ratio_vs_steps_1": round(times[n] / times[steps[0]], 2),
+            "attribution_s": round(times[key], 2),
+            "time_ratio_vs_steps_1": round(times[key] / times[first], 2),
         }
     out["exact_s"] = round(t_exact, 2)
     return out

@@ -17,7 +17,7 @@ Example
 
 from __future__ import annotations
 
-from .patch_attribution import attribution, latents
+from .patch_attribution import PATHS, attribution, latents
 from .patch_grid import DIRECTIONS, SITES, grid
 from .patch_metrics import Metric, kl_to_clean, logit_diff, prob
 from .patch_result import PatchingResult
@@ -27,6 +27,7 @@ __all__ = [
     "DIRECTIONS",
     "IOI_TEMPLATES",
     "NAMES",
+    "PATHS",
     "SITES",
     "Metric",
     "PatchingResult",

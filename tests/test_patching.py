@@ -148,9 +148,9 @@ def test_remote_local_matches_local(fam):
         a = ilab.patching.grid(local, CLEAN, CORRUPT, metric(), site=site, positions=[-1, -3])
         b = ilab.patching.grid(remote, CLEAN, CORRUPT, metric(), site=site, positions=[-1, -3])
         np.testing.assert_allclose(a.values, b.values, atol=1e-5)
-    for steps in (1, 3):
-        a = ilab.patching.attribution(local, CLEAN, CORRUPT, metric(), steps=steps)
-        b = ilab.patching.attribution(remote, CLEAN, CORRUPT, metric(), steps=steps)
+    for steps, path in ((1, "embeddings"), (3, "embeddings"), (3, "site")):
+        a = ilab.patching.attribution(local, CLEAN, CORRUPT, metric(), steps=steps, path=path)
+        b = ilab.patching.attribution(remote, CLEAN, CORRUPT, metric(), steps=steps, path=path)
         for site in ilab.patching.SITES:
             np.testing.assert_allclose(a[site].values, b[site].values, atol=1e-5)
 
@@ -215,16 +215,18 @@ def _layer0_pre_hook(model, value):
     return block.register_forward_pre_hook(pre, with_kwargs=True)
 
 
-def ig_reference(model, ids_c, ids_x, site, layer, steps, answers):
-    """Plain torch: d mean log P(answer) / d site, averaged over embeddings ``e_x + k/steps (e_c - e_x)``."""
+def ig_reference(model, ids_c, ids_x, site, layer, steps, answers, path="embeddings"):
+    """Plain torch: d mean log P(answer) / d site, averaged over embeddings ``e_x + k/steps (e_c - e_x)``
+    (``path="site"``: over the site's own values ``x_x + k/steps (x_c - x_x)``, the rest of the run corrupted)."""
     e_c, e_x = hf_site(model, ids_c, "resid_pre", 0), hf_site(model, ids_x, "resid_pre", 0)
+    x_c, x_x = hf_site(model, ids_c, site, layer), hf_site(model, ids_x, site, layer)
     total = 0
     for k in range(steps):
-        handle = _layer0_pre_hook(model, e_x + k / steps * (e_c - e_x))
+        handle = _layer0_pre_hook(model, e_x + k / steps * (e_c - e_x) if path == "embeddings" else e_x)
         holder = {}
 
-        def edit(v, holder=holder):
-            v = v.detach().requires_grad_(True)
+        def edit(v, holder=holder, k=k):
+            v = (v if path == "embeddings" else x_x + k / steps * (x_c - x_x)).detach().requires_grad_(True)
             holder["v"] = v
             return v
 
@@ -238,7 +240,8 @@ def ig_reference(model, ids_c, ids_x, site, layer, steps, answers):
     return total
 
 
-def test_integrated_gradients_equal_a_plain_torch_reference(model, monkeypatch):
+@pytest.mark.parametrize("path", ilab.patching.PATHS)
+def test_integrated_gradients_equal_a_plain_torch_reference(model, monkeypatch, path):
     """Two pairs, a non-linear metric (its gradient differs at each point of the path), every site kind."""
     clean, corrupt = [CLEAN, CLEAN2], [CORRUPT, CORRUPT2]
     ids_c, ids_x = model.to_tokens(clean)["input_ids"], model.to_tokens(corrupt)["input_ids"]
@@ -251,12 +254,12 @@ def test_integrated_gradients_equal_a_plain_torch_reference(model, monkeypatch):
     one = ilab.patching.attribution(model, clean, corrupt, prob, steps=1)
     for site in ilab.patching.SITES:  # steps=1 is plain attribution patching, bit for bit
         np.testing.assert_array_equal(one[site].values, plain[site].values)
-    result = ilab.patching.attribution(model, clean, corrupt, prob, steps=3)
+    result = ilab.patching.attribution(model, clean, corrupt, prob, steps=3, path=path)
     changes = []
     for site in ilab.patching.SITES:
         r = result[site]
         for layer in range(model.n_layers):
-            grad = ig_reference(model, ids_c, ids_x, site, layer, 3, answers)
+            grad = ig_reference(model, ids_c, ids_x, site, layer, 3, answers, path)
             prod = (hf_site(model, ids_c, site, layer) - hf_site(model, ids_x, site, layer)) * grad
             if site == "heads":
                 expected = prod.reshape(*prod.shape[:2], model.n_heads, -1).sum(dim=(0, 1, 3))
@@ -267,7 +270,7 @@ def test_integrated_gradients_equal_a_plain_torch_reference(model, monkeypatch):
     assert max(changes) > 0.02  # the path changes the estimate (so the reference tells the two apart)
     # One point of the path per batch gives the same numbers as all points in one batch.
     monkeypatch.setattr(ilab.core.patch_grid, "MEMORY_BUDGET_BYTES", 1)
-    chunked = ilab.patching.attribution(model, clean, corrupt, prob, sites="mlp_out", steps=3)
+    chunked = ilab.patching.attribution(model, clean, corrupt, prob, sites="mlp_out", steps=3, path=path)
     np.testing.assert_allclose(chunked.values, result["mlp_out"].values, rtol=1e-5, atol=1e-9)
 
 
@@ -323,7 +326,8 @@ def test_latent_patching_matches_a_spliced_reference():
     assert f_x.shape == f_c.shape
 
 
-def test_latent_integrated_gradients_use_the_path_gradient():
+@pytest.mark.parametrize("path", ilab.patching.PATHS)
+def test_latent_integrated_gradients_use_the_path_gradient(path):
     m = tiny_model("gemma3")
     sae = _tiny_sae(m, layer=1)
     answers = torch.tensor([m.tokenizer(" Mary", add_special_tokens=False)["input_ids"][0]])
@@ -331,9 +335,9 @@ def test_latent_integrated_gradients_use_the_path_gradient():
     def prob(logits):  # log P(Mary)
         return torch.log_softmax(logits, -1)[:, answers[0]]
 
-    out = ilab.patching.latents(m, sae, CLEAN, CORRUPT, prob, top=48, exact=False, steps=4)["attribution"]
+    out = ilab.patching.latents(m, sae, CLEAN, CORRUPT, prob, top=48, exact=False, steps=4, path=path)["attribution"]
     ids_c, ids_x = m.to_tokens(CLEAN)["input_ids"], m.to_tokens(CORRUPT)["input_ids"]
-    grad = ig_reference(m, ids_c, ids_x, "resid_post", 1, 4, answers)[0]  # [P, D]
+    grad = ig_reference(m, ids_c, ids_x, "resid_post", 1, 4, answers, path)[0]  # [P, D]
     f_c = sae.encode(hf_site(m, ids_c, "resid_post", 1)).detach()[0]
     f_x = sae.encode(hf_site(m, ids_x, "resid_post", 1)).detach()[0]
     expected = ((f_c - f_x) * (grad @ sae.W_dec.detach().T)).T  # [latents, P]
@@ -399,6 +403,8 @@ def test_bad_inputs_fail_before_work():
             ilab.patching.attribution(m, CLEAN, CORRUPT, metric(), steps=bad)
     with pytest.raises(ValueError, match="steps must be a positive integer"):
         ilab.patching.latents(m, _tiny_sae(m), CLEAN, CORRUPT, metric(), steps=-1)
+    with pytest.raises(ValueError, match="path='layer' is not one of"):
+        ilab.patching.attribution(m, CLEAN, CORRUPT, metric(), steps=2, path="layer")
 
 
 # ---------------------------------------------------------------------------------- datasets
