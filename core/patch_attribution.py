@@ -31,6 +31,7 @@ import nnsight
 import torch
 from tqdm.auto import tqdm
 
+from .labels import load_labels
 from .patch_grid import (
     ORDER,
     SITES,
@@ -364,10 +365,12 @@ def latents(
     attr = (delta * (grad_x @ W_dec.T)).sum(0)[positions_]  # [n_pos, S]
     n_top = min(top, attr.shape[1])
     chosen = attr.abs().max(0).values.topk(n_top).indices.tolist()
+    saved = load_labels(sae)  # latent labels show wherever latent ids do
     common = dict(
         clean_baseline=clean_base, corrupt_baseline=corrupt_base, site="latents", direction=direction,
         metric=prep.metric.name, row_name="latent", col_name="position", rows=chosen, positions=positions_,
         tokens=prep.tokens, corrupt_tokens=prep.corrupt_tokens, layer=layer,
+        row_text=[saved.get(i, "") for i in chosen],
     )  # fmt: skip
     out = {"attribution": PatchingResult(values=(base_value + attr[:, chosen].T).numpy(), method="attribution",
                                          **common)}  # fmt: skip

@@ -52,6 +52,7 @@ class PatchingResult:
     top_tokens: list[str] = field(default_factory=list)  # decoded text of each id in top_ids (flat)
     top_probs: np.ndarray | None = None  # float [rows, cols, k]
     layer: int | None = None  # the SAE's layer for latent grids
+    row_text: list[str] = field(default_factory=list)  # a label per row (latent labels), "" for none
 
     def __post_init__(self) -> None:
         self.values = np.asarray(self.values, dtype=np.float32)
@@ -83,7 +84,8 @@ class PatchingResult:
     @property
     def row_labels(self) -> list[str]:
         prefix = "L" if self.row_name == "layer" else "#"
-        return [f"{prefix}{r}" for r in self.rows]
+        text = self.row_text or [""] * len(self.rows)
+        return [f"{prefix}{r} · {t}" if t else f"{prefix}{r}" for r, t in zip(self.rows, text, strict=True)]
 
     def top(self, row: int, col: int) -> list[tuple[str, float]]:
         """Top next tokens (text, probability) of the patched run at cell (row index, column index)."""
@@ -111,7 +113,7 @@ class PatchingResult:
     # ------------------------------------------------------------- files
     _META = (
         "clean_baseline", "corrupt_baseline", "site", "method", "direction", "metric", "row_name", "col_name",
-        "rows", "positions", "tokens", "corrupt_tokens", "top_tokens", "layer",
+        "rows", "positions", "tokens", "corrupt_tokens", "top_tokens", "layer", "row_text",
     )  # fmt: skip
 
     def save(self, path: str | os.PathLike) -> Path:

@@ -326,6 +326,25 @@ def test_latent_patching_matches_a_spliced_reference():
     assert f_x.shape == f_c.shape
 
 
+def test_latent_rows_carry_the_saes_labels(tmp_path, monkeypatch):
+    from interplab.core.labels import set_label
+    from interplab.widgets.patching import PatchingGrid
+
+    monkeypatch.setenv("INTERPLAB_CACHE", str(tmp_path))
+    m = tiny_model("gpt2")
+    sae = _tiny_sae(m, layer=0)
+    first = ilab.patching.latents(m, sae, CLEAN, CORRUPT, metric(), top=3, exact=False)["attribution"]
+    assert first.row_text == ["", "", ""]
+    set_label(sae, first.rows[1], "names <b>")
+    res = ilab.patching.latents(m, sae, CLEAN, CORRUPT, metric(), top=3, exact=False)["attribution"]
+    assert res.row_text == ["", "names <b>", ""]
+    assert res.row_labels[1] == f"#{res.rows[1]} · names <b>" and res.row_labels[0] == f"#{res.rows[0]}"
+    res.save(tmp_path / "r.npz")
+    assert ilab.patching.PatchingResult.load(tmp_path / "r.npz").row_text == res.row_text
+    (grid,) = PatchingGrid(res).grids
+    assert grid["row_text"] == ["", "names <b>", ""]
+
+
 @pytest.mark.parametrize("path", ilab.patching.PATHS)
 def test_latent_integrated_gradients_use_the_path_gradient(path):
     m = tiny_model("gemma3")

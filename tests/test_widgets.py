@@ -406,6 +406,18 @@ def test_sae_latents_can_be_picked() -> None:
         FeatureHeatmap(acts, sae, features=[3, 16])
 
 
+def test_sae_latents_show_their_saved_labels(tmp_path, monkeypatch) -> None:
+    from interplab.core.labels import set_label
+    from interplab.core.saes import SAE
+
+    monkeypatch.setenv("INTERPLAB_CACHE", str(tmp_path))
+    acts = hand_activations(d=6)
+    sae = SAE.create("standard", d_in=6, d_sae=16, site=acts.sites[0])
+    set_label(sae, 15, "fifteen")
+    w = FeatureHeatmap(acts, sae, features=[3, 15])
+    assert w.labels == ["", "fifteen"]
+
+
 def test_sae_site_must_be_held() -> None:
     acts = hand_activations()
     sae = FakeSAE("blocks.5.hook_resid_post", 6, 8)

@@ -18,6 +18,7 @@ import numpy as np
 import traitlets
 from interplab.core.activations import Activations
 from interplab.core.heatmap_data import HeatmapData, heatmap_data, heatmap_data_from_activations
+from interplab.core.labels import load_labels
 
 from ._kit import OPTIONS, Widget, array_payload, css, esm
 
@@ -196,4 +197,7 @@ def _from_sae(acts: Activations, sae: Any, features: Sequence[int] | None, label
     bad = [f for f in features if not 0 <= f < latents.shape[1]]
     if bad:
         raise ValueError(f"Latents {bad} are out of range for an SAE of width {latents.shape[1]}.")
+    if labels is None:  # the SAE's saved latent labels, shown wherever latent ids are
+        saved = load_labels(sae) if hasattr(sae, "cfg") else {}
+        labels = [saved.get(f, "") for f in features]
     return heatmap_data(acts.str_tokens, latents[:, features], feature_ids=features, labels=labels)

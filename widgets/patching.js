@@ -96,7 +96,10 @@ function render({ model, el }) {
     gridBox.style.gridTemplateColumns = `auto repeat(${C}, minmax(22px, 1fr))`;
     cells = [];
     for (let r = 0; r < R; r++) {
-      gridBox.appendChild(ilabEl("div", "ilab-pg-rowlabel", `${g.row_name === "layer" ? "L" : "#"}${g.rows[r]}`));
+      const text = (g.row_text || [])[r];
+      const label = ilabEl("div", "ilab-pg-rowlabel", `${g.row_name === "layer" ? "L" : "#"}${g.rows[r]}${text ? ` · ${text}` : ""}`);
+      if (text) label.title = text;
+      gridBox.appendChild(label);
       for (let c = 0; c < C; c++) {
         const i = r * C + c;
         const cell = ilabEl("div", "ilab-pg-cell");
@@ -126,9 +129,10 @@ function render({ model, el }) {
   }
 
   function describe(g, d, i) {
-    const { c, rowId } = cellIds(g, i);
+    const { r, c, rowId } = cellIds(g, i);
     const where = g.col_name === "position" ? `position ${g.cols[c]} ${JSON.stringify(g.col_tokens[c])}` : g.cols[c];
-    return `${g.row_name} ${rowId} · ${where}\nvalue ${ilabFmt(d.values[i])} · normalized ${ilabFmt(d.normalized[i])}`;
+    const rowText = (g.row_text || [])[r] ? ` (${g.row_text[r]})` : "";
+    return `${g.row_name} ${rowId}${rowText} · ${where}\nvalue ${ilabFmt(d.values[i])} · normalized ${ilabFmt(d.normalized[i])}`;
   }
 
   function markSelected() {

@@ -38,6 +38,7 @@ def _grid_payload(key: str, r: PatchingResult) -> dict[str, Any]:
         "row_name": r.row_name,
         "col_name": r.col_name,
         "rows": [int(x) for x in r.rows],
+        "row_text": list(r.row_text) or [""] * len(r.rows),
         "cols": cols,
         "col_tokens": col_tokens,
         "clean": float(r.clean_baseline),
