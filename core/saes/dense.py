@@ -21,6 +21,18 @@ def _center(x: torch.Tensor, b_dec: torch.Tensor, b_dec_in: bool) -> torch.Tenso
     return x - b_dec if b_dec_in else x
 
 
+def _weight_grads(
+    x_c: torch.Tensor, acts: torch.Tensor, g_pre: torch.Tensor, g_recon: torch.Tensor, W_enc: torch.Tensor,
+    b_dec_in: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradients of W_enc, b_enc, W_dec, b_dec from those of the pre-activations and the reconstruction."""
+    g_b_enc = g_pre.sum(0)
+    g_b_dec = g_recon.sum(0)
+    if b_dec_in:  # x_c = x - b_dec
+        g_b_dec = g_b_dec - W_enc @ g_b_enc
+    return torch.mm(x_c.T, g_pre), g_b_enc, torch.mm(acts.T, g_recon), g_b_dec
+
+
 class _ReLUL1(torch.autograd.Function):
     """recon = relu(x_c W_enc + b_enc) W_dec + b_dec, and l1 = mean over rows of the summed activations."""
 
@@ -44,13 +56,7 @@ class _ReLUL1(torch.autograd.Function):
         x_c, acts, mask, W_enc, W_dec = ctx.saved_tensors
         g_recon = g_recon.contiguous()
         g_pre = torch.mm(g_recon, W_dec.T).add_(g_l1 / x_c.shape[0]).mul_(mask)
-        g_W_dec = torch.mm(acts.T, g_recon)
-        g_b_enc = g_pre.sum(0)
-        g_W_enc = torch.mm(x_c.T, g_pre)
-        g_b_dec = g_recon.sum(0)
-        if ctx.b_dec_in:
-            g_b_dec = g_b_dec - W_enc @ g_b_enc
-        return None, g_W_enc, g_b_enc, g_W_dec, g_b_dec, None
+        return None, *_weight_grads(x_c, acts, g_pre, g_recon, W_enc, ctx.b_dec_in), None
 
 
 def relu_l1(
@@ -96,13 +102,7 @@ class _JumpReLUL0(torch.autograd.Function):
         near = g_acts[rows, cols] * t[cols] + g_l0 / n_rows
         g_t = -torch.zeros_like(t).index_add_(0, cols, near) / bw
         g_pre = g_acts.mul_(mask)
-        g_W_dec = torch.mm(acts.T, g_recon)
-        g_b_enc = g_pre.sum(0)
-        g_W_enc = torch.mm(x_c.T, g_pre)
-        g_b_dec = g_recon.sum(0)
-        if ctx.b_dec_in:
-            g_b_dec = g_b_dec - W_enc @ g_b_enc
-        return None, g_W_enc, g_b_enc, g_W_dec, g_b_dec, g_t * t, None, None
+        return None, *_weight_grads(x_c, acts, g_pre, g_recon, W_enc, ctx.b_dec_in), g_t * t, None, None
 
 
 def jumprelu_l0(
