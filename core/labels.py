@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .atomic import atomic_path
 from .embedded import cache_dir
 
 if TYPE_CHECKING:
@@ -67,10 +68,8 @@ def read_labels(path: Path) -> dict[int, str]:
 
 def write_labels(path: Path, labels: dict[int, str]) -> Path:
     """Write labels atomically (temp file, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({str(k): v for k, v in sorted(labels.items())}, indent=1, ensure_ascii=False))
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps({str(k): v for k, v in sorted(labels.items())}, indent=1, ensure_ascii=False))
     return path
 
 

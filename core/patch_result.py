@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .atomic import atomic_path
 
 ROW_NAMES = ("layer", "latent")
 COL_NAMES = ("position", "head")
@@ -123,14 +124,8 @@ class PatchingResult:
         arrays = {"values": self.values, "meta": np.frombuffer(meta.encode(), dtype=np.uint8)}
         if self.top_ids is not None and self.top_probs is not None:
             arrays.update(top_ids=self.top_ids.astype(np.int64), top_probs=self.top_probs.astype(np.float32))
-        fd, tmp = tempfile.mkstemp(dir=path.parent or ".", suffix=".npz")
-        os.close(fd)
-        try:
+        with atomic_path(path, suffix=".npz") as tmp:
             np.savez(tmp, **arrays)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
         return path
 
     @classmethod

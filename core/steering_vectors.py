@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -27,6 +26,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from .atomic import atomic_path
 from .model import check_texts
 
 if TYPE_CHECKING:
@@ -140,15 +140,8 @@ class SteeringVector:
             meta = json.dumps({"site": self.site, "scale": self.scale, "provenance": self.provenance})
         except TypeError as err:
             raise TypeError(f"provenance must hold JSON values only to be saved: {err}") from None
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.close(fd)
-        try:
+        with atomic_path(path) as tmp:
             save_file({"direction": self.direction.contiguous()}, tmp, metadata={"format": FORMAT, "interplab": meta})
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
         return path
 
     @staticmethod

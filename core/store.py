@@ -26,6 +26,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from tqdm.auto import tqdm
 
+from .atomic import atomic_path
 from .corpus import iter_texts
 
 if TYPE_CHECKING:
@@ -40,9 +41,8 @@ _STORE_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16":
 
 
 def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=1))
 
 
 class ActivationStore:
