@@ -23,7 +23,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .model import _check_batch_size, check_texts
-from .sites import resolve, site_module_path
+from .sites import read_site, resolve, site_module_path, write_site
 
 if TYPE_CHECKING:
     from .model import Model
@@ -66,17 +66,6 @@ class SAEEvaluation:
         return f"SAEEvaluation(\n{rows}\n)"
 
 
-def _set_site(envoy: Any, io: str, value: torch.Tensor) -> None:
-    """Replace a site's tensor inside a trace (first element when the module returns a tuple)."""
-    current = envoy.output if io == "output" else envoy.input
-    if isinstance(current, tuple):
-        current[0][:] = value
-    elif io == "output":
-        envoy.output = value
-    else:
-        envoy.input = value
-
-
 def _next_token_logprobs(logits: torch.Tensor) -> torch.Tensor:
     return torch.log_softmax(logits.float(), dim=-1)
 
@@ -113,10 +102,7 @@ def evaluate(
         keep = mask.clone()
         keep[:, :skip] = False
         with torch.no_grad(), model.nn.trace(inputs, **kw):
-            value = envoy.output if io == "output" else envoy.input
-            if isinstance(value, tuple):
-                value = value[0]
-            x = nnsight.save(value)
+            x = nnsight.save(read_site(envoy, io))
             clean = nnsight.save(unembed.output)
         x = x.detach().float().cpu()
         with torch.no_grad():
@@ -128,7 +114,7 @@ def evaluate(
         runs = {}
         for name, replacement in (("spliced", recon), ("zero", zeros)):
             with torch.no_grad(), model.nn.trace(inputs, **kw):
-                _set_site(envoy, io, replacement.to(model.device))
+                write_site(envoy, io, replacement.to(model.device))
                 runs[name] = nnsight.save(unembed.output)
         targets = enc["input_ids"][:, 1:]
         pred = mask[:, 1:] & mask[:, :-1]

@@ -20,7 +20,17 @@ import torch
 from tqdm.auto import tqdm
 
 from .activations import Activations, pad_and_stack
-from .sites import MODEL_TYPES, Family, Site, family_for, parse_sites, resolve, site_module_path, site_names
+from .sites import (
+    MODEL_TYPES,
+    Family,
+    Site,
+    family_for,
+    parse_sites,
+    read_site,
+    resolve,
+    site_module_path,
+    site_names,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -153,10 +163,7 @@ class Model:
         with torch.no_grad(), self.nn.trace(inputs, **self._trace_kwargs()) as tracer:
             saved = []
             for envoy, io in targets:
-                value = envoy.output if io == "output" else envoy.input
-                if isinstance(value, tuple):
-                    value = value[0]
-                saved.append(value)
+                saved.append(read_site(envoy, io))
             saved = nnsight.save(saved)
             tracer.stop()
         return [s.detach().to("cpu") for s in saved]

@@ -37,7 +37,6 @@ from .patch_grid import (
     SITES,
     Prepared,
     _check_batch,
-    _write,
     auto_batch_size,
     baselines,
     check_positions,
@@ -49,7 +48,7 @@ from .patch_grid import (
 from .patch_metrics import Metric
 from .patch_result import PatchingResult
 from .prompts import PromptPairs
-from .sites import resolve
+from .sites import read_site, resolve, write_site
 
 if TYPE_CHECKING:
     from .model import Model
@@ -86,10 +85,7 @@ def _gradients(
     with torch.enable_grad(), model.nn.trace(inputs, **model._trace_kwargs()) as tracer:
         # A leaf that needs grad at the first block: gradients flow even when the weights are frozen.
         first.input = (first.input if embeds_NPD is None else embeds_NPD).detach().requires_grad_(True)
-        acts = []
-        for _, _, envoy, io in targets:
-            value = envoy.output if io == "output" else envoy.input
-            acts.append(value[0] if isinstance(value, tuple) else value)
+        acts = [read_site(envoy, io) for _, _, envoy, io in targets]
         logits = unembed(norm.output[:, -1]).float()
         if cap:
             logits = torch.tanh(logits / cap) * cap
@@ -165,7 +161,7 @@ def _site_run(
     cap = getattr(model.config, "final_logit_softcapping", None)
     with torch.set_grad_enabled(grad_logits is not None), model.nn.trace(inputs, **model._trace_kwargs()) as tracer:
         leaf = x_NPD.detach().requires_grad_(grad_logits is not None)
-        _write(envoy, io, leaf)
+        write_site(envoy, io, leaf)
         logits = unembed(norm.output[:, -1]).float()
         if cap:
             logits = torch.tanh(logits / cap) * cap

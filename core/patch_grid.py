@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 from .patch_metrics import BoundMetric, Metric, as_metric
 from .patch_result import PatchingResult
 from .prompts import PromptPairs, check_aligned
-from .sites import resolve, site_module_path
+from .sites import read_site, resolve, site_module_path, write_site
 
 if TYPE_CHECKING:
     from .model import Model
@@ -119,19 +119,6 @@ def site_target(model: Model, kind: str, layer: int) -> tuple[Any, str]:
     return resolve(model.nn, path), io
 
 
-def _read(envoy: Any, io: str) -> torch.Tensor:
-    value = envoy.output if io == "output" else envoy.input
-    return value[0] if isinstance(value, tuple) else value
-
-
-def _write(envoy: Any, io: str, value: torch.Tensor) -> None:
-    if io == "input":
-        envoy.input = value
-        return
-    current = envoy.output
-    envoy.output = (value, *current[1:]) if isinstance(current, tuple) else value
-
-
 ORDER = ("resid_pre", "heads", "attn_out", "mlp_out", "resid_post")  # forward order inside a block
 
 
@@ -145,7 +132,7 @@ def collect(
     norm, unembed = resolve(model.nn, model.family.final_norm), resolve(model.nn, model.family.unembed)
     inputs = {"input_ids": ids.to(model.device), "attention_mask": torch.ones_like(ids).to(model.device)}
     with torch.no_grad(), model.nn.trace(inputs, **model._trace_kwargs()) as tracer:
-        saved = [_read(envoy, io) for _, _, envoy, io in targets]
+        saved = [read_site(envoy, io) for _, _, envoy, io in targets]
         logits = unembed(norm.output[:, -1])
         saved = nnsight.save(saved)
         logits = nnsight.save(logits)
@@ -163,7 +150,7 @@ def run_rows(model: Model, ids_1P: torch.Tensor, kind: str, layer: int, rows_nPD
     dtype = next(model.nn._module.parameters()).dtype
     rows = rows_nPD.to(model.device, dtype)
     with torch.no_grad(), model.nn.trace(inputs, **model._trace_kwargs()) as tracer:
-        _write(envoy, io, rows)
+        write_site(envoy, io, rows)
         logits = nnsight.save(unembed(norm.output[:, -1]))
         tracer.stop()
     return model._softcap(logits.detach().float().cpu())

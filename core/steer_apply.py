@@ -28,10 +28,9 @@ from typing import TYPE_CHECKING, Any
 import nnsight
 import torch
 
-from .evaluate import _set_site
 from .model import _check_batch_size, check_texts, position_columns
 from .saes.base import check_latent
-from .sites import Site, resolve, site_module_path
+from .sites import Site, read_site, resolve, site_module_path, write_site
 from .steering_vectors import SteeringVector, check_direction, check_scale
 
 if TYPE_CHECKING:
@@ -194,9 +193,7 @@ def _logits_batch(
     inputs = {k: v.to(model.device) for k, v in enc.items()}
     with torch.no_grad(), model.nn.trace(inputs, **model._trace_kwargs()) as tracer:
         for envoy, p in envoys:
-            value = envoy.output if p.io == "output" else envoy.input
-            value = value[0] if isinstance(value, tuple) else value
-            _set_site(envoy, p.io, steer_value(value, p, mask))
+            write_site(envoy, p.io, steer_value(read_site(envoy, p.io), p, mask))
         hidden = norm.output
         if rows is not None:
             hidden = hidden[rows, cols]
@@ -257,9 +254,8 @@ def generate_ids(
             with tracer.invoke(inputs):
                 for step in tracer.all():
                     for envoy, p in envoys:
-                        value = envoy.output if p.io == "output" else envoy.input
-                        value = value[0] if isinstance(value, tuple) else value
-                        _set_site(envoy, p.io, steer_value(value, p, mask if step == 0 else None))
+                        steered = steer_value(read_site(envoy, p.io), p, mask if step == 0 else None)
+                        write_site(envoy, p.io, steered)
             with tracer.invoke():
                 result = nnsight.save(tracer.result)
     return result.detach().to("cpu"), width
