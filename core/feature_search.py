@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import torch
 
-from .model import check_texts
+from .model import check_texts, single_token_id
 from .sites import resolve
 
 if TYPE_CHECKING:
@@ -138,16 +138,9 @@ def nearest_latents(sae: SAE, i: int, top: int = 10) -> RankedLatents:
 
 def single_token(model: Model, token_str: str) -> int:
     """The id of a string that is exactly one token; a clear error showing its tokenisation otherwise."""
-    if not isinstance(token_str, str) or not token_str:
+    if not isinstance(token_str, str):
         raise ValueError(f"Give a non-empty token string, got {token_str!r}.")
-    ids = model.tokenizer(token_str, add_special_tokens=False)["input_ids"]
-    if len(ids) != 1:
-        pieces = [model.tokenizer.decode([i]) for i in ids]
-        raise ValueError(
-            f"{token_str!r} is {len(ids)} tokens, not one: {pieces}. Pick one of those pieces "
-            "(a leading space is usually part of a word's token, e.g. ' Paris')."
-        )
-    return int(ids[0])
+    return single_token_id(model.tokenizer, token_str, what="token")
 
 
 def latents_for_token(data_or_sae: SAE | FeatureData, model: Model, token_str: str, top: int = 20) -> RankedLatents:

@@ -54,6 +54,30 @@ def check_texts(texts: str | Sequence[str]) -> list[str]:
     return texts
 
 
+def single_token_id(tokenizer: Any, answer: str | int, what: str = "answer") -> int:
+    """The id of a one-token answer string; a clear error showing its tokens otherwise."""
+    if isinstance(answer, bool):
+        raise TypeError(f"{what} must be a string or a token id, got {answer!r}.")
+    if isinstance(answer, int):
+        vocab = len(tokenizer)
+        if not 0 <= answer < vocab:
+            raise ValueError(f"{what} token id {answer} is outside the vocabulary (0..{vocab - 1}).")
+        return answer
+    if not isinstance(answer, str):
+        raise TypeError(f"{what} must be a non-empty string or a token id, got {answer!r}.")
+    if not answer:
+        raise ValueError(f"{what} is an empty string; give a non-empty string or a token id.")
+    ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
+    if len(ids) != 1:
+        pieces = [tokenizer.decode([i]) for i in ids]
+        spaced = " " + answer
+        hint = "" if answer.startswith(" ") else f" (a word after a space usually needs a leading space: {spaced!r})"
+        raise ValueError(f"{what} {answer!r} is {len(ids)} tokens, not one: {pieces}{hint}.")
+    if getattr(tokenizer, "unk_token_id", None) is not None and ids[0] == tokenizer.unk_token_id:
+        raise ValueError(f"{what} {answer!r} is the unknown token for this tokenizer.")
+    return int(ids[0])
+
+
 def position_columns(lengths: torch.Tensor, positions: Sequence[int]) -> torch.Tensor:
     """Column index of each position in each right-padded row ([batch, n_pos]; -1 is a row's last token)."""
     cols = []

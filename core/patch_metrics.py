@@ -21,29 +21,9 @@ from typing import Any
 
 import torch
 
+from .model import single_token_id
+
 Answer = str | int | Sequence[str | int]
-
-
-def single_token_id(tokenizer: Any, answer: str | int, what: str = "answer") -> int:
-    """The id of a one-token answer string; a clear error showing its tokens otherwise."""
-    if isinstance(answer, bool):
-        raise TypeError(f"{what} must be a string or a token id, got {answer!r}.")
-    if isinstance(answer, int):
-        vocab = len(tokenizer)
-        if not 0 <= answer < vocab:
-            raise ValueError(f"{what} token id {answer} is outside the vocabulary (0..{vocab - 1}).")
-        return answer
-    if not isinstance(answer, str) or not answer:
-        raise TypeError(f"{what} must be a non-empty string or a token id, got {answer!r}.")
-    ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
-    if len(ids) != 1:
-        pieces = [tokenizer.decode([i]) for i in ids]
-        spaced = " " + answer
-        hint = "" if answer.startswith(" ") else f" (a word after a space usually needs a leading space: {spaced!r})"
-        raise ValueError(f"{what} {answer!r} is {len(ids)} tokens {pieces}, not one{hint}.")
-    if getattr(tokenizer, "unk_token_id", None) is not None and ids[0] == tokenizer.unk_token_id:
-        raise ValueError(f"{what} {answer!r} is the unknown token for this tokenizer.")
-    return int(ids[0])
 
 
 def _ids_per_pair(tokenizer: Any, answer: Answer, n_pairs: int, what: str) -> torch.Tensor:

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .patch_metrics import Metric, logit_diff, single_token_id
+from .model import single_token_id
+from .patch_metrics import Metric, logit_diff
 
 #: IOI templates: {A} and {B} are introduced, {S} repeats the subject; the answer is the other name.
 IOI_TEMPLATES = (
