@@ -33,18 +33,31 @@ HEATMAP_CELL = f"import interplab as ilab\n\nilab.widgets.TokenHeatmap({TOKENS!r
 SCRIPT_CELL = f"ilab.widgets.TokenHeatmap({SCRIPT_TOKENS!r}, [1.0, 0.0])"
 
 
-def write_small_notebook(folder: Path) -> Path:
-    """A two-cell notebook with untrusted-looking tokens (not executed)."""
+def write_notebook(path: Path, cells: list[Any]) -> Path:
+    """Write nbformat cells as a python3 notebook (not executed)."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [
+    nb.cells = cells
+    nbformat.write(nb, path)
+    return path
+
+
+def write_small_notebook(folder: Path) -> Path:
+    """A two-cell notebook with untrusted-looking tokens (not executed)."""
+    cells = [
         nbformat.v4.new_markdown_cell("# Tokens"),
         nbformat.v4.new_code_cell(HEATMAP_CELL),
         nbformat.v4.new_code_cell(SCRIPT_CELL),
     ]
-    path = folder / "small.ipynb"
-    nbformat.write(nb, path)
-    return path
+    return write_notebook(folder / "small.ipynb", cells)
+
+
+def export_code(folder: Path, name: str, source: str) -> Path:
+    """Run one code cell in a real kernel and export it to ``folder/built/NAME.html`` (web assets prepared)."""
+    ensure_web_assets()
+    path = write_notebook(folder / f"{name}.ipynb", [nbformat.v4.new_code_cell(source)])
+    with kernel_home(folder / "home"):
+        return export_html(path, folder / "built" / f"{name}.html", execute=True)
 
 
 def ensure_web_assets() -> None:

@@ -11,12 +11,11 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import nbformat
 import pytest
 from playwright.sync_api import Page, expect
 
 from interplab.export import export_html
-from tests.test_export import ensure_web_assets, kernel_home
+from tests.test_export import ensure_web_assets, export_code, kernel_home
 
 from .conftest import cell_output_locator
 from .test_export_html import RENDER_TIMEOUT_MS, Offline, offline  # noqa: F401  (fixture)
@@ -177,14 +176,7 @@ def test_dashboard_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab_serv
 
 
 def test_exported_dashboard_renders_offline(page: Page, offline: Offline, tmp_path: Path) -> None:  # noqa: F811
-    ensure_web_assets()
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_code_cell(BUILD)]
-    src = tmp_path / "dash.ipynb"
-    nbformat.write(nb, src)
-    with kernel_home(tmp_path / "home"):
-        export_html(src, tmp_path / "built" / "dash.html", execute=True)
+    export_code(tmp_path, "dash", BUILD)
     site = tmp_path / "moved"
     shutil.move(tmp_path / "built", site)
 

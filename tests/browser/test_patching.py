@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 from playwright.sync_api import Page, expect
 
-from interplab.export import export_html
-from tests.test_export import ensure_web_assets, kernel_home
+from tests.test_export import export_code
 
 from .conftest import cell_output_locator
 from .test_export_html import Offline, offline  # noqa: F401  (the `offline` fixture)
@@ -108,16 +107,7 @@ def test_patching_grid_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab_
 
 def test_exported_patching_grid_renders_offline(page: Page, offline: Offline, tmp_path: Path):  # noqa: F811
     """The grid renders from the saved widget state in exported HTML: no kernel, no network."""
-    import nbformat
-
-    ensure_web_assets()
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_code_cell(GRID)]
-    path = tmp_path / "grid.ipynb"
-    nbformat.write(nb, path)
-    with kernel_home(tmp_path / "home"):
-        html = export_html(path, tmp_path / "built" / "grid.html", execute=True)
+    html = export_code(tmp_path, "grid", GRID)
     page.goto(html.as_uri())
     cells = page.locator(".ilab-patching .ilab-pg-cell")
     expect(cells).to_have_count(15, timeout=30_000)
