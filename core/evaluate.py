@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .model import _check_batch_size, check_texts
+from .model import check_positive_int, check_texts
 from .sites import read_site, resolve, site_module_path, write_site
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ def evaluate(
     ablation) and KL to the clean model.
     """
     texts = check_texts(texts)
-    _check_batch_size(batch_size)
+    check_positive_int("batch_size", batch_size)
     site = sae.check_fits(model, site)
     (parsed,) = model._parse(site)
     assert model.family is not None

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import torch
 
-from .model import check_texts, single_token_id
+from .model import check_positive_int, check_texts, single_token_id
 from .sites import resolve
 
 if TYPE_CHECKING:
@@ -41,12 +41,6 @@ class RankedLatents(NamedTuple):
 
     ids: np.ndarray  # int64
     values: np.ndarray  # float32
-
-
-def _top(top: int) -> int:
-    if not isinstance(top, int) or isinstance(top, bool) or top < 1:
-        raise ValueError(f"top must be a positive integer, got {top!r}.")
-    return top
 
 
 def decoder_through_norm(sae: SAE, model: Model) -> torch.Tensor:
@@ -82,7 +76,7 @@ def logit_effects(sae: SAE, model: Model, n: int = 10, chunk: int = 8192) -> dic
     d_MD = decoder_through_norm(sae, model)
     W_VD = _unembed(model)
     M, V = d_MD.shape[0], W_VD.shape[0]
-    n = min(_top(n), V)
+    n = min(check_positive_int("top", n), V)
     top_v = torch.full((M, 0), 0.0)
     top_i = torch.zeros((M, 0), dtype=torch.int64)
     bot_v, bot_i = top_v.clone(), top_i.clone()
@@ -132,7 +126,7 @@ def nearest_latents(sae: SAE, i: int, top: int = 10) -> RankedLatents:
     W = _unit_decoder(sae)
     cos = W @ (direction / direction.norm().clamp_min(1e-12))
     cos[i] = -float("inf")
-    v, idx = cos.topk(min(_top(top), sae.d_sae - 1))
+    v, idx = cos.topk(min(check_positive_int("top", top), sae.d_sae - 1))
     return RankedLatents(idx.numpy().astype(np.int64), v.numpy().astype(np.float32))
 
 
@@ -151,7 +145,7 @@ def latents_for_token(data_or_sae: SAE | FeatureData, model: Model, token_str: s
     """
     from .feature_data import FeatureData
 
-    _top(top)
+    check_positive_int("top", top)
     token = single_token(model, token_str)
     if isinstance(data_or_sae, FeatureData):
         rows, cols = np.nonzero(data_or_sae.logit_top_ids == token)
@@ -169,7 +163,7 @@ def active_latents(sae: SAE, model: Model, text: str, top: int = 5) -> ActiveLat
 
     >>> found = active_latents(sae, model, "Paris is in France"); found.tokens, found.ids[:, 0]
     """
-    _top(top)
+    check_positive_int("top", top)
     tokens, acts = latent_activations(sae, model, text)
     v, idx = torch.from_numpy(acts).topk(min(top, sae.d_sae), dim=1)
     return ActiveLatents(tokens, idx.numpy().astype(np.int64), v.numpy().astype(np.float32))

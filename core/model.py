@@ -89,10 +89,11 @@ def position_columns(lengths: torch.Tensor, positions: Sequence[int]) -> torch.T
     return torch.stack(cols, 1)
 
 
-def _check_batch_size(batch_size: int) -> int:
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
-    return batch_size
+def check_positive_int(name: str, value: Any) -> int:
+    """``value`` if it is an integer >= 1 (not a bool), else a ValueError naming ``name`` and the value."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+    return value
 
 
 class Model:
@@ -202,7 +203,7 @@ class Model:
         """
         texts = check_texts(texts)
         parsed = self._parse(sites)
-        _check_batch_size(batch_size)
+        check_positive_int("batch_size", batch_size)
         tokens, masks, per_site = [], [], {s.name: [] for s in parsed}
         for chunk in self._batches(texts, batch_size, "collect"):
             enc = self.to_tokens(chunk)
@@ -238,7 +239,7 @@ class Model:
         Returns [batch, n_positions, vocab].
         """
         texts = check_texts(texts)
-        _check_batch_size(batch_size)
+        check_positive_int("batch_size", batch_size)
         if self.family is None:
             self._parse("blocks.0.hook_resid_post")  # raises, naming the supported model types
         pos_list = None if positions is None else ([positions] if isinstance(positions, int) else list(positions))
@@ -284,8 +285,7 @@ class Model:
     ) -> list[str]:
         """Continue each text; returns only the new text (greedy by default)."""
         texts = check_texts(texts)
-        if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}.")
+        check_positive_int("max_new_tokens", max_new_tokens)
         enc = {k: v.to(self.device) for k, v in self.to_tokens(texts, padding_side="left").items()}
         with self.nn.generate(
             enc, max_new_tokens=max_new_tokens, do_sample=do_sample, **kwargs, **self._trace_kwargs()

@@ -32,6 +32,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .labels import load_labels
+from .model import check_positive_int
 from .patch_grid import (
     ORDER,
     SITES,
@@ -335,8 +336,7 @@ def latents(
     >>> sae = ilab.SAE.load("embedded", layer=12)
     >>> lat = ilab.patching.latents(model, sae, pairs, top=8)
     """
-    if not isinstance(top, int) or top < 1:
-        raise ValueError(f"top must be a positive integer, got {top!r}.")
+    check_positive_int("top", top)
     _check_batch(batch_size)
     _check_steps(steps, path)
     site_name = sae.check_fits(model)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .model import single_token_id
+from .model import check_positive_int, single_token_id
 from .patch_metrics import Metric, logit_diff
 
 #: IOI templates: {A} and {B} are introduced, {S} repeats the subject; the answer is the other name.
@@ -118,8 +118,7 @@ def ioi(
     >>> pairs = ilab.patching.ioi(model, n=4, order="BABA", corruption="flip")
     """
     tok = _tokenizer(model_or_tokenizer)
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n!r}.")
+    check_positive_int("n", n)
     if order not in ORDERS:
         raise ValueError(f"order={order!r} is not one of {ORDERS}.")
     if corruption not in CORRUPTIONS:

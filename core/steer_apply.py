@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import nnsight
 import torch
 
-from .model import _check_batch_size, check_texts, position_columns
+from .model import check_positive_int, check_texts, position_columns
 from .saes.base import check_latent
 from .sites import Site, read_site, resolve, site_module_path, write_site
 from .steering_vectors import SteeringVector, check_direction, check_scale
@@ -164,7 +164,7 @@ def logits(
     ``start``: steer only from this token of each text on (-1: the last); None: every position.
     """
     texts = check_texts(texts)
-    _check_batch_size(batch_size)
+    check_positive_int("batch_size", batch_size)
     plans = plan(model, steering)
     pos_list = None if positions is None else ([positions] if isinstance(positions, int) else list(positions))
     out = []
@@ -202,12 +202,6 @@ def _logits_batch(
     return model._softcap(result.detach().to("cpu"))
 
 
-def _check_new_tokens(max_new_tokens: Any) -> int:
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}.")
-    return max_new_tokens
-
-
 def generate(
     model: Model,
     texts: str | Sequence[str],
@@ -235,7 +229,7 @@ def generate_ids(
 ) -> tuple[torch.Tensor, int]:
     """Like :func:`generate`, but returns the token ids [batch, prompt + new] and the prompt width."""
     texts = check_texts(texts)
-    _check_new_tokens(max_new_tokens)
+    check_positive_int("max_new_tokens", max_new_tokens)
     plans = plan(model, steering)
     enc = model.to_tokens(texts, padding_side="left")
     width = enc["input_ids"].shape[1]

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .model import check_texts
+from .model import check_positive_int, check_texts
 from .sites import resolve
-from .steer_apply import SitePlan, Steering, _check_new_tokens, _decode_new, _start_mask, plan, steer_value
+from .steer_apply import SitePlan, Steering, _decode_new, _start_mask, plan, steer_value
 from .steering_vectors import check_scale
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ def stream(
     from transformers import StoppingCriteria, StoppingCriteriaList
 
     (prompt,) = check_texts([prompt]) if isinstance(prompt, str) else check_texts(prompt)
-    _check_new_tokens(max_new_tokens)
+    check_positive_int("max_new_tokens", max_new_tokens)
     steering = [] if steering is None else steering
     plan(model, steering)  # validate before any work
     enc = model.to_tokens([prompt], padding_side="left")
@@ -177,7 +177,7 @@ def generate_local(
 ) -> list[str]:
     """:func:`generate` through torch hooks and plain HF ``generate`` (same tokens, no nnsight)."""
     texts = check_texts(texts)
-    _check_new_tokens(max_new_tokens)
+    check_positive_int("max_new_tokens", max_new_tokens)
     enc = model.to_tokens(texts, padding_side="left")
     width = enc["input_ids"].shape[1]
     mask = _start_mask(enc["attention_mask"].sum(1), width, start, left_padded=True)

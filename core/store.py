@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 
 from .atomic import atomic_path
 from .corpus import iter_texts
+from .model import check_positive_int
 
 if TYPE_CHECKING:
     from .model import Model
@@ -179,8 +180,7 @@ def cache_activations(
     """
     parsed = model._parse(sites)
     names = [s.name for s in parsed]
-    if not isinstance(n_tokens, int) or n_tokens < 1:
-        raise ValueError(f"n_tokens must be a positive integer, got {n_tokens!r}.")
+    check_positive_int("n_tokens", n_tokens)
     if not isinstance(context_size, int) or context_size < 2:
         raise ValueError(f"context_size must be an integer >= 2, got {context_size!r}.")
     if dtype not in _STORE_DTYPES:
