@@ -55,11 +55,11 @@ def rss_mb() -> float:
 def baseline(model, sae, docs, n_tokens: int) -> tuple[float, int]:
     from interplab.core.features import text_batches
 
-    parsed = model._parse(SITE)
+    parsed = model.parse_sites(SITE)
     n, start = 0, time.perf_counter()
     for batch, enc in text_batches(model, docs, SEQ_LEN, BATCH, n_tokens):
         with torch.no_grad():
-            x = model._run_sites(enc, parsed)[0]
+            x = model.run_sites(enc, parsed)[0]
             n += int(sae.encode(x[batch.valid_BL]).shape[0])
     return time.perf_counter() - start, n
 
@@ -68,7 +68,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n-tokens", type=int, default=200_000)
     args = parser.parse_args()
-    from interplab.core.feature_stats import FeatureAccumulator
+    from interplab.core.features.stats import FeatureAccumulator
 
     import interplab as ilab
 

@@ -58,7 +58,7 @@ class _Clock(BaseStreamer):
 def bare_generate():
     clock = _Clock()
     with torch.no_grad():
-        model.nn._module.generate(**enc, max_new_tokens={N_TOKENS}, min_new_tokens={N_TOKENS}, do_sample=False,
+        model.module.generate(**enc, max_new_tokens={N_TOKENS}, min_new_tokens={N_TOKENS}, do_sample=False,
                                   streamer=clock, pad_token_id=model.tokenizer.pad_token_id)
     return clock.times[0], clock.times[-1], len(clock.times)
 

@@ -33,8 +33,8 @@ from itertools import islice
 from pathlib import Path
 
 import torch
+from interplab.core.data.corpus import token_windows
 from interplab.core.sites import parse_site, site_module_path
-from interplab.core.store import token_windows
 
 import interplab as ilab
 
@@ -123,7 +123,7 @@ def hooked_forward(hf: torch.nn.Module, paths: list[str], enc: dict, **kwargs) -
 def bench_tracing(model: ilab.Model, docs: list[str], rounds: int) -> dict:
     texts, ids = pick_texts(model, docs)
     enc = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-    hf = model.nn._module
+    hf = model.module
     assert model.family is not None
     paths = []
     for name in SITES3:
@@ -199,16 +199,16 @@ def bench_cache_throughput(model: ilab.Model, docs: list[str], rounds: int) -> d
     n_windows = 8 * BATCH
     n_tokens = n_windows * SEQ
     corpus = docs[:40]
-    windows = list(islice(token_windows(model, corpus, context), n_windows))
+    windows = list(islice(token_windows(model.tokenizer, corpus, context), n_windows))
     assert len(windows) == n_windows
-    parsed = model._parse(SITE6)
+    parsed = model.parse_sites(SITE6)
     work = Path(tempfile.mkdtemp(prefix="bench-cache-"))
     runs = [0]
 
     def forward_only():
         for i in range(0, n_windows, BATCH):
             ids = torch.tensor(windows[i : i + BATCH])
-            model._run_sites({"input_ids": ids, "attention_mask": torch.ones_like(ids)}, parsed)
+            model.run_sites({"input_ids": ids, "attention_mask": torch.ones_like(ids)}, parsed)
 
     def cache():
         runs[0] += 1
@@ -231,7 +231,7 @@ def bench_cache_throughput(model: ilab.Model, docs: list[str], rounds: int) -> d
         "met": c["ratio"] >= 0.85,
         "cache_tokens_per_s": round(cache_tps, 1),
         "forward_only_tokens_per_s": round(fwd_tps, 1),
-        "baseline": f"model._run_sites on the same {n_windows} windows of {context} tokens "
+        "baseline": f"model.run_sites on the same {n_windows} windows of {context} tokens "
         f"(batches of {BATCH}), no tokenising or writing; tokens/s counts the {SEQ} stored "
         "tokens per window on both sides",
         "site": SITE6,

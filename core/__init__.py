@@ -1,8 +1,14 @@
-"""The interplab engine: models, sites, activations and stores. No widget code here."""
+"""The interplab engine: models, sites, activations, stores and one subpackage per capability. No widget code here.
+
+The base (``model.py``, ``sites.py``, ``loading.py``, ``embedded.py``, ``activations.py``, ``lens.py``,
+``metrics.py``) and shared helpers (``checks.py``, ``atomic.py``, ``charts.py``) sit at the top;
+``data/``, ``saes/``, ``features/``, ``evals/``, ``views/``, ``patching/``, ``steering/`` and ``recipes/``
+each hold one capability. ``ARCHITECTURE.md`` at the repository root is the map.
+"""
 
 from .activations import Activations
+from .data.store import ActivationStore
 from .loading import load_model
 from .model import Model
-from .store import ActivationStore
 
 __all__ = ["ActivationStore", "Activations", "Model", "load_model"]

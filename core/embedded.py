@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import tempfile
 from pathlib import Path
+
+from .atomic import atomic_folder
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +45,9 @@ def is_prepared() -> bool:
 def prepare_embedded_model(force: bool = False) -> Path:
     """Convert the embedded Gemma 3 270M to a float safetensors folder, once.
 
-    The conversion is atomic: it is written to a temporary folder beside the
-    target and renamed into place, so an interrupted run leaves nothing half-done.
+    The conversion is atomic (:func:`interplab.core.atomic.atomic_folder`): it is written to a
+    temporary folder beside the target and renamed into place, so an interrupted run leaves
+    nothing half-done.
     """
     target = embedded_model_dir()
     if is_prepared() and not force:
@@ -63,25 +65,14 @@ def prepare_embedded_model(force: bool = False) -> Path:
     logger.warning(
         "Preparing the embedded Gemma 3 270M in %s (about 2 minutes, once).", target
     )
-    work = Path(tempfile.mkdtemp(prefix=".prepare-", dir=target.parent))
-    try:
-        gguf_dir = work / "gguf"
-        gguf_dir.mkdir()
-        assemble(output_path=gguf_dir / MODEL_NAME)
-        model = AutoModelForCausalLM.from_pretrained(
-            gguf_dir, gguf_file=MODEL_NAME, dtype=torch.float32
-        )
-        tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=MODEL_NAME)
+    with tempfile.TemporaryDirectory(prefix=".gguf-", dir=target.parent) as gguf, atomic_folder(target) as out:
+        assemble(output_path=Path(gguf) / MODEL_NAME)
+        model = AutoModelForCausalLM.from_pretrained(gguf, gguf_file=MODEL_NAME, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(gguf, gguf_file=MODEL_NAME)
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
-        out = work / "model"
         model.save_pretrained(out)
         tokenizer.save_pretrained(out)
         (out / _READY_MARK).write_text("converted from " + MODEL_NAME + "\n")
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(out, target)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     return target

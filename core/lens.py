@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 import nnsight
 import torch
 
-from .model import check_texts, position_columns
-from .sites import resolve
+from .checks import check_texts
+from .model import position_columns
+from .sites import read_site
 
 if TYPE_CHECKING:
     from .model import Model
@@ -29,25 +30,18 @@ def logit_lens(model: Model, texts: str | Sequence[str], position: int = -1) -> 
     at that position. Runs inside one trace, so it works remotely too.
     """
     texts = check_texts(texts)
-    family = model.family
-    if family is None:
-        model._parse("blocks.0.hook_resid_post")  # raises, naming the supported model types
+    model.check_mapped()
     enc = model.to_tokens(texts)
     lengths = enc["attention_mask"].sum(1)
     cols = position_columns(lengths, [position])[:, 0]
     rows = torch.arange(len(texts))
-    blocks = [resolve(model.nn, f"{family.layers}.{layer}") for layer in range(model.n_layers)]
-    norm = resolve(model.nn, family.final_norm)
-    unembed = resolve(model.nn, family.unembed)
+    blocks = [model.block(layer) for layer in range(model.n_layers)]
+    readout = model.readout
     inputs = {k: v.to(model.device) for k, v in enc.items()}
-    with torch.no_grad(), model.nn.trace(inputs, **model._trace_kwargs()) as tracer:
+    with torch.no_grad(), model.nn.trace(inputs, **model.trace_kwargs) as tracer:
         per_layer = []
         for block in blocks:
-            out = block.output
-            if isinstance(out, tuple):
-                out = out[0]
-            per_layer.append(unembed(norm(out[rows, cols])))
+            per_layer.append(readout(read_site(block, "output")[rows, cols]))
         per_layer = nnsight.save(per_layer)
         tracer.stop()
-    logits = torch.stack([p.detach().to("cpu") for p in per_layer], 1)
-    return model._softcap(logits)
+    return torch.stack([p.detach().to("cpu") for p in per_layer], 1)

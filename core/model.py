@@ -1,4 +1,19 @@
-"""Model: an nnsight-traced language model with named sites.
+"""Model: an nnsight-traced language model with named sites, and the engine interface every capability uses.
+
+Besides the user-facing calls (``collect``, ``logits``, ``generate``, ``cache``), a Model gives
+the rest of interplab what it needs to write its own traces, publicly:
+
+* :meth:`Model.parse_sites` and :meth:`Model.envoy`: site names to parsed sites and to the nnsight
+  module (and whether the site is its input or output);
+* :meth:`Model.run_sites`: one forward pass that stops after the last site needed;
+* :attr:`Model.trace_kwargs`: the keyword arguments every trace takes (remote or not);
+* :attr:`Model.readout`: hidden states to logits (final norm, unembedding, Gemma's softcap), as a
+  function that holds only nnsight modules and a number, so it can be called inside a trace body;
+* ``edit=`` on :meth:`Model.logits` and :meth:`Model.generate`: a function run inside the trace
+  (steering uses it) instead of a copy of these traces.
+
+Remote safety: a trace body must not hold a Model (a server has no interplab). Take what the
+body needs from the Model before the ``with`` (envoys, ``readout``, tensors) and use only those.
 
 Example
 -------
@@ -12,7 +27,8 @@ torch.Size([1, 1, 262144])
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import nnsight
@@ -20,62 +36,16 @@ import torch
 from tqdm.auto import tqdm
 
 from .activations import Activations, pad_and_stack
-from .sites import (
-    MODEL_TYPES,
-    Family,
-    Site,
-    family_for,
-    parse_sites,
-    read_site,
-    resolve,
-    site_module_path,
-    site_names,
-)
+from .checks import check_positive_int, check_texts
+from .data.store import ActivationStore, cache_activations
+from .sites import MODEL_TYPES, Family, Site, family_for, parse_sites, read_site, resolve, site_module_path, site_names
 
 logger = logging.getLogger(__name__)
 
 Remote = bool | str
-
-
-def check_texts(texts: str | Sequence[str]) -> list[str]:
-    """Normalise one text or a list of texts; reject empty and non-string input early."""
-    if isinstance(texts, str):
-        texts = [texts]
-    if not isinstance(texts, Sequence) or isinstance(texts, bytes):
-        raise TypeError(f"texts must be a string or a list of strings, got {type(texts).__name__}")
-    texts = list(texts)
-    if not texts:
-        raise ValueError("texts is empty: give at least one non-empty string.")
-    for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise TypeError(f"texts[{i}] is {type(text).__name__} ({text!r}), not a string.")
-        if not text.strip():
-            raise ValueError(f"texts[{i}] is empty ({text!r}): every text needs at least one token.")
-    return texts
-
-
-def single_token_id(tokenizer: Any, answer: str | int, what: str = "answer") -> int:
-    """The id of a one-token answer string; a clear error showing its tokens otherwise."""
-    if isinstance(answer, bool):
-        raise TypeError(f"{what} must be a string or a token id, got {answer!r}.")
-    if isinstance(answer, int):
-        vocab = len(tokenizer)
-        if not 0 <= answer < vocab:
-            raise ValueError(f"{what} token id {answer} is outside the vocabulary (0..{vocab - 1}).")
-        return answer
-    if not isinstance(answer, str):
-        raise TypeError(f"{what} must be a non-empty string or a token id, got {answer!r}.")
-    if not answer:
-        raise ValueError(f"{what} is an empty string; give a non-empty string or a token id.")
-    ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
-    if len(ids) != 1:
-        pieces = [tokenizer.decode([i]) for i in ids]
-        spaced = " " + answer
-        hint = "" if answer.startswith(" ") else f" (a word after a space usually needs a leading space: {spaced!r})"
-        raise ValueError(f"{what} {answer!r} is {len(ids)} tokens, not one: {pieces}{hint}.")
-    if getattr(tokenizer, "unk_token_id", None) is not None and ids[0] == tokenizer.unk_token_id:
-        raise ValueError(f"{what} {answer!r} is the unknown token for this tokenizer.")
-    return int(ids[0])
+#: ``edit(inputs, step)``: run inside a trace body before the readout; ``step`` is 0 for the prompt and
+#: counts generated tokens in :meth:`Model.generate`. It must use only envoys, tensors and torch operations.
+Edit = Callable[[dict[str, torch.Tensor], int], None]
 
 
 def position_columns(lengths: torch.Tensor, positions: Sequence[int]) -> torch.Tensor:
@@ -89,11 +59,11 @@ def position_columns(lengths: torch.Tensor, positions: Sequence[int]) -> torch.T
     return torch.stack(cols, 1)
 
 
-def check_positive_int(name: str, value: Any) -> int:
-    """``value`` if it is an integer >= 1 (not a bool), else a ValueError naming ``name`` and the value."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}.")
-    return value
+def as_positions(positions: int | Sequence[int] | None) -> list[int] | None:
+    """``positions`` as a list of ints (``None`` stays None: every position)."""
+    if positions is None:
+        return None
+    return [positions] if isinstance(positions, int) else list(positions)
 
 
 class Model:
@@ -130,21 +100,56 @@ class Model:
 
     def site_dim(self, site: str) -> int:
         """Width of the activations at a site (``n_heads * d_head`` for ``attn.hook_z``)."""
-        (parsed,) = self._parse(site)
+        (parsed,) = self.parse_sites(site)
         return self.n_heads * self.d_head if parsed.kind == "hook_z" else self.d_model
 
-    def _parse(self, sites: str | Sequence[str]) -> list[Site]:
+    def check_mapped(self) -> Family:
+        """This model's site table; a clear error naming the supported model types when it has none."""
         if self.family is None:
             raise ValueError(
                 f"Named sites are not mapped for {self.name!r} "
                 f"(model_type {getattr(self.config, 'model_type', None)!r}); they are for model types "
                 f"{sorted(MODEL_TYPES)}. Use model.nn (the nnsight model) directly."
             )
+        return self.family
+
+    def parse_sites(self, sites: str | Sequence[str]) -> list[Site]:
+        """Parse and check site names (one or many), without repeats, in forward order.
+
+        >>> model.parse_sites(["blocks.3.hook_resid_post", "blocks.1.hook_mlp_out"])[0].layer
+        1
+        """
+        self.check_mapped()
         return parse_sites(sites if isinstance(sites, str) else list(sites), self.n_layers)
+
+    def envoy(self, site: str | Site) -> tuple[Any, str]:
+        """The nnsight module of a site and whether the site is its ``"input"`` or ``"output"``.
+
+        Read or write it inside a trace with :func:`interplab.core.sites.read_site` / ``write_site``.
+        """
+        family = self.check_mapped()
+        parsed = self.parse_sites(site)[0] if isinstance(site, str) else site
+        path, io = site_module_path(family, parsed)
+        return resolve(self.nn, path), io
+
+    def block(self, layer: int) -> Any:
+        """The nnsight module of block ``layer`` (its input is ``resid_pre``, its output ``resid_post``)."""
+        family = self.check_mapped()
+        return resolve(self.nn, f"{family.layers}.{layer}")
 
     @property
     def device(self) -> torch.device:
-        return next(self.nn._module.parameters()).device
+        return next(self.module.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype of the weights."""
+        return next(self.module.parameters()).dtype
+
+    @property
+    def module(self) -> torch.nn.Module:
+        """The underlying torch model (the module nnsight wraps): for weights and plain torch hooks."""
+        return self.nn._module
 
     def __repr__(self) -> str:
         remote = f", remote={self.remote!r}" if self.remote else ""
@@ -167,25 +172,70 @@ class Model:
             ids = torch.as_tensor(text).flatten().tolist()
         return [self.tokenizer.decode([i]) for i in ids]
 
-    def _batches(self, texts: list[str], batch_size: int, desc: str) -> Iterator[list[str]]:
+    def batches(self, texts: list[str], batch_size: int, desc: str) -> Iterator[list[str]]:
+        """``texts`` in chunks of ``batch_size``, with a progress bar when there is more than one."""
         starts = range(0, len(texts), batch_size)
-        show = len(starts) > 1
-        for start in tqdm(starts, desc=desc, disable=not show, leave=False):
+        for start in tqdm(starts, desc=desc, disable=len(starts) <= 1, leave=False):
             yield texts[start : start + batch_size]
 
-    def _trace_kwargs(self) -> dict[str, Any]:
+    # ------------------------------------------------------- engine interface
+    @property
+    def trace_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments every trace of this model takes (``remote=`` when it runs remotely)."""
         return {"remote": self.remote} if self.remote else {}
 
-    # ------------------------------------------------------------- collect
-    def _run_sites(self, enc: dict[str, torch.Tensor], sites: list[Site]) -> list[torch.Tensor]:
-        """One forward pass saving each site's tensor; stops after the last site."""
-        assert self.family is not None
-        targets = []
-        for site in sites:
-            path, io = site_module_path(self.family, site)
-            targets.append((resolve(self.nn, path), io))
+    @property
+    def softcap_value(self) -> float | None:
+        """Gemma's final logit softcap (``logits = cap * tanh(logits / cap)``), or None."""
+        cap = getattr(self.config, "final_logit_softcapping", None)
+        return float(cap) if cap else None
+
+    def softcap(self, logits: torch.Tensor) -> torch.Tensor:
+        """Apply the final logit softcap (identity for models without one) to logits read without it."""
+        cap = self.softcap_value
+        return torch.tanh(logits / cap) * cap if cap else logits
+
+    @property
+    def readout(self) -> Callable[[Any], Any]:
+        """``readout(hidden) -> logits``: the final norm, the unembedding and the softcap.
+
+        ``hidden`` is the residual stream after a block (the final norm's input), any shape [..., d_model].
+        The function holds only the two nnsight modules and a number, so it is safe inside a trace
+        body, remote included: take it before the trace.
+
+        >>> readout = model.readout
+        >>> with model.nn.trace("Hello", **model.trace_kwargs) as tracer:
+        ...     logits = nnsight.save(readout(model.nn.model.layers[5].output[:, -1]))
+        """
+        family = self.check_mapped()
+        norm, unembed, cap = resolve(self.nn, family.final_norm), resolve(self.nn, family.unembed), self.softcap_value
+
+        def readout(hidden: Any) -> Any:
+            logits = unembed(norm(hidden))
+            if cap:
+                logits = torch.tanh(logits / cap) * cap
+            return logits
+
+        return readout
+
+    def readout_modules(self) -> tuple[torch.nn.Module, torch.nn.Module]:
+        """The torch modules of the final norm and the unembedding (for their weights)."""
+        family = self.check_mapped()
+        return resolve(self.module, family.final_norm), resolve(self.module, family.unembed)
+
+    def run_sites(
+        self, enc: dict[str, torch.Tensor], sites: str | Sequence[str] | Sequence[Site]
+    ) -> list[torch.Tensor]:
+        """One no-grad forward pass saving each site's tensor (CPU); it stops after the last site.
+
+        ``enc`` holds ``input_ids`` and ``attention_mask``; the tensors come back in the order of
+        :meth:`parse_sites` (forward order).
+        """
+        if isinstance(sites, str) or (sites and isinstance(next(iter(sites)), str)):
+            sites = self.parse_sites(sites)  # type: ignore[arg-type]
+        targets = [self.envoy(site) for site in sites]
         inputs = {k: v.to(self.device) for k, v in enc.items()}
-        with torch.no_grad(), self.nn.trace(inputs, **self._trace_kwargs()) as tracer:
+        with torch.no_grad(), self.nn.trace(inputs, **self.trace_kwargs) as tracer:
             saved = []
             for envoy, io in targets:
                 saved.append(read_site(envoy, io))
@@ -193,6 +243,7 @@ class Model:
             tracer.stop()
         return [s.detach().to("cpu") for s in saved]
 
+    # ------------------------------------------------------------- collect
     def collect(
         self, texts: str | Sequence[str], sites: str | Sequence[str], batch_size: int = 8
     ) -> Activations:
@@ -202,13 +253,13 @@ class Model:
         :class:`Activations` with one [batch, pos, d] tensor per site.
         """
         texts = check_texts(texts)
-        parsed = self._parse(sites)
+        parsed = self.parse_sites(sites)
         check_positive_int("batch_size", batch_size)
         tokens, masks, per_site = [], [], {s.name: [] for s in parsed}
-        for chunk in self._batches(texts, batch_size, "collect"):
+        for chunk in self.batches(texts, batch_size, "collect"):
             enc = self.to_tokens(chunk)
             lengths = enc["attention_mask"].sum(1).tolist()
-            values = self._run_sites(enc, parsed)
+            values = self.run_sites(enc, parsed)
             for row, n in enumerate(lengths):
                 tokens.append(enc["input_ids"][row, :n])
                 masks.append(torch.ones(n, dtype=torch.bool))
@@ -231,49 +282,48 @@ class Model:
         texts: str | Sequence[str],
         positions: int | Sequence[int] | None = -1,
         batch_size: int = 8,
+        edit: Edit | None = None,
     ) -> torch.Tensor:
         """Next-token logits at chosen positions, without the full-vocabulary tensor.
 
         ``positions`` indexes each text's own tokens (``-1`` is its last token);
         ``None`` means every position (the full [batch, pos, vocab] tensor, padded).
+        ``edit(inputs, 0)`` runs inside the trace first (see :data:`Edit`; steering uses it).
         Returns [batch, n_positions, vocab].
         """
         texts = check_texts(texts)
         check_positive_int("batch_size", batch_size)
-        if self.family is None:
-            self._parse("blocks.0.hook_resid_post")  # raises, naming the supported model types
-        pos_list = None if positions is None else ([positions] if isinstance(positions, int) else list(positions))
+        self.check_mapped()
+        pos_list = as_positions(positions)
         out = []
-        for chunk in self._batches(texts, batch_size, "logits"):
-            out.append(self._logits_batch(self.to_tokens(chunk), pos_list))
+        for chunk in self.batches(texts, batch_size, "logits"):
+            out.append(self._logits_batch(self.to_tokens(chunk), pos_list, edit))
         if pos_list is None:
             length = max(o.shape[1] for o in out)
             rows = [r for o in out for r in o]
             return pad_and_stack(rows, length)
         return torch.cat(out)
 
-    def _logits_batch(self, enc: dict[str, torch.Tensor], positions: list[int] | None) -> torch.Tensor:
-        assert self.family is not None
+    def _logits_batch(
+        self, enc: dict[str, torch.Tensor], positions: list[int] | None, edit: Edit | None
+    ) -> torch.Tensor:
         lengths = enc["attention_mask"].sum(1)
         if positions is None:
             rows = cols = None
         else:
             cols = position_columns(lengths, positions)  # [batch, n_pos]
             rows = torch.arange(len(lengths))[:, None].expand_as(cols)
-        norm = resolve(self.nn, self.family.final_norm)
-        unembed = resolve(self.nn, self.family.unembed)
+        last, readout = self.block(self.n_layers - 1), self.readout
         inputs = {k: v.to(self.device) for k, v in enc.items()}
-        with torch.no_grad(), self.nn.trace(inputs, **self._trace_kwargs()) as tracer:
-            hidden = norm.output
+        with torch.no_grad(), self.nn.trace(inputs, **self.trace_kwargs) as tracer:
+            if edit is not None:
+                edit(inputs, 0)
+            hidden = read_site(last, "output")
             if rows is not None:
                 hidden = hidden[rows, cols]
-            logits = nnsight.save(unembed(hidden))
+            logits = nnsight.save(readout(hidden))
             tracer.stop()
-        return self._softcap(logits.detach().to("cpu"))
-
-    def _softcap(self, logits: torch.Tensor) -> torch.Tensor:
-        cap = getattr(self.config, "final_logit_softcapping", None)
-        return torch.tanh(logits / cap) * cap if cap else logits
+        return logits.detach().to("cpu")
 
     # ------------------------------------------------------------ generate
     def generate(
@@ -281,22 +331,50 @@ class Model:
         texts: str | Sequence[str],
         max_new_tokens: int = 20,
         do_sample: bool = False,
+        edit: Edit | None = None,
         **kwargs: Any,
     ) -> list[str]:
-        """Continue each text; returns only the new text (greedy by default)."""
+        """Continue each text; returns only the new text (greedy by default).
+
+        ``edit(inputs, step)`` runs inside the generation trace at every step (0 is the prompt).
+        """
+        ids, width = self.generate_ids(texts, max_new_tokens, do_sample, edit, **kwargs)
+        return self.tokenizer.batch_decode(ids[:, width:], skip_special_tokens=True)
+
+    def generate_ids(
+        self,
+        texts: str | Sequence[str],
+        max_new_tokens: int = 20,
+        do_sample: bool = False,
+        edit: Edit | None = None,
+        **kwargs: Any,
+    ) -> tuple[torch.Tensor, int]:
+        """Like :meth:`generate`, but the token ids [batch, prompt + new] (left-padded) and the prompt width."""
         texts = check_texts(texts)
         check_positive_int("max_new_tokens", max_new_tokens)
-        enc = {k: v.to(self.device) for k, v in self.to_tokens(texts, padding_side="left").items()}
-        with self.nn.generate(
-            enc, max_new_tokens=max_new_tokens, do_sample=do_sample, **kwargs, **self._trace_kwargs()
-        ) as tracer:
-            result = nnsight.save(tracer.result)
-        new = result[:, enc["input_ids"].shape[1] :]
-        return self.tokenizer.batch_decode(new, skip_special_tokens=True)
+        enc = self.to_tokens(texts, padding_side="left")
+        inputs = {k: v.to(self.device) for k, v in enc.items()}
+        with warnings.catch_warnings():
+            # An open tracer.all() loop ends at the last step by design; nnsight warns about it.
+            warnings.filterwarnings("ignore", message=".*was never reached.*")
+            with (
+                torch.no_grad(),
+                self.nn.generate(
+                    max_new_tokens=max_new_tokens, do_sample=do_sample, **kwargs, **self.trace_kwargs
+                ) as tracer,
+            ):
+                with tracer.invoke(inputs):
+                    if edit is not None:
+                        for step in tracer.all():
+                            edit(inputs, step)
+                with tracer.invoke():
+                    result = nnsight.save(tracer.result)
+        return result.detach().to("cpu"), int(enc["input_ids"].shape[1])
 
     # --------------------------------------------------------------- cache
-    def cache(self, corpus: Any, sites: str | Sequence[str], path: Any, **kwargs: Any) -> Any:
-        """Stream activations to disk; see :func:`interplab.core.store.cache_activations`."""
-        from .store import cache_activations
+    def cache(self, corpus: Any, sites: str | Sequence[str], path: Any, **kwargs: Any) -> ActivationStore:
+        """Stream activations to disk; see :func:`interplab.core.data.store.cache_activations`.
 
+        >>> store = model.cache("default", "blocks.6.hook_resid_post", "acts/", n_tokens=200_000)
+        """
         return cache_activations(self, corpus, sites, path, **kwargs)

@@ -98,9 +98,20 @@ class Site:
     name: str
 
 
+def site_name(layer: int, kind: str) -> str:
+    """The name of the site of ``kind`` (one of :data:`KINDS`) at block ``layer``.
+
+    >>> site_name(3, "hook_z")
+    'blocks.3.attn.hook_z'
+    """
+    if kind not in _HOOK_SUFFIX:
+        raise ValueError(f"Unknown site kind {kind!r}; kinds are {KINDS}.")
+    return f"blocks.{layer}.{_HOOK_SUFFIX[kind]}"
+
+
 def site_names(n_layers: int) -> list[str]:
     """All site names of a model with ``n_layers`` blocks, in forward order."""
-    return [f"blocks.{layer}.{_HOOK_SUFFIX[k]}" for layer in range(n_layers) for k in KINDS]
+    return [site_name(layer, k) for layer in range(n_layers) for k in KINDS]
 
 
 def parse_site(name: str, n_layers: int) -> Site:

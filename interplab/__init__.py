@@ -9,17 +9,16 @@ Example
 """
 
 from interplab import widgets
-from interplab.core import features, patching, steering
+from interplab.core import features, metrics, patching, steering
 from interplab.core.activations import Activations
-from interplab.core.corpus import default_corpus
-from interplab.core.evaluate import SAEEvaluation, evaluate
+from interplab.core.data import ActivationStore, default_corpus
+from interplab.core.evals import SAEEvaluation, evaluate
 from interplab.core.features import FeatureData, feature_data
-from interplab.core.heatmap_data import HeatmapData, heatmap_data
 from interplab.core.lens import logit_lens
 from interplab.core.loading import load_model
 from interplab.core.model import Model
 from interplab.core.saes import SAE
-from interplab.core.store import ActivationStore
+from interplab.core.views import HeatmapData, heatmap_data
 from interplab.export import export_html
 from interplab.extension import load_ipython_extension, unload_ipython_extension
 
@@ -42,6 +41,7 @@ __all__ = [
     "load_ipython_extension",
     "load_model",
     "logit_lens",
+    "metrics",
     "patching",
     "steering",
     "unload_ipython_extension",

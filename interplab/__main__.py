@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.command == "prepare":
-        from interplab.core.corpus import prepare_default_corpus
+        from interplab.core.data.corpus import prepare_default_corpus
         from interplab.core.embedded import prepare_embedded_model
 
         logging.info("embedded model: %s", prepare_embedded_model())
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "train-suite":
         import json
 
-        from interplab.core.saes.pretrained import train_suite
+        from interplab.core.recipes import train_suite
 
         results = train_suite(args.store, layers=tuple(args.layers), n_tokens=args.n_tokens, width=args.width, k=args.k)
         logging.info("%s", json.dumps(results, indent=1))

@@ -20,10 +20,10 @@ import logging
 import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from interplab.core.atomic import write_bytes
 from interplab.web_assets import web_assets
 
 logger = logging.getLogger(__name__)
@@ -110,7 +110,7 @@ def export_html(
 
     out.parent.mkdir(parents=True, exist_ok=True)
     _copy_assets(assets, out.parent / STATIC_DIR)
-    _write_atomic(out, body.encode("utf-8"))
+    write_bytes(out, body.encode("utf-8"))
     return out
 
 
@@ -152,16 +152,4 @@ def _copy_assets(assets: dict[str, Path], folder: Path) -> None:
         dest = folder / name
         if dest.is_file() and dest.stat().st_size == len(data) and dest.read_bytes() == data:
             continue
-        _write_atomic(dest, data)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        write_bytes(dest, data)

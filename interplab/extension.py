@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from interplab.core.activations import Activations
+from interplab.core.checks import check_positive_int
 from interplab.widgets._kit import OPTIONS, SCHEMES
 
 logger = logging.getLogger(__name__)
@@ -75,10 +76,8 @@ def _parse_value(key: str, raw: str) -> Any:
     try:
         value = int(raw.replace("_", ""))
     except ValueError:
-        raise ValueError(f"{key} must be a positive integer, got {raw!r}.") from None
-    if value < 1:
-        raise ValueError(f"{key} must be a positive integer, got {raw!r}.")
-    return value
+        value = raw
+    return check_positive_int(key, value)
 
 
 def interplab_magic(line: str) -> dict[str, Any]:
@@ -117,7 +116,7 @@ def _patching_widget(result: Any) -> Any:
 
 
 def _register_patching() -> None:
-    from interplab.core.patch_result import PatchingResult
+    from interplab.core.patching.result import PatchingResult
 
     register_display(PatchingResult, _patching_widget)
 

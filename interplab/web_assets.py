@@ -22,7 +22,6 @@ import base64
 import hashlib
 import json
 import logging
-import os
 import shutil
 import subprocess
 import tarfile
@@ -30,6 +29,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from interplab.core.atomic import write_bytes, write_json
 from interplab.core.embedded import cache_dir
 
 logger = logging.getLogger(__name__)
@@ -143,7 +143,7 @@ def prepare_web_assets(force: bool = False) -> Path:
     with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".web-") as tmp:
         work = Path(tmp)
         tarballs = _npm_pack([pkg.spec for pkg in PACKAGES.values()], work)
-        staged: dict[str, Path] = {}
+        staged: dict[str, bytes] = {}
         for name, pkg in PACKAGES.items():
             tarball = tarballs.get(pkg.spec)
             if tarball is None or not tarball.is_file():
@@ -155,12 +155,9 @@ def prepare_web_assets(force: bool = False) -> Path:
                 member = tar.extractfile(pkg.member)
                 if member is None:
                     raise WebAssetsError(f"{pkg.spec} has no file {pkg.member}")
-                staged[name] = work / name
-                staged[name].write_bytes(member.read())
+                staged[name] = member.read()
         (folder / _MANIFEST).unlink(missing_ok=True)  # not ready while files change
-        for name, path in staged.items():
-            os.replace(path, folder / name)  # same file system: the temp folder is beside it
-        manifest = work / _MANIFEST
-        manifest.write_text(json.dumps(_wanted_manifest(), indent=1) + "\n")
-        os.replace(manifest, folder / _MANIFEST)
+        for name, data in staged.items():
+            write_bytes(folder / name, data)
+        write_json(folder / _MANIFEST, _wanted_manifest())
     return folder

@@ -51,7 +51,7 @@ def _first(x):
 def fresh_hf(family: str, model: ilab.Model) -> torch.nn.Module:
     """A fresh HF model with the same weights as ``model`` (same seed), untouched by nnsight."""
     hf = tiny_hf_model(family)
-    theirs = model.nn._module.state_dict()
+    theirs = model.module.state_dict()
     for name, value in hf.state_dict().items():
         assert torch.equal(value, theirs[name]), f"weights differ at {name}"
     return hf
@@ -143,7 +143,7 @@ def test_family_table_matches_hf_modules(model, family):
     BUG (fails for neox until fixed): core/sites.py names GPT-NeoX's unembedding
     ``embed_out``; transformers 5.x calls it ``lm_head``, so logits() raises AttributeError.
     """
-    hf = model.nn._module
+    hf = model.module
     assert hf.get_submodule(model.family.unembed) is hf.get_output_embeddings()
     assert hf.get_submodule(model.family.final_norm) is hf.get_submodule(HF_PATHS[family].final_norm)
 
@@ -278,7 +278,7 @@ def test_early_stop_same_values(model):
 def test_early_stop_skips_later_layers(model, family):
     """Collecting blocks.0 sites never enters block 1 or the final norm; logits() does."""
     paths = HF_PATHS[family]
-    hf = model.nn._module
+    hf = model.module
     ran: list[str] = []
     handles = [
         hf.get_submodule(f"{paths.blocks}.1").register_forward_pre_hook(lambda m, a: ran.append("block1")),

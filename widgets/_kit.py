@@ -1,8 +1,10 @@
 """The shared widget layer: binary array payloads, display options, and the base widget class.
 
-Every widget is a thin Python class plus its own ``.js`` (and ``.css``) file. The JS
-of ``_shared.js`` (decoding, colour scales, number formatting, safe text) is prepended
-to each widget's module, so there is no build step and no network import at run time.
+Every widget is a thin Python class plus its own ``.js`` (and ``.css``) file under ``js/``; a large
+widget has a folder of them (``js/dashboard/``). ``js/shared.js`` (decoding, colour scales, number
+formatting, safe text) is prepended and the parts concatenated in order, so there is no build step
+and no network import at run time. With ``ANYWIDGET_HMR=1`` (anywidget's hot reload) the bundle
+follows edits to any of its files.
 
 Arrays travel as raw bytes with their dtype and shape (``{"view": memoryview, "dtype":
 "float32", "shape": [n, f]}``), never as JSON lists.
@@ -10,14 +12,19 @@ Arrays travel as raw bytes with their dtype and shape (``{"view": memoryview, "d
 
 from __future__ import annotations
 
+import logging
+import os
 from pathlib import Path
 from typing import Any
 
 import anywidget
 import numpy as np
 import traitlets
+from anywidget._file_contents import FileContents, VirtualFileContents
 
-HERE = Path(__file__).parent
+logger = logging.getLogger(__name__)
+
+HERE = Path(__file__).parent / "js"
 _DTYPES = {"float32": np.float32, "int32": np.int32, "uint8": np.uint8}
 
 #: Display options shared by every widget; ``%interplab`` shows and sets them.
@@ -44,15 +51,44 @@ def payload_array(payload: dict[str, Any]) -> np.ndarray:
     return np.frombuffer(buf, dtype=_DTYPES[payload["dtype"]]).reshape(payload["shape"])
 
 
-def esm(name: str) -> str:
-    """A widget's ES module: the shared helpers followed by its own file."""
-    return (HERE / "_shared.js").read_text() + "\n" + (HERE / name).read_text()
+class Bundle(VirtualFileContents):
+    """The text of several files joined in order: what anywidget sends as a widget's ``_esm`` or ``_css``.
+
+    With ``hot_reload`` (default: ``ANYWIDGET_HMR=1``) each file is watched and every live widget
+    gets the new bundle when one changes, as anywidget does for a single file path.
+    """
+
+    def __init__(self, paths: list[Path], hot_reload: bool | None = None):
+        self.paths = [Path(p) for p in paths]
+        super().__init__(self.join())
+        self._watchers: list[FileContents] = []
+        if os.environ.get("ANYWIDGET_HMR") == "1" if hot_reload is None else hot_reload:
+            for path in self.paths:
+                watcher = FileContents(path, start_thread=True)
+                watcher.changed.connect(self._reload)
+                self._watchers.append(watcher)
+
+    def join(self) -> str:
+        return "\n".join(p.read_text(encoding="utf-8") for p in self.paths)
+
+    def _reload(self, _new: str) -> None:
+        logger.info("interplab widgets: reloading %s", [p.name for p in self.paths])
+        self.contents = self.join()
+
+    def stop(self) -> None:
+        """Stop watching the files."""
+        for watcher in self._watchers:
+            watcher.stop_thread()
 
 
-def css(name: str) -> str:
-    """The shared stylesheet followed by the widget's own."""
-    own = HERE / name
-    return (HERE / "_shared.css").read_text() + ("\n" + own.read_text() if own.exists() else "")
+def esm(*names: str) -> Bundle:
+    """A widget's ES module: ``js/shared.js`` followed by its own files (paths relative to ``js/``)."""
+    return Bundle([HERE / "shared.js", *(HERE / n for n in names)])
+
+
+def css(*names: str) -> Bundle:
+    """The shared stylesheet followed by the widget's own (paths relative to ``js/``)."""
+    return Bundle([HERE / "shared.css", *(HERE / n for n in names if (HERE / n).exists())])
 
 
 class Widget(anywidget.AnyWidget):

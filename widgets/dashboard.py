@@ -12,12 +12,14 @@ Example
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import traitlets
 from interplab.core.charts import offline
+from interplab.core.checks import check_latent
 
 from ._kit import Widget, array_payload, css, esm
 
@@ -50,8 +52,9 @@ class FeatureDashboard(Widget):
         [d_sae] numbers of your own, are given, else "density").
     """
 
-    _esm = esm("dashboard.js")
-    _css = css("dashboard.css")
+    _esm = esm(*(f"dashboard/{part}.js" for part in ("cards", "list", "card", "tryit", "entry")))
+    _css = css("dashboard/dashboard.css")
+    _uid = traitlets.Unicode().tag(sync=True)  # keys the state shared by this dashboard's views in the browser
 
     site = traitlets.Unicode("").tag(sync=True)
     d_sae = traitlets.Int(0).tag(sync=True)
@@ -132,6 +135,7 @@ class FeatureDashboard(Widget):
             selected=int(order[0] if first is None else first),
             sort=sort,
             live=sae is not None and model is not None,
+            _uid=uuid.uuid4().hex,
         )
         self.on_msg(self._on_message)
 
@@ -223,7 +227,7 @@ class FeatureDashboard(Widget):
         (BOS left out), what the box in the widget shows.
         """
         import torch
-        from interplab.core.feature_search import latent_activations
+        from interplab.core.features.search import latent_activations
 
         if self._sae is None or self._model is None:
             raise RuntimeError("try_text needs the SAE and the model: FeatureDashboard(data, sae=sae, model=model).")
@@ -261,14 +265,7 @@ class FeatureDashboard(Widget):
         self._data.set_label(latent, label)
 
     def _check_latent(self, latent: Any) -> int:
-        d = int(self._data.d_sae)
-        try:
-            i = int(latent)
-        except (TypeError, ValueError):
-            raise TypeError(f"A latent id is an integer; got {latent!r}.") from None
-        if not 0 <= i < d:
-            raise ValueError(f"Latent {latent!r} is out of range: latents are 0..{d - 1}.")
-        return i
+        return check_latent(latent, int(self._data.d_sae))
 
     def _check_scores(self, values: Any) -> np.ndarray:
         arr = values.detach().cpu().numpy() if hasattr(values, "detach") else np.asarray(values)

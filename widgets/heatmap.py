@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import traitlets
 from interplab.core.activations import Activations
-from interplab.core.heatmap_data import HeatmapData, heatmap_data, heatmap_data_from_activations
-from interplab.core.labels import load_labels
+from interplab.core.features.labels import load_labels
+from interplab.core.views.heatmap import HeatmapData, heatmap_data, heatmap_data_from_activations
 
 from ._kit import OPTIONS, Widget, array_payload, css, esm
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import traitlets
-from interplab.core.patch_result import PatchingResult
+from interplab.core.patching.result import PatchingResult
 
 from ._kit import Widget, array_payload, css, esm
 

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import traitlets
-from interplab.core.model import check_texts
-from interplab.core.steer_hooks import stream
-from interplab.core.steering_vectors import SteeringVector, check_direction
+from interplab.core.checks import check_texts
+from interplab.core.steering.hooks import stream
+from interplab.core.steering.vectors import SteeringVector, check_direction
 
 from ._kit import Widget, css, esm
 
@@ -88,7 +88,7 @@ class SteeringPanel(Widget):
         site = site or (sv_sites[0] if sv_sites else None)
         if site is None:
             raise ValueError("Give site= (e.g. 'blocks.6.hook_resid_post'): plain directions do not say where they go.")
-        model._parse(site)
+        model.parse_sites(site)
         width = model.site_dim(site)
         self._model = model
         self._directions: dict[str, torch.Tensor] = {}

@@ -1,5 +1,11 @@
 """The SAE base class: parameters, encode/decode, the site it reads, and the architecture registry.
 
+Each architecture is one file with one subclass that knows itself: its name, how SAELens saves
+it, its default settings, how its config is checked, whether dead latents are resampled, its
+loss and its extra tensors. Nothing outside those files names an architecture. Training and
+files (``train.py``, ``io.py``, ``pretrained.py``) are reached from the class (``SAE.train``,
+``SAE.load``, ``sae.save``) through :func:`provide`, so this module imports neither.
+
 Every architecture stores ``W_enc`` [d_in, d_sae], ``b_enc`` [d_sae], ``W_dec`` [d_sae, d_in]
 and ``b_dec`` [d_in] (the SAELens layout), computes ``pre = (x - b_dec) @ W_enc + b_enc``
 (``b_dec`` subtracted when ``apply_b_dec_to_input``), and decodes ``acts @ W_dec + b_dec``.
@@ -13,15 +19,32 @@ Example
 
 from __future__ import annotations
 
-import operator
+import hashlib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
+from ..checks import check_int, check_latent
+
 REGISTRY: dict[str, type[SAE]] = {}
+#: Entry points implemented above this module (training, files), filled in by :func:`provide`.
+_PROVIDED: dict[str, Callable[..., Any]] = {}
+
+
+def provide(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Register the implementation behind ``SAE.train_many``, ``SAE.load``, ``SAE.save`` or ``load_embedded``."""
+    _PROVIDED[name] = fn
+    return fn
+
+
+def _provided(name: str) -> Callable[..., Any]:
+    try:
+        return _PROVIDED[name]
+    except KeyError:  # pragma: no cover - interplab.core.saes imports every provider
+        raise RuntimeError(f"SAE.{name} is not available: import interplab.core.saes first.") from None
 
 
 class _ClassOrInstance:
@@ -56,35 +79,19 @@ class SAEConfig:
         return asdict(self)
 
 
-def check_latent(i: Any, d_sae: int) -> int:
-    """``i`` as a latent index of an SAE with ``d_sae`` latents, or a clear TypeError / IndexError."""
-    try:
-        index = operator.index(i)
-    except TypeError:
-        raise TypeError(f"A latent id is an integer, got {type(i).__name__}: {i!r}.") from None
-    if not 0 <= index < d_sae:
-        raise IndexError(f"Latent {i!r} is out of range: this SAE has latents 0..{d_sae - 1}.")
-    return index
-
-
-def check_sizes(arch: str, d_in: int, d_sae: int, k: int | None) -> None:
-    """Clear errors for impossible sizes, before any work."""
-    for name, value in (("d_in", d_in), ("width", d_sae)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}.")
-    if arch in ("topk", "batchtopk") and (not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= d_sae):
-        raise ValueError(f"k must be an integer in 1..width={d_sae} for a {arch} SAE, got {k!r}.")
-
-
 class SAE(nn.Module):
     """A sparse autoencoder over one site's activations. Subclasses implement ``encode`` and the loss."""
 
     arch: ClassVar[str] = ""
     saelens_arch: ClassVar[str] = ""  # the architecture name SAELens saves it under
+    #: Settings filled in when a spec leaves them out (e.g. ``{"k": 32}``); see :meth:`with_defaults`.
+    defaults: ClassVar[dict[str, Any]] = {}
+    #: Whether the trainer re-initialises dead latents (Bricken et al.); TopK-style SAEs use AuxK instead.
+    resample_dead: ClassVar[bool] = False
 
     def __init__(self, cfg: SAEConfig):
         super().__init__()
-        check_sizes(cfg.arch, cfg.d_in, cfg.d_sae, cfg.k)
+        type(self).validate(cfg)
         self.cfg = cfg
         self.W_enc = nn.Parameter(torch.zeros(cfg.d_in, cfg.d_sae))
         self.b_enc = nn.Parameter(torch.zeros(cfg.d_sae))
@@ -93,13 +100,38 @@ class SAE(nn.Module):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if cls.arch:
-            REGISTRY[cls.arch] = cls
+        if not cls.arch:
+            return
+        known = REGISTRY.get(cls.arch)
+        if known is not None and (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
+            raise ValueError(
+                f"Two SAE architectures are named {cls.arch!r}: {known.__module__}.{known.__qualname__} and "
+                f"{cls.__module__}.{cls.__qualname__}. Give the new one another arch name."
+            )
+        REGISTRY[cls.arch] = cls
+
+    # -------------------------------------------------------- architecture
+    @classmethod
+    def validate(cls, cfg: SAEConfig) -> None:
+        """Clear errors for an impossible config, before any allocation (subclasses add their own checks)."""
+        check_int("d_in", cfg.d_in, minimum=1)
+        check_int("width", cfg.d_sae, minimum=1)
+
+    @classmethod
+    def with_defaults(cls, settings: dict[str, Any]) -> dict[str, Any]:
+        """``settings`` with this architecture's defaults filled in where missing."""
+        return {**cls.defaults, **{k: v for k, v in settings.items() if v is not None}}
+
+    def load_extra(self, tensors: dict[str, torch.Tensor]) -> None:
+        """Take the tensors beyond the four shared ones from a loaded file (inverse of :meth:`extra_state`)."""
 
     # ------------------------------------------------------------ factory
     @staticmethod
     def create(arch: str, d_in: int, d_sae: int, **kwargs: Any) -> SAE:
-        """A freshly initialised SAE of a registered architecture (decoder rows unit norm, tied encoder)."""
+        """A freshly initialised SAE of a registered architecture (decoder rows unit norm, tied encoder).
+
+        Every setting is explicit here (``k`` for TopK); :meth:`with_defaults` fills them in for training specs.
+        """
         cls = arch_class(arch)
         sae = cls(SAEConfig(arch=arch, d_in=d_in, d_sae=d_sae, **kwargs))
         sae.init_weights()
@@ -163,8 +195,9 @@ class SAE(nn.Module):
         return self.decode(self.encode(x))
 
     # ----------------------------------------------------------- training
-    def training_loss(self, x: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
-        """Loss for one batch and a dict with ``recon`` [B, d_in], ``l0`` (float) and ``fired`` [d_sae] bool."""
+    def training_loss(self, x: torch.Tensor, dead: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Loss for one batch and a dict with ``recon`` [B, d_in], ``mse`` and ``l0`` (floats), ``fired`` [d_sae]
+        bool. ``dead`` [d_sae] bool marks latents that have not fired for a while (TopK's AuxK uses it)."""
         raise NotImplementedError
 
     @torch.no_grad()
@@ -235,35 +268,40 @@ class SAE(nn.Module):
 
     @staticmethod
     def train_many(source: Any, specs: list[dict[str, Any]], **kwargs: Any) -> list[SAE]:
-        """Train several SAEs (widths, k values, architectures or sites) from one activation stream."""
-        from .train import train_saes
+        """Train several SAEs (widths, k values, architectures or sites) from one activation stream.
 
-        return train_saes(source, specs, **kwargs)
+        See :func:`interplab.core.saes.train.train_saes`.
+        """
+        return _provided("train_many")(source, specs, **kwargs)
 
     @staticmethod
     def load(path: Any, layer: int | None = None, site: str | None = None) -> SAE:
         """Load an SAE: a SAELens folder, a Gemma Scope ``params.npz``, a dictionary_learning folder,
         or ``"embedded"`` with ``layer=`` for the suite trained on the embedded model."""
-        if path == "embedded":
-            from .pretrained import load_embedded
-
-            return load_embedded(layer)
-        from .io import load_sae
-
-        sae = load_sae(path, site=site)
-        sae.source_path = Path(path)  # labels and dashboards are kept beside it when the folder is writable
-        return sae
+        if isinstance(path, str) and path == "embedded":
+            return _provided("load_embedded")(layer)
+        return _provided("load")(path, site=site)
 
     def save(self, path: Any, dtype: torch.dtype = torch.float32) -> Any:
         """Write this SAE as a SAELens folder (``cfg.json`` + ``sae_weights.safetensors``)."""
-        from .io import save_saelens
+        return _provided("save")(self, path, dtype=dtype)
 
-        return save_saelens(self, path, dtype=dtype)
+    def fingerprint(self) -> str:
+        """A stable id of this SAE's weights and site (16 hex digits): the same SAE finds its labels again."""
+        return sae_fingerprint(self)
 
     def __repr__(self) -> str:
         k = f", k={self.cfg.k}" if self.cfg.k else ""
         site = f", site={self.site!r}" if self.site else ""
         return f"{type(self).__name__}(d_in={self.d_in}, d_sae={self.d_sae}{k}{site})"
+
+
+def sae_fingerprint(sae: SAE) -> str:
+    """A stable id of an SAE's weights and site (16 hex digits)."""
+    h = hashlib.sha256(f"{sae.site}|{sae.d_in}|{sae.d_sae}|{type(sae).__name__}".encode())
+    for t in (sae.W_enc, sae.b_enc, sae.W_dec, sae.b_dec):
+        h.update(t.detach().float().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
 
 
 def arch_class(arch: str) -> type[SAE]:

@@ -46,3 +46,7 @@ class BatchTopKSAE(TopKSAE):
 
     def extra_state(self) -> dict[str, torch.Tensor]:
         return {"threshold": self.threshold.detach().clone()}
+
+    @torch.no_grad()
+    def load_extra(self, tensors: dict[str, torch.Tensor]) -> None:
+        self.topk_threshold.copy_(tensors["threshold"][0])

@@ -10,7 +10,7 @@ Example
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
@@ -21,6 +21,8 @@ from .base import SAE
 class GatedSAE(SAE):
     arch = "gated"
     saelens_arch = "gated"
+    defaults: ClassVar[dict[str, Any]] = {"l1_coefficient": 2.0}
+    resample_dead = True
 
     def __init__(self, cfg):  # type: ignore[no-untyped-def]
         super().__init__(cfg)
@@ -65,3 +67,8 @@ class GatedSAE(SAE):
             "b_mag": self.b_mag.detach().clone(),
             "r_mag": self.r_mag.detach().clone(),
         }
+
+    @torch.no_grad()
+    def load_extra(self, tensors: dict[str, torch.Tensor]) -> None:
+        self.b_mag.copy_(tensors["b_mag"])
+        self.r_mag.copy_(tensors["r_mag"])

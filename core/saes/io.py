@@ -12,10 +12,7 @@ Example
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +21,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from .base import SAE, SAEConfig, arch_class
+from ..atomic import atomic_folder
+from .base import REGISTRY, SAE, SAEConfig, arch_class, provide
 
 CFG, WEIGHTS, SPARSITY = "cfg.json", "sae_weights.safetensors", "sparsity.safetensors"
 SAELENS_FORMAT_VERSION = "6.0.0"  # the config layout written here: SAELens reads it as a v6 config
@@ -39,7 +37,6 @@ def save_saelens(
 ) -> Path:
     """Write ``sae`` as a SAELens v6 folder, atomically (a temporary folder renamed into place)."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
     cfg = {
         "architecture": sae.saelens_arch,
         "d_in": sae.d_in,
@@ -69,21 +66,11 @@ def save_saelens(
         tensors["b_enc"] = sae.b_enc
     tensors.update(extra)
     tensors = {k: v.detach().to("cpu", dtype).contiguous() for k, v in tensors.items()}
-    work = Path(tempfile.mkdtemp(prefix=".saving-", dir=target.parent))
-    try:
+    with atomic_folder(target) as work:
         save_file(tensors, str(work / WEIGHTS))
         if sparsity is not None:
             save_file({"sparsity": sparsity.detach().to("cpu", torch.float32).contiguous()}, str(work / SPARSITY))
         (work / CFG).write_text(json.dumps(cfg, indent=1))
-        if target.exists():
-            old = Path(tempfile.mkdtemp(prefix=".old-", dir=target.parent))
-            os.replace(target, old / target.name)
-            os.replace(work, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(work, target)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     return target
 
 
@@ -114,8 +101,9 @@ def _saelens_config(raw: dict[str, Any]) -> dict[str, Any]:
             f"This SAE expects normalize_activations={norm!r}; interplab loads SAEs that read raw activations "
             "('none'). Fold the normalisation into the weights first."
         )
-    if arch not in ("standard", "topk", "jumprelu", "gated"):
-        raise ValueError(f"SAELens architecture {arch!r} is not supported; supported: standard, topk, jumprelu, gated.")
+    supported = sorted({cls.saelens_arch for cls in REGISTRY.values()})
+    if arch not in supported:
+        raise ValueError(f"SAELens architecture {arch!r} is not supported; supported: {', '.join(supported)}.")
     return {
         "arch": arch,
         "k": k,
@@ -202,13 +190,7 @@ def _assign(sae: SAE, tensors: dict[str, torch.Tensor], source: str) -> None:
     with torch.no_grad():
         for name in expected:
             getattr(sae, name).copy_(t[name])
-        if sae.arch == "jumprelu":
-            sae.set_threshold(t["threshold"])  # type: ignore[attr-defined]
-        elif sae.arch == "batchtopk":
-            sae.topk_threshold.copy_(t["threshold"][0])  # type: ignore[attr-defined]
-        elif sae.arch == "gated":
-            sae.b_mag.copy_(t["b_mag"])  # type: ignore[attr-defined]
-            sae.r_mag.copy_(t["r_mag"])  # type: ignore[attr-defined]
+    sae.load_extra(t)
     sae.eval()
 
 
@@ -289,15 +271,20 @@ def load_sae(path: str | Path, site: str | None = None) -> SAE:
     if not p.exists():
         raise FileNotFoundError(f"No SAE at {str(p)!r}. Expected {_FORMATS}.")
     if p.is_file() and p.suffix == ".npz":
-        return load_gemma_scope(p, site)
-    if p.is_dir() and (p / CFG).exists() and (p / WEIGHTS).exists():
+        sae = load_gemma_scope(p, site)
+    elif p.is_dir() and (p / CFG).exists() and (p / WEIGHTS).exists():
         sae = load_saelens(p)
     elif p.is_dir() and (p / "params.npz").exists():
-        return load_gemma_scope(p / "params.npz", site)
+        sae = load_gemma_scope(p / "params.npz", site)
     elif p.is_dir() and (p / "ae.pt").exists() and (p / "config.json").exists():
         sae = load_dictionary_learning(p)
     else:
         raise ValueError(f"{str(p)!r} is not an SAE. Expected {_FORMATS}.")
     if site is not None:
         sae.cfg.site = site
+    sae.source_path = p  # labels and dashboards are kept beside it when the folder is writable
     return sae
+
+
+provide("load", load_sae)
+provide("save", save_saelens)

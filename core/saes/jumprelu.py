@@ -9,7 +9,7 @@ Example
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
@@ -23,6 +23,7 @@ INITIAL_THRESHOLD = 0.001
 class JumpReLUSAE(SAE):
     arch = "jumprelu"
     saelens_arch = "jumprelu"
+    defaults: ClassVar[dict[str, Any]] = {"l0_coefficient": 0.5}
 
     def __init__(self, cfg):  # type: ignore[no-untyped-def]
         super().__init__(cfg)
@@ -52,3 +53,6 @@ class JumpReLUSAE(SAE):
     @torch.no_grad()
     def set_threshold(self, threshold: torch.Tensor) -> None:
         self.log_threshold.copy_(threshold.clamp_min(1e-12).log())
+
+    def load_extra(self, tensors: dict[str, torch.Tensor]) -> None:
+        self.set_threshold(tensors["threshold"])

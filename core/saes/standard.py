@@ -7,7 +7,7 @@ Example
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -18,6 +18,8 @@ from .dense import relu_l1
 class StandardSAE(SAE):
     arch = "standard"
     saelens_arch = "standard"
+    defaults: ClassVar[dict[str, Any]] = {"l1_coefficient": 2.0}
+    resample_dead = True
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         return self.pre_acts(x).relu()

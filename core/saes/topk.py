@@ -10,12 +10,13 @@ Example
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 
-from .base import SAE
+from ..checks import check_int
+from .base import SAE, SAEConfig
 from .sparse import decode_pairs, select_active
 
 AUX_COEFFICIENT = 1 / 32
@@ -24,7 +25,13 @@ AUX_COEFFICIENT = 1 / 32
 class TopKSAE(SAE):
     arch = "topk"
     saelens_arch = "topk"
+    defaults: ClassVar[dict[str, Any]] = {"k": 32}
     batch_topk = False
+
+    @classmethod
+    def validate(cls, cfg: SAEConfig) -> None:
+        super().validate(cfg)
+        check_int(f"k of a {cls.arch} SAE of width={cfg.d_sae}", cfg.k, 1, cfg.d_sae)
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         pre = self.pre_acts(x)

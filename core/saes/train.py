@@ -14,16 +14,19 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from collections.abc import Iterator, Sequence
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 import torch
 from tqdm.auto import tqdm
 
-from ..store import ActivationStore, token_windows
-from .base import SAE, arch_class, check_sizes
+from ..atomic import atomic_path
+from ..data.corpus import token_windows
+from ..data.store import ActivationStore
+from ..model import Model
+from .base import SAE, SAEConfig, arch_class, provide
 
 logger = logging.getLogger(__name__)
 
@@ -36,21 +39,15 @@ def _check_spec(spec: dict[str, Any], default_site: str | None, sites: Sequence[
     unknown = set(spec) - _SPEC_KEYS
     if unknown:
         raise ValueError(f"Unknown SAE settings {sorted(unknown)}; valid ones are {sorted(_SPEC_KEYS)}.")
-    spec = dict(spec)
     arch = spec.get("arch", "batchtopk")
-    arch_class(arch)
-    spec["arch"] = arch
+    cls = arch_class(arch)
+    spec = cls.with_defaults({**spec, "arch": arch})
     spec.setdefault("width", 4096)
-    if arch in ("topk", "batchtopk"):
-        spec.setdefault("k", 32)
-    elif arch == "jumprelu":
-        spec.setdefault("l0_coefficient", 0.5)
-    else:
-        spec.setdefault("l1_coefficient", 2.0)
     spec.setdefault("site", default_site)
     if spec["site"] not in sites:
         raise ValueError(f"site={spec['site']!r} is not available from this source; it has {list(sites)}.")
-    check_sizes(arch, 1, spec["width"], spec.get("k"))
+    settings = {k: spec[k] for k in ("k", "l1_coefficient", "l0_coefficient") if k in spec}
+    cls.validate(SAEConfig(arch=arch, d_in=1, d_sae=spec["width"], **settings))
     return spec
 
 
@@ -95,38 +92,50 @@ def _store_stream(store: ActivationStore, sites: list[str], batch_size: int, see
         epoch += 1
 
 
+#: A model stream shuffles tokens within buffers of about this many batches.
+BUFFER_BATCHES = 8
+
+
 def _model_stream(
-    model: Any, corpus: Any, sites: list[str], batch_size: int, seed: int, context_size: int = 128
+    model: Model, corpus: Any, sites: list[str], batch_size: int, seed: int, start_step: int = 0,
+    context_size: int = 128,
 ) -> Iterator[dict[str, Any]]:
-    """Batches straight from the model: a shuffling buffer of ~8 batches refilled by forward passes."""
-    parsed = model._parse(sites)
+    """Batches straight from the model, shuffled within buffers of about ``BUFFER_BATCHES`` batches.
+
+    Every buffer holds the same number of windows and is shuffled by its own seed, so the stream
+    from ``start_step`` on is the same as an uninterrupted one: the windows of earlier buffers are
+    skipped (tokenised, not run) and the batches already used from the current buffer are dropped.
+    """
+    parsed = model.parse_sites(sites)
     skip = 1 if model.tokenizer.bos_token_id is not None else 0
-    gen = torch.Generator().manual_seed(seed)
-    windows = token_windows(model, corpus, context_size)
-    capacity = 8 * batch_size
-    buffer: dict[str, list[torch.Tensor]] = {s: [] for s in sites}
-    filled = 0
+    body = context_size - skip
+    per_buffer = -(-BUFFER_BATCHES * batch_size // body)  # windows per buffer
+    batches_per_buffer = per_buffer * body // batch_size
+    buffer_index, drop = divmod(start_step, batches_per_buffer)
+    windows = token_windows(model.tokenizer, corpus, context_size)
+    seen = sum(1 for _ in islice(windows, buffer_index * per_buffer))
     while True:
-        while filled < capacity:
-            chunk = [w for _, w in zip(range(8), windows)]
-            if not chunk:
-                break
-            ids = torch.tensor(chunk)
-            values = model._run_sites({"input_ids": ids, "attention_mask": torch.ones_like(ids)}, parsed)
-            for s, v in zip(sites, values):
-                buffer[s].append(v[:, skip:].reshape(-1, v.shape[-1]).float())
-            filled += ids.shape[0] * (ids.shape[1] - skip)
-        if filled < batch_size:
-            raise ValueError("The corpus ran out before the requested number of training tokens.")
-        pool = {s: torch.cat(v) for s, v in buffer.items()}
-        perm = torch.randperm(filled, generator=gen)
-        half = max(batch_size, filled // 2) // batch_size * batch_size
-        for start in range(0, half, batch_size):
-            idx = perm[start : start + batch_size]
+        chunk = list(islice(windows, per_buffer))
+        seen += len(chunk)
+        if len(chunk) < per_buffer:
+            raise ValueError(
+                f"The corpus ran out after {seen * body:,} tokens ({seen} windows of {context_size}); training "
+                f"needs {batch_size * BUFFER_BATCHES:,} more for the next buffer. Give a larger corpus or fewer "
+                "n_tokens."
+            )
+        parts: dict[str, list[torch.Tensor]] = {s: [] for s in sites}
+        for start in range(0, per_buffer, 8):
+            ids = torch.tensor(chunk[start : start + 8])
+            values = model.run_sites({"input_ids": ids, "attention_mask": torch.ones_like(ids)}, parsed)
+            for s, v in zip(sites, values, strict=True):
+                parts[s].append(v[:, skip:].reshape(-1, v.shape[-1]).float())
+        pool = {s: torch.cat(v) for s, v in parts.items()}
+        gen = torch.Generator().manual_seed(seed * 1_000_003 + buffer_index)
+        perm = torch.randperm(per_buffer * body, generator=gen)
+        for j in range(drop, batches_per_buffer):
+            idx = perm[j * batch_size : (j + 1) * batch_size]
             yield {s: p[idx] for s, p in pool.items()}
-        rest = perm[half:]
-        buffer = {s: [p[rest]] for s, p in pool.items()}
-        filled = len(rest)
+        buffer_index, drop = buffer_index + 1, 0
 
 
 @torch.no_grad()
@@ -174,8 +183,6 @@ def train_saes(
     progress: bool = True,
 ) -> list[SAE]:
     """Train one SAE per spec from one activation stream; see :meth:`interplab.SAE.train`."""
-    from ..model import Model
-
     if isinstance(source, (str, Path)):
         source = ActivationStore(source)
     if isinstance(source, ActivationStore):
@@ -186,7 +193,7 @@ def train_saes(
             raise ValueError("Training from a model needs site=, e.g. 'blocks.6.hook_resid_post'.")
         wanted = [site] if site else []
         wanted += [s["site"] for s in specs if s.get("site")]
-        available = [p.name for p in source._parse(wanted)]
+        available = [p.name for p in source.parse_sites(wanted)]
         model_name, dims = source.name, {s: source.site_dim(s) for s in available}
     else:
         raise TypeError(f"source must be an ActivationStore, a store path or a Model, got {type(source).__name__}.")
@@ -239,7 +246,7 @@ def train_saes(
         for _ in range(step):
             next(stream)
     else:
-        stream = _model_stream(source, corpus, sites, batch_size, seed)
+        stream = _model_stream(source, corpus, sites, batch_size, seed, start_step=step)
     bar = tqdm(
         total=n_steps * batch_size,
         initial=step * batch_size,
@@ -268,7 +275,7 @@ def train_saes(
                     group["lr"] = specs[i].get("lr", DEFAULT_LR) * factor
                 dead = since_fired[i] > dead_tokens
                 info = train_step(sae, opt, x, dead, since_fired[i])
-                if sae.arch in ("standard", "gated") and step and step % resample_every == 0 and step < 0.8 * n_steps:
+                if type(sae).resample_dead and step and step % resample_every == 0 and step < 0.8 * n_steps:
                     _resample(sae, opt, since_fired[i] > dead_tokens, x, info["recon"].detach(),
                               seed * 1_000_003 + step * 101 + i)
                 if i == 0:
@@ -286,13 +293,13 @@ def train_saes(
                 _save_checkpoint(ckpt, saes, opts, since_fired, scales, step, specs, n_tokens, batch_size)
     finally:
         bar.close()
-    for sae in saes:
+    for sae, fired in zip(saes, since_fired, strict=True):
         sae.fold_input_scale(scales[sae.site])
         sae.cfg.metadata.update(
             {
                 "training_tokens": n_steps * batch_size,
                 "input_scale": scales[sae.site],
-                "dead_fraction": float((since_fired[saes.index(sae)] > dead_tokens).float().mean()),
+                "dead_fraction": float((fired > dead_tokens).float().mean()),
             }
         )
         sae.eval()
@@ -310,19 +317,20 @@ def _save_checkpoint(
     n_tokens: int,
     batch_size: int,
 ) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(
-        {
-            "saes": [s.state_dict() for s in saes],
-            "opts": [o.state_dict() for o in opts],
-            "since_fired": since_fired,
-            "scales": scales,
-            "step": step,
-            "specs": specs,
-            "n_tokens": n_tokens,
-            "batch_size": batch_size,
-        },
-        tmp,
-    )
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        torch.save(
+            {
+                "saes": [s.state_dict() for s in saes],
+                "opts": [o.state_dict() for o in opts],
+                "since_fired": since_fired,
+                "scales": scales,
+                "step": step,
+                "specs": specs,
+                "n_tokens": n_tokens,
+                "batch_size": batch_size,
+            },
+            tmp,
+        )
+
+
+provide("train_many", train_saes)

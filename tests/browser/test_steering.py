@@ -26,7 +26,7 @@ import interplab as ilab
 from tests.tiny import tiny_model
 torch.set_num_threads(1)
 model = tiny_model("gpt2")
-words = model.nn._module.transformer.wte.weight.detach()  # tied unembedding: this direction favours cat over dog
+words = model.module.transformer.wte.weight.detach()  # tied unembedding: this direction favours cat over dog
 ids = model.tokenizer.convert_tokens_to_ids
 direction = (words[ids("cat")] - words[ids("dog")]) * 0.3
 vec = ilab.steering.SteeringVector("blocks.1.hook_resid_post", direction)
@@ -91,7 +91,7 @@ def test_steering_panel_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab
     wait_done(page)
 
     # A burst of moves while generations are slow: only the last generation ends on screen.
-    kernel_eval(page, "slow = model.nn._module.register_forward_hook(lambda *_: time.sleep(0.04))")
+    kernel_eval(page, "slow = model.module.register_forward_hook(lambda *_: time.sleep(0.04))")
     slider.focus()
     for _ in range(6):
         page.keyboard.press("ArrowLeft")

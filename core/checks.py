@@ -1,0 +1,131 @@
+"""Argument checks shared by every capability: each names the bad value and what would be valid.
+
+One check per kind of argument, so a message reads the same wherever it is raised:
+integers (:func:`check_positive_int`, :func:`check_int`), latent ids (:func:`check_latent`),
+texts (:func:`check_texts`), one-token answers (:func:`single_token_id`) and finite numbers
+(:func:`check_number`). Nothing here imports the rest of interplab.
+
+Example
+-------
+>>> check_positive_int("batch_size", 8)
+8
+>>> check_latent(5, d_sae=4)
+Traceback (most recent call last):
+OutOfRangeError: Latent 5 is out of range: latents are 0..3.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+
+def check_int(name: str, value: Any, minimum: int | None = None, maximum: int | None = None) -> int:
+    """``value`` if it is an integer (not a bool) within ``[minimum, maximum]``, else a ValueError naming it.
+
+    >>> check_int("context_size", 128, minimum=2)
+    128
+    """
+    ok = not isinstance(value, bool)
+    if ok:
+        try:
+            value = operator.index(value)
+        except TypeError:
+            ok = False
+    if ok and (minimum is None or value >= minimum) and (maximum is None or value <= maximum):
+        return int(value)
+    if minimum is not None and maximum is not None:
+        want = f"an integer in {minimum}..{maximum}"
+    elif minimum == 1:
+        want = "a positive integer"
+    elif minimum is not None:
+        want = f"an integer >= {minimum}"
+    elif maximum is not None:
+        want = f"an integer <= {maximum}"
+    else:
+        want = "an integer"
+    raise ValueError(f"{name} must be {want}, got {value!r}.")
+
+
+def check_positive_int(name: str, value: Any) -> int:
+    """``value`` if it is an integer >= 1 (not a bool), else a ValueError naming ``name`` and the value.
+
+    >>> check_positive_int("n_tokens", 0)
+    Traceback (most recent call last):
+    ValueError: n_tokens must be a positive integer, got 0.
+    """
+    return check_int(name, value, minimum=1)
+
+
+class OutOfRangeError(IndexError, ValueError):
+    """An index outside its valid range (both an IndexError and a ValueError, so either ``except`` catches it)."""
+
+
+def check_latent(i: Any, d_sae: int) -> int:
+    """``i`` as a latent index of an SAE with ``d_sae`` latents, or a clear TypeError / :class:`OutOfRangeError`."""
+    try:
+        index = operator.index(i)
+    except TypeError:
+        raise TypeError(f"A latent id is an integer, got {type(i).__name__}: {i!r}.") from None
+    if isinstance(i, bool):
+        raise TypeError(f"A latent id is an integer, got a bool: {i!r}.")
+    if not 0 <= index < d_sae:
+        raise OutOfRangeError(f"Latent {i!r} is out of range: latents are 0..{d_sae - 1}.")
+    return index
+
+
+def check_number(value: Any, what: str = "value") -> float:
+    """A finite real number as a float; a TypeError or ValueError naming ``what`` otherwise."""
+    import numpy as np
+
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise TypeError(f"{what} must be a number, got {type(value).__name__}: {value!r}.")
+    if not math.isfinite(float(value)):
+        raise ValueError(f"{what} must be finite, got {value!r}.")
+    return float(value)
+
+
+def check_texts(texts: str | Sequence[str]) -> list[str]:
+    """Normalise one text or a list of texts; reject empty and non-string input early."""
+    if isinstance(texts, str):
+        texts = [texts]
+    if not isinstance(texts, Sequence) or isinstance(texts, bytes):
+        raise TypeError(f"texts must be a string or a list of strings, got {type(texts).__name__}")
+    texts = list(texts)
+    if not texts:
+        raise ValueError("texts is empty: give at least one non-empty string.")
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"texts[{i}] is {type(text).__name__} ({text!r}), not a string.")
+        if not text.strip():
+            raise ValueError(f"texts[{i}] is empty ({text!r}): every text needs at least one token.")
+    return texts
+
+
+def single_token_id(tokenizer: Any, answer: str | int, what: str = "answer") -> int:
+    """The id of a one-token answer string (or a checked token id); a clear error showing its tokens otherwise.
+
+    >>> single_token_id(model.tokenizer, " Paris")
+    """
+    if isinstance(answer, bool):
+        raise TypeError(f"{what} must be a string or a token id, got {answer!r}.")
+    if isinstance(answer, int):
+        vocab = len(tokenizer)
+        if not 0 <= answer < vocab:
+            raise ValueError(f"{what} token id {answer} is outside the vocabulary (0..{vocab - 1}).")
+        return answer
+    if not isinstance(answer, str):
+        raise TypeError(f"{what} must be a non-empty string or a token id, got {answer!r}.")
+    if not answer:
+        raise ValueError(f"{what} is an empty string; give a non-empty string or a token id.")
+    ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
+    if len(ids) != 1:
+        pieces = [tokenizer.decode([i]) for i in ids]
+        spaced = " " + answer
+        hint = "" if answer.startswith(" ") else f" (a word after a space usually needs a leading space: {spaced!r})"
+        raise ValueError(f"{what} {answer!r} is {len(ids)} tokens, not one: {pieces}{hint}.")
+    if getattr(tokenizer, "unk_token_id", None) is not None and ids[0] == tokenizer.unk_token_id:
+        raise ValueError(f"{what} {answer!r} is the unknown token for this tokenizer.")
+    return int(ids[0])

@@ -1,0 +1,30 @@
+"""Feature data: what each SAE latent responds to and promotes, from one streaming pass; search; labels.
+
+``compute.py`` runs the pass (:func:`feature_data`), ``rows.py`` cuts texts or stores into rows,
+``stats.py`` keeps the bounded running statistics, ``data.py`` is the result (:class:`FeatureData`)
+and its files, ``search.py`` finds latents by text, token or direction, ``labels.py`` keeps labels.
+
+Example
+-------
+>>> data = ilab.feature_data(sae, model, "default", n_tokens=200_000, path="dash/")
+>>> ilab.features.latents_for_token(data, model, " afternoon").ids[:5]
+>>> ilab.features.set_label(sae, 123, "French city names")
+"""
+
+from .compute import feature_data
+from .data import FeatureData
+from .labels import load_labels, set_label, suggest_label
+from .search import active_latents, latent_activations, latents_for_token, logit_effects, nearest_latents
+
+__all__ = [
+    "FeatureData",
+    "active_latents",
+    "feature_data",
+    "latent_activations",
+    "latents_for_token",
+    "load_labels",
+    "logit_effects",
+    "nearest_latents",
+    "set_label",
+    "suggest_label",
+]

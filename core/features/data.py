@@ -1,0 +1,265 @@
+"""FeatureData: the plain-data result of :func:`interplab.feature_data` (numpy arrays, no widget code).
+
+Example
+-------
+>>> data.latent(7)["top"][0]          # strongest example: tokens, per-token acts, where it is
+>>> data.table().head()               # one row per latent (pandas)
+>>> data.save("dash/"); FeatureData.load("dash/")
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..atomic import atomic_folder
+from ..checks import check_latent
+from .labels import read_labels, update_label
+
+FORMAT = "interplab-features"
+#: The running state of an unfinished pass, inside its output folder.
+CHECKPOINT = ".checkpoint"
+#: Array fields and their dtypes, in the order they are saved.
+ARRAYS: dict[str, Any] = {
+    "density": np.float32, "max_act": np.float32, "mean_act": np.float32,
+    "hist_edges": np.float32, "hist_counts": np.int64,
+    "top_tokens": np.int32, "top_acts": np.float32, "top_max": np.float32, "top_where": np.int64,
+    "quantile_tokens": np.int32, "quantile_acts": np.float32, "quantile_max": np.float32, "quantile_where": np.int64,
+    "logit_top_ids": np.int32, "logit_top_values": np.float32,
+    "logit_bottom_ids": np.int32, "logit_bottom_values": np.float32,
+    "neighbour_ids": np.int32, "neighbour_sims": np.float32,
+}
+
+
+@dataclass(repr=False, eq=False)
+class FeatureData:
+    """Dashboard data for every latent of one SAE. Arrays are indexed by latent first.
+
+    Examples (``top_*``: the highest activations, ``quantile_*``: spread over the activation
+    distribution) are windows of ``context`` token ids (-1 = padding) with the example's max at
+    index ``lead``; ``*_where`` is (document index, token position) of that max, where a position
+    counts BOS as 0. ``*_max`` is sorted descending, 0 for an empty slot. Histograms: linear bins
+    from 0 to at least ``max_act`` (the top edge is within 1/8 of it; a dead latent has edges 0..1).
+    Logit effects: the decoder row through the final norm's weight and the unembedding (no softcap).
+    """
+
+    site: str
+    d_sae: int
+    n_tokens: int
+    context: int
+    lead: int
+    density: np.ndarray  # [d_sae] fraction of tokens where the latent fired (> 0)
+    max_act: np.ndarray  # [d_sae]
+    mean_act: np.ndarray  # [d_sae] mean over the tokens where it fired
+    hist_edges: np.ndarray  # [d_sae, n_bins + 1]
+    hist_counts: np.ndarray  # [d_sae, n_bins]
+    top_tokens: np.ndarray  # [d_sae, n_top, context] int32
+    top_acts: np.ndarray  # [d_sae, n_top, context] float32
+    top_max: np.ndarray  # [d_sae, n_top]
+    top_where: np.ndarray  # [d_sae, n_top, 2]
+    quantile_tokens: np.ndarray  # [d_sae, n_quantile, context]
+    quantile_acts: np.ndarray
+    quantile_max: np.ndarray
+    quantile_where: np.ndarray
+    logit_top_ids: np.ndarray  # [d_sae, n_logit] promoted most
+    logit_top_values: np.ndarray
+    logit_bottom_ids: np.ndarray  # [d_sae, n_logit] suppressed most (most negative first)
+    logit_bottom_values: np.ndarray
+    neighbour_ids: np.ndarray  # [d_sae, n_neighbours] by decoder cosine similarity
+    neighbour_sims: np.ndarray
+    token_strings: dict[int, str] = field(default_factory=dict)
+    labels: dict[int, str] = field(default_factory=dict)
+    model_name: str = ""
+    labels_path: str = ""
+    complete: bool = True
+    config: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per stage of the pass (not saved)
+
+    # ---------------------------------------------------------------- shapes
+    @property
+    def n_top(self) -> int:
+        return int(self.top_max.shape[1])
+
+    @property
+    def n_quantile(self) -> int:
+        return int(self.quantile_max.shape[1])
+
+    def __repr__(self) -> str:
+        state = "" if self.complete else ", partial"
+        return f"FeatureData({self.site!r}, {self.d_sae} latents, {self.n_tokens} tokens, n_top={self.n_top}{state})"
+
+    def _index(self, i: Any) -> int:
+        return check_latent(i, self.d_sae)
+
+    def token_str(self, token_id: int) -> str:
+        """The decoded string of a token id ('' for padding)."""
+        return "" if token_id < 0 else self.token_strings.get(int(token_id), f"<{token_id}>")
+
+    # ------------------------------------------------------------- one latent
+    def _examples(self, prefix: str, i: int) -> list[dict[str, Any]]:
+        vals = getattr(self, f"{prefix}_max")[i]
+        out = []
+        for j in np.flatnonzero(vals > 0):
+            ids = getattr(self, f"{prefix}_tokens")[i, j]
+            out.append({
+                "max": float(vals[j]),
+                "doc": int(getattr(self, f"{prefix}_where")[i, j, 0]),
+                "pos": int(getattr(self, f"{prefix}_where")[i, j, 1]),
+                "token_ids": ids.tolist(),
+                "tokens": [self.token_str(t) for t in ids.tolist()],
+                "acts": getattr(self, f"{prefix}_acts")[i, j].tolist(),
+            })
+        return out
+
+    def latent(self, i: int) -> dict[str, Any]:
+        """One latent's card as plain Python data (lists, str, float).
+
+        >>> card = data.latent(7); card["density"], card["logits"]["top"][:3]
+        """
+        i = self._index(i)
+        logits = {
+            side: [(self.token_str(t), float(v)) for t, v in zip(getattr(self, f"logit_{side}_ids")[i].tolist(),
+                                                              getattr(self, f"logit_{side}_values")[i].tolist())]
+            for side in ("top", "bottom")
+        }
+        return {
+            "id": i,
+            "label": self.labels.get(i, ""),
+            "suggested_label": self.suggest_label(i),
+            "density": float(self.density[i]),
+            "max_act": float(self.max_act[i]),
+            "mean_act": float(self.mean_act[i]),
+            "hist": {"edges": self.hist_edges[i].tolist(), "counts": self.hist_counts[i].tolist()},
+            "top": self._examples("top", i),
+            "quantiles": self._examples("quantile", i),
+            "logits": logits,
+            "neighbours": [(int(n), float(s)) for n, s in zip(self.neighbour_ids[i], self.neighbour_sims[i])],
+            "lead": self.lead,
+        }
+
+    def max_tokens(self, i: int) -> list[str]:
+        """The token at the max of each top example of latent ``i``."""
+        i = self._index(i)
+        return [self.token_str(t) for t, v in zip(self.top_tokens[i, :, self.lead], self.top_max[i]) if v > 0]
+
+    def suggest_label(self, i: int) -> str:
+        """A short label from the tokens it fires on and the tokens it promotes, e.g. "' Paris'/' London' → ' is'"."""
+        i = self._index(i)
+        fired = Counter(self.max_tokens(i)).most_common()
+        if not fired:
+            fires = "never fired"
+        elif fired[0][1] * 2 >= sum(c for _, c in fired):
+            fires = repr(fired[0][0])
+        else:
+            fires = "/".join(repr(t) for t, _ in fired[:3])
+        promotes = ", ".join(repr(self.token_str(t)) for t in self.logit_top_ids[i, :3].tolist())
+        return f"{fires} → {promotes}" if promotes else fires
+
+    def set_label(self, i: int, text: str, save: bool = True) -> None:
+        """Label latent ``i`` (an empty text removes the label) and save the labels beside the SAE."""
+        i = self._index(i)
+        if not isinstance(text, str):
+            raise TypeError(f"A label is a string, got {type(text).__name__}.")
+        if text.strip():
+            self.labels[i] = text.strip()
+        else:
+            self.labels.pop(i, None)
+        if save and self.labels_path:
+            update_label(Path(self.labels_path), i, text)
+
+    # ----------------------------------------------------------------- table
+    def table(self) -> Any:
+        """One row per latent: label, density, max_act, mean_act, top promoted and suppressed tokens (pandas)."""
+        import pandas as pd
+
+        def joined(ids: np.ndarray) -> list[str]:
+            return [" ".join(repr(self.token_str(t)) for t in row[:5]) for row in ids.tolist()]
+
+        return pd.DataFrame(
+            {
+                "label": [self.labels.get(i, "") for i in range(self.d_sae)],
+                "density": self.density,
+                "max_act": self.max_act,
+                "mean_act": self.mean_act,
+                "promotes": joined(self.logit_top_ids),
+                "suppresses": joined(self.logit_bottom_ids),
+            },
+            index=pd.RangeIndex(self.d_sae, name="latent"),
+        )
+
+    # ------------------------------------------------------------- save/load
+    def save(self, path: str | Path) -> Path:
+        """Write a folder of ``meta.json`` + one ``.npy`` per array, atomically (temp folder, then rename)."""
+        meta = {
+            "format": FORMAT, "version": 1, "site": self.site, "d_sae": self.d_sae, "n_tokens": self.n_tokens,
+            "context": self.context, "lead": self.lead, "model_name": self.model_name,
+            "labels_path": self.labels_path, "complete": self.complete, "config": self.config,
+            "token_strings": {str(k): v for k, v in self.token_strings.items()},
+            "labels": {str(k): v for k, v in self.labels.items()},
+        }
+        root = Path(path)
+        write_arrays(root, meta, {name: getattr(self, name) for name in ARRAYS})
+        return root
+
+    @classmethod
+    def load(cls, path: str | Path) -> FeatureData:
+        """Load a folder written by :meth:`save` (``np.load`` with ``allow_pickle=False``)."""
+        root = Path(path)
+        if not (root / "meta.json").exists():
+            raise FileNotFoundError(f"{str(root)!r} holds no feature data (no meta.json).")
+        meta = json.loads((root / "meta.json").read_text())
+        if meta.get("format") != FORMAT:
+            raise ValueError(f"{str(root / 'meta.json')!r} is not interplab feature data.")
+        arrays = {}
+        for name, dtype in ARRAYS.items():
+            file = root / f"{name}.npy"
+            if not file.exists():
+                raise ValueError(f"{str(root)!r} lacks {name}.npy; the folder is incomplete.")
+            arr = np.load(file, allow_pickle=False)
+            if arr.dtype != dtype or arr.shape[0] != meta["d_sae"]:
+                raise ValueError(f"{str(file)!r} has dtype {arr.dtype} and shape {arr.shape}; expected {dtype}.")
+            arrays[name] = arr
+        labels = {int(k): v for k, v in meta["labels"].items()}
+        if meta.get("labels_path") and Path(meta["labels_path"]).exists():
+            labels = read_labels(Path(meta["labels_path"]))  # the SAE's labels file is the reference
+        return cls(
+            site=meta["site"], d_sae=int(meta["d_sae"]), n_tokens=int(meta["n_tokens"]), context=int(meta["context"]),
+            lead=int(meta["lead"]), **arrays, token_strings={int(k): v for k, v in meta["token_strings"].items()},
+            labels=labels, model_name=meta.get("model_name", ""),
+            labels_path=meta.get("labels_path", ""), complete=bool(meta.get("complete", True)),
+            config=meta.get("config", {}),
+        )
+
+
+# ------------------------------------------------------------------ folders
+def check_target(path: Path) -> None:
+    """Refuse a folder holding anything but feature data: saving replaces the whole folder."""
+    if not path.exists():
+        return
+    ours = {"meta.json", CHECKPOINT}
+    other = [p.name for p in path.iterdir() if p.name not in ours and p.suffix != ".npy"] if path.is_dir() else [""]
+    if other:
+        raise ValueError(
+            f"{str(path)!r} holds other files ({sorted(other)[:5]}); feature data replaces its folder, "
+            "so give a new or empty folder."
+        )
+
+
+def write_arrays(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+    """Write meta.json + one .npy per array as a folder, swapped into place whole (see :func:`atomic_folder`)."""
+    check_target(path)
+    with atomic_folder(path) as tmp:
+        for name, arr in arrays.items():
+            np.save(tmp / f"{name}.npy", np.ascontiguousarray(arr), allow_pickle=False)
+        (tmp / "meta.json").write_text(json.dumps(meta))
+
+
+def read_arrays(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    meta = json.loads((path / "meta.json").read_text())
+    arrays = {p.stem: np.load(p, allow_pickle=False) for p in path.glob("*.npy")}
+    return meta, arrays

@@ -1,0 +1,177 @@
+"""Finding latents: which fire on a text, which promote a token, which point the same way.
+
+Logit effects come from the weights alone: a latent's decoder row, multiplied by the final
+norm's weight (Gemma's RMSNorm scales by ``1 + weight``; a LayerNorm also centres), then
+through the unembedding. The per-token normalisation is a positive scale and is left out, as
+is Gemma's final logit softcap (monotone: it would not change which tokens rank first).
+
+Example
+-------
+>>> active_latents(sae, model, "The cat sat on the mat").ids[2]     # top latents on the 3rd token
+>>> latents_for_token(sae, model, " Paris").ids[:5]                  # latents promoting ' Paris'
+>>> nearest_latents(sae, 123).ids
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+import torch
+
+from ..checks import check_positive_int, check_texts, single_token_id
+from .data import FeatureData
+
+if TYPE_CHECKING:
+    from ..model import Model
+    from ..saes.base import SAE
+
+
+class ActiveLatents(NamedTuple):
+    """Per token of a text (BOS left out): its string, its top latent ids and their activations."""
+
+    tokens: list[str]
+    ids: np.ndarray  # [n_tok, top] int64
+    values: np.ndarray  # [n_tok, top] float32
+
+
+class RankedLatents(NamedTuple):
+    """Latent ids with a score each, best first."""
+
+    ids: np.ndarray  # int64
+    values: np.ndarray  # float32
+
+
+def decoder_through_norm(sae: SAE, model: Model) -> torch.Tensor:
+    """Decoder rows as the unembedding sees them [d_sae, d_model]: times the final norm's weight."""
+    norm, _ = model.readout_modules()
+    W_dec = sae.W_dec.detach().float()
+    if W_dec.shape[1] != model.d_model:
+        raise ValueError(f"Logit effects need decoder rows of width d_model={model.d_model}; got {W_dec.shape[1]}.")
+    weight = getattr(norm, "weight", None)
+    if "layernorm" in type(norm).__name__.lower() or isinstance(norm, torch.nn.LayerNorm):
+        W_dec = W_dec - W_dec.mean(1, keepdim=True)  # a LayerNorm removes the mean before scaling
+    if weight is not None:
+        w = weight.detach().float()
+        if type(norm).__name__.startswith("Gemma"):
+            w = 1.0 + w
+        W_dec = W_dec * w
+    return W_dec
+
+
+def _unembed(model: Model) -> torch.Tensor:
+    return model.readout_modules()[1].weight.detach()  # [vocab, d_model]
+
+
+def logit_effects(sae: SAE, model: Model, n: int = 10, chunk: int = 8192) -> dict[str, np.ndarray]:
+    """The ``n`` tokens each latent promotes and suppresses most, in vocabulary chunks (bounded memory).
+
+    Returns ``logit_top_ids/values`` (largest first) and ``logit_bottom_ids/values`` (most negative first).
+    """
+    d_MD = decoder_through_norm(sae, model)
+    W_VD = _unembed(model)
+    M, V = d_MD.shape[0], W_VD.shape[0]
+    n = min(check_positive_int("top", n), V)
+    top_v = torch.full((M, 0), 0.0)
+    top_i = torch.zeros((M, 0), dtype=torch.int64)
+    bot_v, bot_i = top_v.clone(), top_i.clone()
+    with torch.no_grad():
+        for start in range(0, V, chunk):
+            logits_MC = d_MD @ W_VD[start : start + chunk].float().T
+            k = min(n, logits_MC.shape[1])
+            tv, ti = logits_MC.topk(k, dim=1)
+            bv, bi = logits_MC.topk(k, dim=1, largest=False)
+            top_v, sel = torch.cat([top_v, tv], 1).topk(min(n, top_v.shape[1] + k), dim=1)
+            top_i = torch.cat([top_i, ti + start], 1).gather(1, sel)
+            bot_v, sel = torch.cat([bot_v, bv], 1).topk(min(n, bot_v.shape[1] + k), dim=1, largest=False)
+            bot_i = torch.cat([bot_i, bi + start], 1).gather(1, sel)
+    return {
+        "logit_top_ids": top_i.numpy().astype(np.int32),
+        "logit_top_values": top_v.numpy().astype(np.float32),
+        "logit_bottom_ids": bot_i.numpy().astype(np.int32),
+        "logit_bottom_values": bot_v.numpy().astype(np.float32),
+    }
+
+
+def _unit_decoder(sae: SAE) -> torch.Tensor:
+    W = sae.W_dec.detach().float()
+    return W / W.norm(dim=1, keepdim=True).clamp_min(1e-12)
+
+
+def all_neighbours(sae: SAE, n: int = 10, chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+    """For every latent, the ``n`` others with the most similar decoder direction (cosine), [d_sae, n]."""
+    W = _unit_decoder(sae)
+    M = W.shape[0]
+    n = min(n, M - 1)
+    ids, sims = [], []
+    with torch.no_grad():
+        for start in range(0, M, chunk):
+            cos = W[start : start + chunk] @ W.T
+            rows = torch.arange(start, start + cos.shape[0])
+            cos[torch.arange(cos.shape[0]), rows] = -float("inf")
+            v, i = cos.topk(n, dim=1)
+            ids.append(i)
+            sims.append(v)
+    return torch.cat(ids).numpy().astype(np.int32), torch.cat(sims).numpy().astype(np.float32)
+
+
+def nearest_latents(sae: SAE, i: int, top: int = 10) -> RankedLatents:
+    """The ``top`` latents whose decoder directions are closest to latent ``i``'s (cosine similarity)."""
+    direction = sae.direction(i)  # validates i
+    W = _unit_decoder(sae)
+    cos = W @ (direction / direction.norm().clamp_min(1e-12))
+    cos[i] = -float("inf")
+    v, idx = cos.topk(min(check_positive_int("top", top), sae.d_sae - 1))
+    return RankedLatents(idx.numpy().astype(np.int64), v.numpy().astype(np.float32))
+
+
+def single_token(model: Model, token_str: str) -> int:
+    """The id of a string that is exactly one token; a clear error showing its tokenisation otherwise."""
+    if not isinstance(token_str, str):
+        raise ValueError(f"Give a non-empty token string, got {token_str!r}.")
+    return single_token_id(model.tokenizer, token_str, what="token")
+
+
+def latents_for_token(data_or_sae: SAE | FeatureData, model: Model, token_str: str, top: int = 20) -> RankedLatents:
+    """Latents ranked by how much their decoder direction raises ``token_str``'s logit.
+
+    With an SAE the ranking is exact over every latent; with :class:`FeatureData` it uses the
+    stored logit tables (latents whose top promoted tokens include it).
+    """
+    check_positive_int("top", top)
+    token = single_token(model, token_str)
+    if isinstance(data_or_sae, FeatureData):
+        rows, cols = np.nonzero(data_or_sae.logit_top_ids == token)
+        values = data_or_sae.logit_top_values[rows, cols]
+        order = np.argsort(-values, kind="stable")[:top]
+        return RankedLatents(rows[order].astype(np.int64), values[order].astype(np.float32))
+    sae = data_or_sae
+    effect = decoder_through_norm(sae, model) @ _unembed(model)[token].float()
+    v, idx = effect.topk(min(top, sae.d_sae))
+    return RankedLatents(idx.numpy().astype(np.int64), v.numpy().astype(np.float32))
+
+
+def active_latents(sae: SAE, model: Model, text: str, top: int = 5) -> ActiveLatents:
+    """Which latents fire where on ``text``: for each token (BOS left out), its ``top`` latents.
+
+    >>> found = active_latents(sae, model, "Paris is in France"); found.tokens, found.ids[:, 0]
+    """
+    check_positive_int("top", top)
+    tokens, acts = latent_activations(sae, model, text)
+    v, idx = torch.from_numpy(acts).topk(min(top, sae.d_sae), dim=1)
+    return ActiveLatents(tokens, idx.numpy().astype(np.int64), v.numpy().astype(np.float32))
+
+
+def latent_activations(sae: SAE, model: Model, text: str, latents: Any = None) -> tuple[list[str], np.ndarray]:
+    """Token strings (BOS left out) and activations [n_tok, d_sae] (or the chosen latents) on one text."""
+    if not isinstance(text, str):
+        raise TypeError(f"Give one text (a string), got {type(text).__name__}.")
+    site = sae.check_fits(model)
+    enc = model.to_tokens(check_texts([text]))
+    bos = model.tokenizer.bos_token_id
+    start = 1 if bos is not None and int(enc["input_ids"][0, 0]) == bos else 0
+    with torch.no_grad():
+        acts = sae.encode(model.run_sites(enc, site)[0][0, start:])
+    if latents is not None:
+        acts = acts[:, [int(i) for i in latents]]
+    return model.to_str_tokens(enc["input_ids"][0, start:]), acts.float().numpy()

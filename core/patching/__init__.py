@@ -1,0 +1,49 @@
+"""Activation patching: where in the model does a behaviour live?
+
+Patch activations from a clean prompt into a corrupted one (or the reverse) at every layer
+and position, per attention head, or per SAE latent, and measure how much of the clean
+behaviour each patch restores. Exact grids batch the cells of a layer into one forward pass;
+attribution grids estimate every cell of every site from two forwards and one backward.
+
+``exact.py`` exact grids, ``gradients.py`` attribution estimates (plain and integrated gradients),
+``sae_latents.py`` SAE latents, ``prompts.py`` IOI and other prompt pairs, ``result.py`` the result.
+Metrics (``logit_diff``, ``prob``, ``kl_to_clean``) are :mod:`interplab.core.metrics`'s, shared with steering.
+
+Example
+-------
+>>> import interplab as ilab
+>>> model = ilab.load_model()
+>>> pairs = ilab.patching.ioi(model, n=4)
+>>> exact = ilab.patching.grid(model, pairs, site="resid_pre")
+>>> approx = ilab.patching.attribution(model, pairs, sites="resid_pre")
+>>> ilab.widgets.PatchingGrid({"exact": exact, "attribution": approx})
+"""
+
+from __future__ import annotations
+
+from ..metrics import Metric, kl_to_clean, logit_diff, prob
+from .exact import DIRECTIONS, SITES, grid
+from .gradients import PATHS, attribution
+from .prompts import IOI_TEMPLATES, NAMES, PromptPairs, ioi, prompt_pairs, single_token_names
+from .result import PatchingResult
+from .sae_latents import latents
+
+__all__ = [
+    "DIRECTIONS",
+    "IOI_TEMPLATES",
+    "NAMES",
+    "PATHS",
+    "SITES",
+    "Metric",
+    "PatchingResult",
+    "PromptPairs",
+    "attribution",
+    "grid",
+    "ioi",
+    "kl_to_clean",
+    "latents",
+    "logit_diff",
+    "prob",
+    "prompt_pairs",
+    "single_token_names",
+]

@@ -1,0 +1,145 @@
+"""The result of a patching grid: plain arrays plus the labels a reader needs.
+
+Example
+-------
+>>> r = ilab.patching.grid(model, pairs, site="resid_pre")
+>>> r.values.shape            # [layers, positions] metric after each patch
+>>> r.normalized[-1, -1]      # 0 = corrupted baseline, 1 = clean
+>>> r.to_frame().head()
+>>> r.save("grid.npz"); ilab.patching.PatchingResult.load("grid.npz")
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..atomic import atomic_path
+
+ROW_NAMES = ("layer", "latent")
+COL_NAMES = ("position", "head")
+
+
+@dataclass(repr=False)
+class PatchingResult:
+    """One patching grid.
+
+    ``values[r, c]`` is the metric (averaged over prompt pairs) after patching cell (r, c):
+    rows are layers (or SAE latents), columns are token positions (or heads).
+    ``method`` is "exact" or "attribution" (a first-order estimate of the same quantity).
+    ``top_ids``/``top_probs`` hold the top next tokens of each patched run of the first pair
+    (exact grids only).
+    """
+
+    values: np.ndarray
+    clean_baseline: float
+    corrupt_baseline: float
+    site: str  # resid_pre, resid_post, attn_out, mlp_out, heads, latents
+    method: str = "exact"
+    direction: str = "denoise"
+    metric: str = "metric"
+    row_name: str = "layer"
+    col_name: str = "position"
+    rows: list[int] = field(default_factory=list)  # layer index or latent id of each row
+    positions: list[int] = field(default_factory=list)  # token position of each column (position grids)
+    tokens: list[str] = field(default_factory=list)  # string tokens of the first clean prompt
+    corrupt_tokens: list[str] = field(default_factory=list)
+    top_ids: np.ndarray | None = None  # int [rows, cols, k]
+    top_tokens: list[str] = field(default_factory=list)  # decoded text of each id in top_ids (flat)
+    top_probs: np.ndarray | None = None  # float [rows, cols, k]
+    layer: int | None = None  # the SAE's layer for latent grids
+    row_text: list[str] = field(default_factory=list)  # a label per row (latent labels), "" for none
+
+    def __post_init__(self) -> None:
+        self.values = np.asarray(self.values, dtype=np.float32)
+        if self.values.ndim != 2:
+            raise ValueError(f"values must be 2-D [rows, cols], got shape {self.values.shape}.")
+        if not self.rows:
+            self.rows = list(range(self.values.shape[0]))
+
+    # ------------------------------------------------------------- derived
+    @property
+    def shape(self) -> tuple[int, int]:
+        return tuple(self.values.shape)  # type: ignore[return-value]
+
+    @property
+    def normalized(self) -> np.ndarray:
+        """(value - corrupted) / (clean - corrupted): 0 is the corrupted run, 1 the clean run."""
+        gap = self.clean_baseline - self.corrupt_baseline
+        if abs(gap) < 1e-12:
+            return np.full_like(self.values, np.nan)
+        return (self.values - self.corrupt_baseline) / gap
+
+    @property
+    def col_labels(self) -> list[str]:
+        """``"pos:token"`` for position grids, ``"H3"`` for heads."""
+        if self.col_name == "head":
+            return [f"H{h}" for h in range(self.values.shape[1])]
+        return [f"{p}:{self.tokens[p]}" if p < len(self.tokens) else str(p) for p in self.positions]
+
+    @property
+    def row_labels(self) -> list[str]:
+        prefix = "L" if self.row_name == "layer" else "#"
+        text = self.row_text or [""] * len(self.rows)
+        return [f"{prefix}{r} · {t}" if t else f"{prefix}{r}" for r, t in zip(self.rows, text, strict=True)]
+
+    def top(self, row: int, col: int) -> list[tuple[str, float]]:
+        """Top next tokens (text, probability) of the patched run at cell (row index, column index)."""
+        if self.top_ids is None or self.top_probs is None:
+            return []
+        k = self.top_ids.shape[2]
+        flat = (row * self.values.shape[1] + col) * k
+        return [(self.top_tokens[flat + j], float(self.top_probs[row, col, j])) for j in range(k)]
+
+    def to_frame(self) -> Any:
+        """A long pandas DataFrame: one row per cell with value and normalized value."""
+        import pandas as pd
+
+        r, c = np.meshgrid(np.arange(self.values.shape[0]), np.arange(self.values.shape[1]), indexing="ij")
+        cols = self.col_labels
+        frame = {
+            self.row_name: np.asarray(self.rows)[r.ravel()],
+            self.col_name: (np.asarray(self.positions)[c.ravel()] if self.col_name == "position" else c.ravel()),
+            "label": [cols[i] for i in c.ravel()],
+            "value": self.values.ravel(),
+            "normalized": self.normalized.ravel(),
+        }
+        return pd.DataFrame(frame).assign(site=self.site, method=self.method)
+
+    # ------------------------------------------------------------- files
+    _META = (
+        "clean_baseline", "corrupt_baseline", "site", "method", "direction", "metric", "row_name", "col_name",
+        "rows", "positions", "tokens", "corrupt_tokens", "top_tokens", "layer", "row_text",
+    )  # fmt: skip
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write an ``.npz`` (arrays + JSON metadata) atomically; read it back with :meth:`load`."""
+        path = Path(path)
+        meta = json.dumps({k: getattr(self, k) for k in self._META})
+        arrays = {"values": self.values, "meta": np.frombuffer(meta.encode(), dtype=np.uint8)}
+        if self.top_ids is not None and self.top_probs is not None:
+            arrays.update(top_ids=self.top_ids.astype(np.int64), top_probs=self.top_probs.astype(np.float32))
+        with atomic_path(path, suffix=".npz") as tmp:
+            np.savez(tmp, **arrays)
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> PatchingResult:
+        """Read a file written by :meth:`save` (no pickle)."""
+        with np.load(path, allow_pickle=False) as data:
+            meta = json.loads(bytes(data["meta"]).decode())
+            top = {k: data[k] for k in ("top_ids", "top_probs") if k in data}
+            return cls(values=data["values"], **meta, **top)
+
+    def __repr__(self) -> str:
+        rows, cols = self.values.shape
+        return (
+            f"PatchingResult({self.method} {self.site}, {rows} {self.row_name}s x {cols} {self.col_name}s, "
+            f"{self.metric}: clean {self.clean_baseline:.4g}, corrupted {self.corrupt_baseline:.4g}, "
+            f"max normalized {np.nanmax(self.normalized) if self.values.size else float('nan'):.3g})"
+        )

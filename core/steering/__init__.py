@@ -1,0 +1,50 @@
+"""Steering: control vectors and SAE-latent clamps, applied in traces and generation, measured by sweeps.
+
+The public namespace ``ilab.steering``; the pieces live in ``vectors.py`` (making and saving
+vectors), ``traces.py`` (validating them and applying them inside nnsight traces), ``hooks.py`` (the torch-hook
+path that streams tokens) and ``sweeps.py`` (scale and layer sweeps). Metrics are
+:mod:`interplab.core.metrics`'s, shared with patching.
+
+Example
+-------
+>>> import interplab as ilab
+>>> model = ilab.load_model()
+>>> vec = ilab.steering.diff_of_means(model, "blocks.6.hook_resid_post", ["I love it."], ["I hate it."])
+>>> ilab.steering.generate(model, "The movie was", vec * 4.0, max_new_tokens=10)
+>>> result = ilab.steering.sweep(model, vec, scales=[-4, 0, 4], metric=ilab.metrics.logit_diff(" good", " bad"),
+...                              prompts=["The movie was"], neutral_texts=["The cat sat on the mat."])
+>>> result.r2, result.chart()
+"""
+
+from __future__ import annotations
+
+from ..metrics import logit_diff, prob
+from .hooks import apply, generate_local, stream
+from .sweeps import LayerSweep, SweepResult, layer_sweep, sweep
+from .traces import Clamp, SitePlan, Steering, clamp, generate, generate_ids, logits, plan
+from .vectors import SteeringVector, diff_of_means, from_probe, from_sae, pca_direction
+
+__all__ = [
+    "Clamp",
+    "LayerSweep",
+    "SitePlan",
+    "Steering",
+    "SteeringVector",
+    "SweepResult",
+    "apply",
+    "clamp",
+    "diff_of_means",
+    "from_probe",
+    "from_sae",
+    "generate",
+    "generate_ids",
+    "generate_local",
+    "layer_sweep",
+    "logit_diff",
+    "logits",
+    "pca_direction",
+    "plan",
+    "prob",
+    "stream",
+    "sweep",
+]

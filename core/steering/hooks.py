@@ -1,0 +1,193 @@
+"""The torch-hook path of steering: forward hooks on ``model.module`` (the torch model), plain HF ``generate``.
+
+The live panel streams tokens through :func:`stream`; :func:`generate_local` is the hook twin of
+:func:`interplab.core.steering.traces.generate` (same tokens, greedy). Hooks steer only the thread
+that applied them and are removed on exit.
+
+Example
+-------
+>>> with apply(model, vec * 4.0):
+...     model.module(**inputs)          # any forward inside is steered
+>>> stream(model, "I think that", vec * 4.0, on_token=print)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..checks import check_number, check_positive_int, check_texts
+from ..sites import site_module_path
+from .traces import SitePlan, Steering, start_mask, decode_new, plan, steer_value
+
+if TYPE_CHECKING:
+    from ..model import Model
+
+
+def _hook(p: SitePlan, state: dict[str, Any]) -> Callable[..., Any]:
+    def steer(x: torch.Tensor) -> torch.Tensor:
+        first = state["calls"] == 0
+        return steer_value(x, p, state["mask"] if first else None)
+
+    if p.io == "output":
+
+        def post(_mod: Any, _args: Any, out: Any) -> Any:
+            if threading.get_ident() != state["thread"]:
+                return None  # another thread's forward (e.g. the notebook while a panel streams): untouched
+            if isinstance(out, tuple):
+                return (steer(out[0]), *out[1:])
+            return steer(out)
+
+        return post
+
+    def pre(_mod: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if threading.get_ident() != state["thread"]:
+            return None
+        if args:
+            return (steer(args[0]), *args[1:]), kwargs
+        key = "hidden_states" if "hidden_states" in kwargs else next(iter(kwargs))
+        return args, {**kwargs, key: steer(kwargs[key])}
+
+    return pre
+
+
+@contextlib.contextmanager
+def apply(model: Model, steering: Steering, mask_BL: torch.Tensor | None = None) -> Iterator[list[SitePlan]]:
+    """Steer every forward of ``model.nn._module`` inside the block with torch hooks (removed on exit).
+
+    Only forwards run by the thread that entered the block are steered, so a panel generating in
+    a background thread leaves the notebook's own calls untouched.
+
+    ``mask_BL`` (bool [batch, prompt columns]) limits steering on the first forward (the prompt);
+    later forwards (generated tokens) are steered at every position.
+
+    >>> with apply(model, vec * 4.0):
+    ...     ids = model.module.generate(**inputs, max_new_tokens=10)
+    """
+    plans = plan(model, steering)
+    state: dict[str, Any] = {"calls": 0, "mask": mask_BL, "thread": threading.get_ident()}
+    handles = []
+    root = model.module
+    try:
+        for p in plans:
+            module = root.get_submodule(site_module_path(model.check_mapped(), p.site)[0])
+            if p.io == "output":
+                handles.append(module.register_forward_hook(_hook(p, state)))
+            else:
+                handles.append(module.register_forward_pre_hook(_hook(p, state), with_kwargs=True))
+
+        # count forwards of the whole model so the prompt mask applies to the first only
+        def count(*_: Any) -> None:
+            if threading.get_ident() == state["thread"]:
+                state["calls"] += 1
+
+        handles.append(root.register_forward_hook(count))
+        yield plans
+    finally:
+        for h in handles:
+            h.remove()
+
+
+class _Streamer:
+    """HF streamer: skips the prompt, hands each new token id to a callback."""
+
+    def __init__(self, on_token: Callable[[int], None] | None):
+        self.on_token, self.seen_prompt = on_token, False
+
+    def put(self, value: torch.Tensor) -> None:
+        if not self.seen_prompt:
+            self.seen_prompt = True
+            return
+        if self.on_token is not None:
+            for tok in value.reshape(-1).tolist():
+                self.on_token(int(tok))
+
+    def end(self) -> None:
+        pass
+
+
+def _sampling(temperature: float, seed: int | None) -> dict[str, Any]:
+    temperature = check_number(temperature, "temperature")
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0 (0 is greedy), got {temperature}.")
+    if seed is not None:
+        torch.manual_seed(int(seed))
+    return {"do_sample": True, "temperature": temperature} if temperature > 0 else {"do_sample": False}
+
+
+def stream(
+    model: Model,
+    prompt: str,
+    steering: Steering | None,
+    max_new_tokens: int = 32,
+    temperature: float = 0.0,
+    seed: int | None = 0,
+    start: int | None = None,
+    on_token: Callable[[int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> list[int]:
+    """Generate from one prompt with torch hooks, calling ``on_token(id)`` as each token arrives.
+
+    ``should_stop()`` is checked after every token (a cancelled run returns what it has).
+    ``steering=None`` or ``[]`` runs the unsteered model. Returns the new token ids.
+    """
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    (prompt,) = check_texts([prompt]) if isinstance(prompt, str) else check_texts(prompt)
+    check_positive_int("max_new_tokens", max_new_tokens)
+    steering = [] if steering is None else steering
+    plan(model, steering)  # validate before any work
+    enc = model.to_tokens([prompt], padding_side="left")
+    width = enc["input_ids"].shape[1]
+    mask = start_mask(enc["attention_mask"].sum(1), width, start, left_padded=True)
+
+    class _Stop(StoppingCriteria):
+        def __call__(self, input_ids: torch.Tensor, scores: Any, **kw: Any) -> torch.Tensor:
+            stop = bool(should_stop()) if should_stop is not None else False
+            return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
+
+    inputs = {k: v.to(model.device) for k, v in enc.items()}
+    kwargs = _sampling(temperature, seed)
+    pad = model.tokenizer.pad_token_id
+    with torch.no_grad(), apply(model, steering, mask):
+        ids = model.module.generate(
+            **inputs,
+            max_new_tokens=max_new_tokens,
+            streamer=_Streamer(on_token),
+            stopping_criteria=StoppingCriteriaList([_Stop()]),
+            pad_token_id=pad if pad is not None else model.tokenizer.eos_token_id,
+            **kwargs,
+        )
+    return ids[0, width:].tolist()
+
+
+def generate_local(
+    model: Model,
+    texts: str | Sequence[str],
+    steering: Steering,
+    max_new_tokens: int = 20,
+    start: int | None = None,
+    do_sample: bool = False,
+    **kwargs: Any,
+) -> list[str]:
+    """:func:`generate` through torch hooks and plain HF ``generate`` (same tokens, no nnsight)."""
+    texts = check_texts(texts)
+    check_positive_int("max_new_tokens", max_new_tokens)
+    enc = model.to_tokens(texts, padding_side="left")
+    width = enc["input_ids"].shape[1]
+    mask = start_mask(enc["attention_mask"].sum(1), width, start, left_padded=True)
+    inputs = {k: v.to(model.device) for k, v in enc.items()}
+    pad = model.tokenizer.pad_token_id
+    with torch.no_grad(), apply(model, steering, mask):
+        ids = model.module.generate(
+            **inputs,
+            max_new_tokens=max_new_tokens,
+            do_sample=do_sample,
+            pad_token_id=pad if pad is not None else model.tokenizer.eos_token_id,
+            **kwargs,
+        )
+    return decode_new(model, ids.cpu(), width)

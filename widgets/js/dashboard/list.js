@@ -1,0 +1,113 @@
+// FeatureDashboard, part 2: the searchable, sortable list of latents.
+
+/** The list column: search box, sort menu, count and rows. `names.name(i)` shows an id with its label. */
+function dashList(model, store, names, select) {
+  const el = ilabEl("div", "ilab-dash-list");
+  const search = ilabEl("input", "ilab-search");
+  search.type = "search";
+  search.placeholder = "search latents by id or label";
+  search.setAttribute("aria-label", "search latents");
+  const sortSel = ilabEl("select", "ilab-dash-sort");
+  sortSel.setAttribute("aria-label", "sort latents");
+  const count = ilabEl("div", "ilab-dash-count ilab-muted");
+  const rows = ilabEl("div", "ilab-dash-rows");
+  rows.setAttribute("role", "listbox");
+  rows.tabIndex = 0;
+  el.append(search, sortSel, count, rows);
+  [search, sortSel, rows].forEach(ilabKeepKeys);
+  const d = model.get("d_sae");
+
+  function fillSorts() {
+    const opts = [["density", "density"], ["max_act", "max activation"], ["id", "id"]];
+    if (model.get("score_values") && model.get("score_values").view) opts.splice(2, 0, ["score", model.get("score_name")]);
+    sortSel.replaceChildren();
+    for (const [v, text] of opts) {
+      const o = ilabEl("option", null, `sort: ${text}`);
+      o.value = v;
+      o.selected = v === model.get("sort");
+      sortSel.appendChild(o);
+    }
+  }
+
+  function order() {
+    const sort = model.get("sort");
+    const ids = Array.from({ length: d }, (_, i) => i);
+    if (sort === "id") return ids;
+    const key = sort === "score" ? ilabDecode(model.get("score_values")) : sort === "max_act" ? store.maxAct : store.density;
+    if (!key) return ids;
+    const k = (i) => (Number.isNaN(key[i]) ? -Infinity : key[i]);
+    return ids.sort((a, b) => k(b) - k(a) || a - b);
+  }
+
+  function matches(i, q) {
+    if (!q) return true;
+    if (/^\d+$/.test(q) && String(i).startsWith(q)) return true;
+    return names.label(i).toLowerCase().includes(q);
+  }
+
+  function fill() {
+    const q = search.value.trim().toLowerCase();
+    const sort = model.get("sort");
+    const scores = sort === "score" ? ilabDecode(model.get("score_values")) : null;
+    rows.replaceChildren();
+    let n = 0;
+    for (const i of order()) {
+      if (!matches(i, q)) continue;
+      n++;
+      if (n > MAX_ROWS) continue;
+      const row = ilabEl("div", "ilab-dash-row");
+      row.dataset.latent = String(i);
+      row.setAttribute("role", "option");
+      if (i === model.get("selected")) row.classList.add("ilab-selected");
+      row.appendChild(ilabEl("span", "ilab-dash-name", names.name(i)));
+      const stat = scores
+        ? ilabFmt(scores[i])
+        : sort === "max_act"
+          ? ilabFmt(store.maxAct[i])
+          : `${ilabFmt(store.density[i] * 100)}%`;
+      row.appendChild(ilabEl("span", "ilab-dash-stat ilab-muted", stat));
+      if (!store.cards.has(i) && !store.live) row.classList.add("ilab-dash-absent");
+      rows.appendChild(row);
+    }
+    count.textContent = n > MAX_ROWS ? `${n} latents (first ${MAX_ROWS} shown)` : `${n} latents`;
+  }
+
+  function showSelected() {
+    for (const r of rows.querySelectorAll(".ilab-selected")) r.classList.remove("ilab-selected");
+    const row = rows.querySelector(`[data-latent="${model.get("selected")}"]`);
+    if (row) {
+      row.classList.add("ilab-selected");
+      row.scrollIntoView({ block: "nearest" });
+    }
+  }
+
+  function syncQuery() {
+    if (search.value === model.get("query")) return;
+    search.value = model.get("query");
+    fill();
+  }
+
+  rows.addEventListener("click", (e) => {
+    const row = e.target.closest && e.target.closest(".ilab-dash-row");
+    if (row) select(Number(row.dataset.latent));
+  });
+  rows.addEventListener("keydown", (e) => {
+    if (e.key !== "ArrowDown" && e.key !== "ArrowUp") return;
+    const all = Array.from(rows.children);
+    const at = all.findIndex((r) => r.classList.contains("ilab-selected"));
+    const next = all[Math.max(0, Math.min(all.length - 1, at + (e.key === "ArrowDown" ? 1 : -1)))];
+    if (next) select(Number(next.dataset.latent));
+    e.preventDefault();
+  });
+  search.addEventListener("input", () => {
+    model.set("query", search.value);
+    model.save_changes();
+    fill();
+  });
+  sortSel.addEventListener("change", () => {
+    model.set("sort", sortSel.value);
+    model.save_changes();
+  });
+  search.value = model.get("query");
+  return { el, fill, fillSorts, showSelected, syncQuery };
+}
