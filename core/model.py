@@ -326,19 +326,13 @@ class Model:
         return logits.detach().to("cpu")
 
     # ------------------------------------------------------------ generate
-    def generate(
-        self,
-        texts: str | Sequence[str],
-        max_new_tokens: int = 20,
-        do_sample: bool = False,
-        edit: Edit | None = None,
-        **kwargs: Any,
-    ) -> list[str]:
+    def generate(self, texts: str | Sequence[str], max_new_tokens: int = 20, **kwargs: Any) -> list[str]:
         """Continue each text; returns only the new text (greedy by default).
 
-        ``edit(inputs, step)`` runs inside the generation trace at every step (0 is the prompt).
+        Keywords are those of :meth:`generate_ids`: ``do_sample``, ``edit(inputs, step)`` (run inside the
+        generation trace at every step, 0 being the prompt) and any Hugging Face ``generate`` option.
         """
-        ids, width = self.generate_ids(texts, max_new_tokens, do_sample, edit, **kwargs)
+        ids, width = self.generate_ids(texts, max_new_tokens, **kwargs)
         return self.tokenizer.batch_decode(ids[:, width:], skip_special_tokens=True)
 
     def generate_ids(

@@ -135,6 +135,9 @@ class FeatureHeatmap(Widget):
         return self._data.values[:, self._data.feature_ids.index(feature)]
 
     def _on_request(self, _widget: Any, content: dict[str, Any], _buffers: list[Any]) -> None:
+        if content.get("type") == "ping":
+            self.send({"type": "pong"})  # the browser learns a kernel is there to fetch columns from
+            return
         if content.get("type") != "column":
             return
         index = int(content.get("index", -1))

@@ -71,14 +71,17 @@ class ActivationStore:
 
     @property
     def n_tokens(self) -> int:
+        """Tokens stored (BOS positions are not)."""
         return int(self.manifest["n_tokens"])
 
     @property
     def complete(self) -> bool:
+        """Whether the caching run finished (a partial store resumes when the same call runs again)."""
         return bool(self.manifest["complete"])
 
     @property
     def model_name(self) -> str:
+        """The name of the model the activations came from."""
         return str(self.manifest["model"])
 
     def d(self, site: str | None = None) -> int:
@@ -103,6 +106,7 @@ class ActivationStore:
 
     @property
     def n_shards(self) -> int:
+        """Shard files, read in store order by :meth:`shard`."""
         return len(self.manifest["shards"])
 
     @property

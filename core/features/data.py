@@ -83,10 +83,12 @@ class FeatureData:
     # ---------------------------------------------------------------- shapes
     @property
     def n_top(self) -> int:
+        """Top-activation examples kept per latent."""
         return int(self.top_max.shape[1])
 
     @property
     def n_quantile(self) -> int:
+        """Examples across the activation range kept per latent."""
         return int(self.quantile_max.shape[1])
 
     def __repr__(self) -> str:

@@ -59,10 +59,12 @@ class Prepared:
 
     @property
     def n_pairs(self) -> int:
+        """Prompt pairs."""
         return int(self.ids_clean.shape[0])
 
     @property
     def n_pos(self) -> int:
+        """Tokens per prompt (every prompt has the same number)."""
         return int(self.ids_clean.shape[1])
 
 
@@ -266,20 +268,21 @@ def grid(
         values[layer] += vals / prep.n_pairs
         if i == 0:
             top_ids[layer], top_probs[layer] = ids, probs
-    return PatchingResult(
-        values=values.numpy(),
-        clean_baseline=clean_base,
-        corrupt_baseline=corrupt_base,
-        site=site,
-        method="exact",
-        direction=direction,
-        metric=prep.metric.name,
-        col_name="head" if site == "heads" else "position",
-        rows=list(range(model.n_layers)),
-        positions=positions_,
-        tokens=prep.tokens,
-        corrupt_tokens=prep.corrupt_tokens,
-        top_ids=top_ids.numpy() if k else None,
-        top_probs=top_probs.numpy() if k else None,
+    return layer_grid(
+        model, prep, site, "exact", direction, values.numpy(), (clean_base, corrupt_base), positions_,
+        top_ids=top_ids.numpy() if k else None, top_probs=top_probs.numpy() if k else None,
         top_tokens=[model.tokenizer.decode([int(t)]) for t in top_ids.flatten()] if k else [],
-    )
+    )  # fmt: skip
+
+
+def layer_grid(
+    model: Model, prep: Prepared, site: str, method: str, direction: str, values: Any, bases: tuple[float, float],
+    positions: list[int], **extra: Any,
+) -> PatchingResult:
+    """A [layers, positions or heads] :class:`PatchingResult` with the labels every layer grid carries."""
+    return PatchingResult(
+        values=values, clean_baseline=bases[0], corrupt_baseline=bases[1], site=site, method=method,
+        direction=direction, metric=prep.metric.name, col_name="head" if site == "heads" else "position",
+        rows=list(range(model.n_layers)), positions=positions, tokens=prep.tokens,
+        corrupt_tokens=prep.corrupt_tokens, **extra,
+    )  # fmt: skip

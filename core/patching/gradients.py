@@ -30,7 +30,18 @@ from tqdm.auto import tqdm
 from ..checks import check_int
 from ..metrics import Metric
 from ..sites import read_site, write_site
-from .exact import ORDER, SITES, Prepared, auto_batch_size, baselines, check_positions, collect, prepare, site_target
+from .exact import (
+    ORDER,
+    SITES,
+    Prepared,
+    auto_batch_size,
+    baselines,
+    check_positions,
+    collect,
+    layer_grid,
+    prepare,
+    site_target,
+)
 from .prompts import PromptPairs
 from .result import PatchingResult
 
@@ -262,18 +273,7 @@ def attribution(
                 rows.append(prod.sum(dim=(0, 1, 3)))
             else:
                 rows.append(prod.sum(dim=(0, 2))[pos])
-        out[site] = PatchingResult(
-            values=(base_value + torch.stack(rows)).numpy(),
-            clean_baseline=clean_base,
-            corrupt_baseline=corrupt_base,
-            site=site,
-            method="attribution",
-            direction=direction,
-            metric=prep.metric.name,
-            col_name="head" if site == "heads" else "position",
-            rows=list(range(model.n_layers)),
-            positions=positions_,
-            tokens=prep.tokens,
-            corrupt_tokens=prep.corrupt_tokens,
-        )
+        values = (base_value + torch.stack(rows)).numpy()
+        out[site] = layer_grid(model, prep, site, "attribution", direction, values, (clean_base, corrupt_base),
+                               positions_)  # fmt: skip
     return out[names[0]] if single else out

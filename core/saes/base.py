@@ -184,8 +184,16 @@ class SAE(nn.Module):
         return x @ self.W_enc + self.b_enc
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
-        """Latent activations [..., d_sae] (dense; zeros where a latent does not fire)."""
-        raise NotImplementedError
+        """Latent activations [..., d_sae] (dense; zeros where a latent does not fire).
+
+        Here: the pre-activations above :attr:`threshold` (JumpReLU inference, also BatchTopK's);
+        architectures without a threshold override it.
+        """
+        threshold = self.threshold
+        if threshold is None:
+            raise NotImplementedError(f"{type(self).__name__} must define encode (it has no threshold).")
+        pre = self.pre_acts(x)
+        return pre * (pre > threshold)
 
     def decode(self, acts: torch.Tensor) -> torch.Tensor:
         """Reconstruction [..., d_in] from latent activations."""

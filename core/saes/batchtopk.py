@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from .base import SAE
 from .topk import TopKSAE
 
 THRESHOLD_RATE = 0.01
@@ -30,9 +31,7 @@ class BatchTopKSAE(TopKSAE):
     def threshold(self) -> torch.Tensor:
         return self.topk_threshold.expand(self.d_sae)
 
-    def encode(self, x: torch.Tensor) -> torch.Tensor:
-        pre = self.pre_acts(x)
-        return pre * (pre > self.topk_threshold)
+    encode = SAE.encode  # inference: the estimated threshold, not TopK's per-token selection
 
     @torch.no_grad()
     def _after_select(self, acts: torch.Tensor, active: torch.Tensor) -> None:

@@ -33,10 +33,6 @@ class JumpReLUSAE(SAE):
     def threshold(self) -> torch.Tensor:
         return self.log_threshold.exp()
 
-    def encode(self, x: torch.Tensor) -> torch.Tensor:
-        pre = self.pre_acts(x)
-        return pre * (pre > self.threshold)
-
     def training_loss(self, x: torch.Tensor, dead: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, Any]]:
         x = self._check_input(x)
         recon, l0, active = jumprelu_l0(

@@ -1,9 +1,9 @@
 """Steering: control vectors and SAE-latent clamps, applied in traces and generation, measured by sweeps.
 
 The public namespace ``ilab.steering``; the pieces live in ``vectors.py`` (making and saving
-vectors), ``traces.py`` (validating them and applying them inside nnsight traces), ``hooks.py`` (the torch-hook
-path that streams tokens) and ``sweeps.py`` (scale and layer sweeps). Metrics are
-:mod:`interplab.core.metrics`'s, shared with patching.
+vectors), ``plans.py`` (checking what to apply, and the one function that applies it), ``traces.py``
+(inside nnsight traces), ``hooks.py`` (torch hooks, for streaming) and ``sweeps.py`` (scale and layer
+sweeps). Metrics are :mod:`interplab.core.metrics`'s, shared with patching.
 
 Example
 -------
@@ -19,10 +19,11 @@ Example
 from __future__ import annotations
 
 from ..metrics import logit_diff, prob
-from .hooks import apply, generate_local, stream
+from .hooks import apply, stream
+from .plans import Clamp, SitePlan, Steering, clamp, plan
 from .sweeps import LayerSweep, SweepResult, layer_sweep, sweep
-from .traces import Clamp, SitePlan, Steering, clamp, generate, generate_ids, logits, plan
-from .vectors import SteeringVector, diff_of_means, from_probe, from_sae, pca_direction
+from .traces import generate, generate_local, logits
+from .vectors import SteeringVector, contrast, diff_of_means, from_probe, from_sae, pca_direction
 
 __all__ = [
     "Clamp",
@@ -33,11 +34,11 @@ __all__ = [
     "SweepResult",
     "apply",
     "clamp",
+    "contrast",
     "diff_of_means",
     "from_probe",
     "from_sae",
     "generate",
-    "generate_ids",
     "generate_local",
     "layer_sweep",
     "logit_diff",

@@ -1,8 +1,8 @@
 """The torch-hook path of steering: forward hooks on ``model.module`` (the torch model), plain HF ``generate``.
 
-The live panel streams tokens through :func:`stream`; :func:`generate_local` is the hook twin of
-:func:`interplab.core.steering.traces.generate` (same tokens, greedy). Hooks steer only the thread
-that applied them and are removed on exit.
+The live panel streams tokens through :func:`stream`; :func:`generate_hooked` is the hook twin of
+:func:`interplab.core.steering.traces.generate` (same tokens, greedy; ``generate(..., backend="hooks")``).
+Hooks steer only the thread that applied them and are removed on exit.
 
 Example
 -------
@@ -22,7 +22,7 @@ import torch
 
 from ..checks import check_number, check_positive_int, check_texts
 from ..sites import site_module_path
-from .traces import SitePlan, Steering, start_mask, decode_new, plan, steer_value
+from .plans import SitePlan, Steering, plan, start_mask, steer_value
 
 if TYPE_CHECKING:
     from ..model import Model
@@ -165,16 +165,16 @@ def stream(
     return ids[0, width:].tolist()
 
 
-def generate_local(
+def generate_hooked(
     model: Model,
     texts: str | Sequence[str],
     steering: Steering,
-    max_new_tokens: int = 20,
-    start: int | None = None,
-    do_sample: bool = False,
+    max_new_tokens: int,
+    start: int | None,
+    do_sample: bool,
     **kwargs: Any,
 ) -> list[str]:
-    """:func:`generate` through torch hooks and plain HF ``generate`` (same tokens, no nnsight)."""
+    """Steered generation through torch hooks and plain HF ``generate``; the new text of each prompt."""
     texts = check_texts(texts)
     check_positive_int("max_new_tokens", max_new_tokens)
     enc = model.to_tokens(texts, padding_side="left")
@@ -190,4 +190,4 @@ def generate_local(
             pad_token_id=pad if pad is not None else model.tokenizer.eos_token_id,
             **kwargs,
         )
-    return decode_new(model, ids.cpu(), width)
+    return model.tokenizer.batch_decode(ids[:, width:].cpu(), skip_special_tokens=True)

@@ -28,7 +28,7 @@ from ..charts import offline
 from ..checks import check_number, check_texts
 from ..metrics import BoundMetric, Metric, as_metric
 from .traces import Steering, logits, plan
-from .vectors import SteeringVector, diff_of_means, pca_direction
+from .vectors import METHODS, SteeringVector, contrast
 
 if TYPE_CHECKING:
     from ..model import Model
@@ -161,8 +161,8 @@ def sweep(
     """
     if not isinstance(vector, SteeringVector):
         raise TypeError(f"vector must be a SteeringVector, got {type(vector).__name__}.")
-    if not callable(metric):
-        raise TypeError(f"metric must be callable, got {type(metric).__name__}.")
+    if not callable(metric) and not isinstance(metric, Metric):
+        raise TypeError(f"metric must be an ilab.metrics metric or a callable, got {type(metric).__name__}.")
     scale_arr = _check_scales(scales)
     neutral = check_texts(neutral_texts)
     prompt_list = None if prompts is None else check_texts(prompts)
@@ -249,9 +249,8 @@ def layer_sweep(
 
     ``effect`` is ``metric(steered) - metric(unsteered)`` on ``prompts``; ``kl`` is on ``neutral_texts``.
     """
-    builders = {"diff_of_means": diff_of_means, "pca": pca_direction}
-    if method not in builders:
-        raise ValueError(f"method={method!r} is not one of {sorted(builders)}.")
+    if method not in METHODS:
+        raise ValueError(f"method={method!r} is not one of {METHODS}.")
     layer_list = list(range(model.n_layers)) if layers is None else [int(x) for x in layers]
     if not layer_list:
         raise ValueError("layers is empty.")
@@ -264,7 +263,7 @@ def layer_sweep(
     _, _, clean = _neutral_stats(model, neutral, [], None)
     effects, kls, norms, vectors = [], [], [], []
     for site in tqdm(sites, desc="layer sweep", leave=False):
-        vec = builders[method](model, site, positive, negative, position=position)
+        vec = contrast(model, site, positive, negative, method=method, position=position)
         effects.append(_run_metric(model, metric, prompt_list, (vec, scale)) - base)
         kls.append(_neutral_stats(model, neutral, (vec, scale), clean)[0])
         norms.append(vec.norm)

@@ -14,6 +14,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Sequence
@@ -170,63 +171,64 @@ def _site_values(model: Model, site: str, texts: list[str], position: int | str,
     return values[torch.arange(len(texts)), cols]
 
 
-def _contrast(
-    model: Model, site: str, positive: Sequence[str], negative: Sequence[str], position: int | str, paired: bool
-) -> tuple[torch.Tensor, torch.Tensor]:
+METHODS = ("diff_of_means", "pca")
+
+
+def contrast(
+    model: Model,
+    site: str,
+    positive: str | Sequence[str],
+    negative: str | Sequence[str],
+    position: int | str = -1,
+    scale: float = 1.0,
+    method: str = "diff_of_means",
+) -> SteeringVector:
+    """A steering vector at ``site`` from texts with and without a property.
+
+    ``method="diff_of_means"``: mean(positive activations) - mean(negative activations).
+    ``method="pca"``: the first principal component of the paired differences ``positive[i] - negative[i]``
+    (uncentred); its sign points from negative to positive and its length is the mean projection of
+    the differences on it, so scale 1 moves about as far as the average pair differs.
+    ``position`` picks each text's token (-1: the last) or ``"mean"`` (mean over its non-BOS tokens).
+
+    >>> vec = contrast(model, "blocks.6.hook_resid_post", ["I love this."], ["I hate this."], method="pca")
+    """
+    if method not in METHODS:
+        raise ValueError(f"method={method!r} is not one of {METHODS}.")
     positive, negative = check_texts(positive), check_texts(negative)
-    if paired and len(positive) != len(negative):
+    if method == "pca" and len(positive) != len(negative):
         raise ValueError(
             f"Paired differences need as many positive as negative texts: {len(positive)} vs {len(negative)}."
         )
     if not (position == "mean" or (isinstance(position, int) and not isinstance(position, bool))):
         raise ValueError(f"position must be a token index (e.g. -1, the last token) or 'mean', got {position!r}.")
     model.parse_sites(site)
-    return _site_values(model, site, positive, position, 8), _site_values(model, site, negative, position, 8)
-
-
-def diff_of_means(
-    model: Model,
-    site: str,
-    positive: str | Sequence[str],
-    negative: str | Sequence[str],
-    position: int | str = -1,
-    scale: float = 1.0,
-) -> SteeringVector:
-    """mean(positive activations) - mean(negative activations) at ``site``.
-
-    ``position`` picks each text's token (-1: the last) or ``"mean"`` (mean over its non-BOS tokens).
-
-    >>> vec = diff_of_means(model, "blocks.6.hook_resid_post", ["I love this."], ["I hate this."])
-    """
-    pos_ND, neg_ND = _contrast(model, site, positive, negative, position, paired=False)
-    direction = pos_ND.mean(0) - neg_ND.mean(0)
-    prov = _provenance(model, "diff_of_means", positive, negative, position)
-    return SteeringVector(site, direction, scale, prov)
-
-
-def pca_direction(
-    model: Model,
-    site: str,
-    positive: str | Sequence[str],
-    negative: str | Sequence[str],
-    position: int | str = -1,
-    scale: float = 1.0,
-) -> SteeringVector:
-    """First principal component of the paired differences ``positive[i] - negative[i]`` (uncentred).
-
-    The sign points from negative to positive, and the length is the mean projection of the
-    differences on it, so scale 1 moves about as far as the average pair differs.
-    """
-    pos_ND, neg_ND = _contrast(model, site, positive, negative, position, paired=True)
+    pos_ND, neg_ND = _site_values(model, site, positive, position, 8), _site_values(model, site, negative, position, 8)
+    prov = _provenance(model, "pca" if method == "pca" else method, positive, negative, position)
+    if method == "diff_of_means":
+        return SteeringVector(site, pos_ND.mean(0) - neg_ND.mean(0), scale, prov)
     diffs_ND = (pos_ND - neg_ND).double()
     _, _, vh = torch.linalg.svd(diffs_ND, full_matrices=False)
     unit_D = vh[0]
     proj = float((diffs_ND @ unit_D).mean())
     if proj < 0:
         unit_D, proj = -unit_D, -proj
-    prov = _provenance(model, "pca", positive, negative, position)
     prov["explained"] = float(torch.linalg.svdvals(diffs_ND)[0] ** 2 / diffs_ND.pow(2).sum().clamp_min(1e-30))
     return SteeringVector(site, (unit_D * proj).float(), scale, prov)
+
+
+diff_of_means = functools.partial(contrast, method="diff_of_means")
+diff_of_means.__doc__ = """mean(positive activations) - mean(negative activations) at ``site`` (see :func:`contrast`).
+
+>>> vec = diff_of_means(model, "blocks.6.hook_resid_post", ["I love this."], ["I hate this."])
+"""
+pca_direction = functools.partial(contrast, method="pca")
+pca_direction.__doc__ = """First principal component of the paired differences ``positive[i] - negative[i]``.
+
+See :func:`contrast` (``method="pca"``).
+
+>>> vec = pca_direction(model, "blocks.6.hook_resid_post", ["I love this."], ["I hate this."])
+"""
 
 
 def from_probe(probe: Any, site: str, scale: float = 1.0, normalize: bool = True) -> SteeringVector:

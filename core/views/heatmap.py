@@ -42,10 +42,12 @@ class HeatmapData:
 
     @property
     def n_tokens(self) -> int:
+        """Tokens over all documents."""
         return int(self.token_ids.shape[0])
 
     @property
     def n_features(self) -> int:
+        """Value columns (features) per token."""
         return int(self.values.shape[1])
 
     @property

@@ -36,6 +36,17 @@ big = ilab.widgets.FeatureHeatmap([f" t{i % 97}" for i in range(n)], rng.random(
 big
 """
 
+DROP_FIRST_REQUEST = """
+dropped = []
+def drop_first(widget, content, buffers):
+    if content.get("type") == "column" and not dropped:
+        dropped.append(content["index"])
+        return
+    widget._on_request(widget, content, buffers)
+big.on_msg(big._on_request, remove=True)
+big.on_msg(drop_first)
+"""
+
 KERNEL_EVAL = """
 async (code) => {
   const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
@@ -145,6 +156,20 @@ def test_heatmap_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab_server
         "([el, want]) => Math.abs(Number(el.dataset.v) - want) < 1e-6",
         arg=[big_spans.nth(10).element_handle(), expected],
     )
+    # A column whose answer never comes (a busy kernel dropped it): after the timeout the widget says the
+    # kernel has not answered (not "not exported": a kernel is there) and asking again fetches it.
+    kernel_eval(page, DROP_FIRST_REQUEST)
+    big.locator("select.ilab-select").select_option("9")
+    status = big.locator(".ilab-status")
+    expect(status).to_contain_text("No answer from the kernel for feature 9", timeout=15_000)
+    expect(status).not_to_contain_text("not exported")
+    expected = float(kernel_eval(page, "print(float(big.column(9)[10]))"))
+    big.locator("button.ilab-retry").click()
+    page.wait_for_function(
+        "([el, want]) => Math.abs(Number(el.dataset.v) - want) < 1e-6",
+        arg=[big_spans.nth(10).element_handle(), expected],
+    )
+    assert kernel_eval(page, "print(dropped)") == "[9]"
     big.locator("button.ilab-next").click()
     wait_for_python(page, "big.page", "1")
     expect(big.locator(".ilab-page")).to_contain_text("tokens 2000–3999 of 100000")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import shutil
+import uuid
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -334,6 +337,15 @@ def test_labels_saved_and_suggested(tmp_path):
     sae.source_path = str(folder)
     set_label(sae, 1, "beside")
     assert json.loads((folder / "labels.json").read_text()) == {"1": "beside"}
+
+    # An SAE saved anywhere inside a source checkout (an editable install) keeps its labels beside it too;
+    # only SAEs shipped inside the engine's own folder (the packaged suite) use the cache.
+    inside = Path(__file__).resolve().parents[2] / ".pytest-scratch" / f"labels-{uuid.uuid4().hex}" / "sae"
+    try:
+        sae.save(inside)
+        assert labels_path(SAE.load(inside)) == inside / "labels.json"
+    finally:
+        shutil.rmtree(inside.parent, ignore_errors=True)
 
     m = int(np.argmax(data.density))
     label = suggest_label(data, m)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -592,3 +593,26 @@ def test_register_display_reaches_a_loaded_shell(kernel_shell: Any) -> None:
         assert data["text/plain"] == "Result()" and WIDGET_VIEW in data
     finally:
         extension.DISPLAYS.pop(Result, None)
+
+
+def test_widget_bundle_follows_edits_of_its_files_with_hot_reload(tmp_path):
+    """With ANYWIDGET_HMR=1 a widget's concatenated module is rebuilt when one of its files changes."""
+    from interplab.widgets._kit import Bundle
+
+    parts = [tmp_path / "a.js", tmp_path / "b.js"]
+    parts[0].write_text("const a = 1;")
+    parts[1].write_text("export default {};")
+    seen: list[str] = []
+    bundle = Bundle(parts, hot_reload=True)
+    bundle.changed.connect(seen.append)
+    try:
+        assert str(bundle) == "const a = 1;\nexport default {};"
+        time.sleep(0.3)  # let the watchers start
+        parts[0].write_text("const a = 2;")
+        deadline = time.monotonic() + 10
+        while not seen and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert seen and seen[-1] == "const a = 2;\nexport default {};" == str(bundle)
+    finally:
+        bundle.stop()
+    assert str(Bundle(parts, hot_reload=False)) == "const a = 2;\nexport default {};"

@@ -1,5 +1,7 @@
 // FeatureHeatmap / TokenHeatmap: paged flowing text, one span per token on the current page only.
 
+const REQUEST_TIMEOUT_MS = 4000; // a column not received by then: say why, allow asking again
+
 function pagesFor(docStarts, nTokens, perPage) {
   // Group whole documents into pages of about perPage tokens; split documents longer than a page.
   const pages = [];
@@ -35,6 +37,7 @@ function render({ model, el }) {
   const k = topF && nTokens ? topF.length / nTokens : Math.min(5, featureIds.length);
   const columns = new Map();
   const pending = new Set();
+  let live = false; // a kernel answered our ping: missing columns can be fetched
   {
     const sent = model.get("sent_columns");
     const vals = ilabDecode(model.get("values"));
@@ -46,10 +49,7 @@ function render({ model, el }) {
   // --- controls
   const bar = ilabEl("div", "ilab-bar");
   const picker = ilabEl("div", "ilab-picker");
-  const search = ilabEl("input", "ilab-search");
-  search.type = "search";
-  search.placeholder = "search features by id or label";
-  search.setAttribute("aria-label", "search features");
+  const search = ilabSearchBox("search features by id or label", "search features");
   const select = ilabEl("select", "ilab-select");
   select.size = 5;
   select.setAttribute("aria-label", "feature");
@@ -63,10 +63,7 @@ function render({ model, el }) {
   const pageLabel = ilabEl("span", "ilab-page ilab-muted");
   nav.append(prev, pageLabel, next);
   bar.append(picker, legendBox, nav);
-  const docsBox = ilabEl("div", "ilab-docs");
-  docsBox.tabIndex = 0;
-  docsBox.setAttribute("role", "grid");
-  docsBox.setAttribute("aria-label", "tokens: arrow keys move, Enter selects");
+  const docsBox = ilabFocusBox("ilab-docs", "grid", "tokens: arrow keys move, Enter selects");
   const status = ilabEl("div", "ilab-status ilab-muted");
   const tip = ilabEl("div", "ilab-tip");
   root.append(bar, docsBox, status, tip);
@@ -101,13 +98,37 @@ function render({ model, el }) {
     return { values, vmax: colMax[col], diverging };
   }
 
+  const NOT_EXPORTED = "Values of this feature were not exported; run the notebook to see them.";
+
+  /** Ask the kernel for a column; with no answer in time, say why and allow asking again. */
   function request(col) {
     if (pending.has(col)) return;
     pending.add(col);
-    model.send({ type: "column", index: col });
+    try {
+      model.send({ type: "column", index: col });
+    } catch (err) {
+      pending.delete(col); // exported HTML: no kernel to ask
+      status.textContent = NOT_EXPORTED;
+      return;
+    }
     setTimeout(() => {
-      if (!columns.has(col)) status.textContent = "Values of this feature were not exported; run the notebook to see them.";
-    }, 4000);
+      if (columns.has(col)) return;
+      pending.delete(col); // a later request asks again
+      if (col !== colIndex()) return;
+      if (!live) {
+        status.textContent = NOT_EXPORTED;
+        return;
+      }
+      const retry = ilabEl("button", "ilab-retry", "retry");
+      retry.addEventListener("click", () => {
+        status.textContent = `loading feature ${featureIds[col]}…`;
+        request(col);
+      });
+      status.replaceChildren(
+        ilabEl("span", null, `No answer from the kernel for feature ${featureIds[col]} yet (it may be busy). `),
+        retry,
+      );
+    }, REQUEST_TIMEOUT_MS);
   }
 
   function colour() {
@@ -124,7 +145,7 @@ function render({ model, el }) {
       spans[j].dataset.v = String(v);
     }
     const name = featureIds.length === 1 && !labels[0] ? "" : ` ${label(col)}`;
-    legendBox.replaceChildren(ilabLegend(0, vmax, diverging), ilabEl("span", "ilab-muted", name));
+    legendBox.replaceChildren(ilabLegend(diverging ? -vmax : 0, vmax, diverging), ilabEl("span", "ilab-muted", name));
   }
 
   function drawPage() {
@@ -241,6 +262,7 @@ function render({ model, el }) {
   next.addEventListener("click", () => turn(1));
 
   const onMsg = (msg, buffers) => {
+    if (msg && msg.type === "pong") live = true;
     if (!msg || msg.type !== "column" || !buffers || !buffers.length) return;
     columns.set(msg.index, ilabDecode({ view: buffers[0], dtype: "float32" }));
     pending.delete(msg.index);
@@ -270,6 +292,11 @@ function render({ model, el }) {
   return ilabListen(model, handlers, () => {
     picker.style.display = model.get("show_picker") ? "" : "none";
     onScheme();
+    try {
+      model.send({ type: "ping" }); // answered only by a live kernel
+    } catch (err) {
+      live = false; // exported HTML
+    }
     fillOptions();
     drawPage();
     // the frame after next has been painted with the first page

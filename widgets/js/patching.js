@@ -13,10 +13,7 @@ function render({ model, el }) {
   const legendBox = ilabEl("div", "ilab-legend-box");
   const info = ilabEl("div", "ilab-pg-info ilab-muted");
   bar.append(normLabel, legendBox, info);
-  const gridBox = ilabEl("div", "ilab-pg-grid");
-  gridBox.tabIndex = 0;
-  gridBox.setAttribute("role", "grid");
-  gridBox.setAttribute("aria-label", "patching grid: arrow keys move, Enter selects");
+  const gridBox = ilabFocusBox("ilab-pg-grid", "grid", "patching grid: arrow keys move, Enter selects");
   const detail = ilabEl("div", "ilab-pg-detail");
   const tip = ilabEl("div", "ilab-tip ilab-pg-tip");
   root.append(groupsBar, methodsBar, bar, gridBox, detail, tip);

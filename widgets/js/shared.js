@@ -64,15 +64,14 @@ function ilabColor(value, vmax, diverging) {
   return t >= 0 ? `rgba(230, 85, 13, ${alpha.toFixed(3)})` : `rgba(49, 130, 189, ${alpha.toFixed(3)})`;
 }
 
-/** A legend bar for a scale. */
+/** A legend bar from vmin to vmax, coloured as ilabColor colours values on the scale of `vmax`. */
 function ilabLegend(vmin, vmax, diverging) {
   const box = ilabEl("div", "ilab-legend");
-  const lo = diverging ? -vmax : 0;
-  box.appendChild(ilabEl("span", "ilab-legend-label", ilabFmt(lo)));
+  box.appendChild(ilabEl("span", "ilab-legend-label", ilabFmt(vmin)));
   const bar = ilabEl("span", "ilab-legend-bar");
   const stops = [];
   for (let i = 0; i <= 10; i++) {
-    const v = lo + ((vmax - lo) * i) / 10;
+    const v = vmin + ((vmax - vmin) * i) / 10;
     stops.push(ilabColor(v, vmax, diverging));
   }
   bar.style.background = `linear-gradient(to right, ${stops.join(", ")})`;
@@ -90,6 +89,24 @@ function ilabTokenText(tok) {
     return { text: shown, faint: true, newline };
   }
   return { text: tok.replace(/\n/g, "↵"), faint: false, newline };
+}
+
+/** A search box (untrusted text stays in its value). */
+function ilabSearchBox(placeholder, ariaLabel) {
+  const box = ilabEl("input", "ilab-search");
+  box.type = "search";
+  box.placeholder = placeholder;
+  box.setAttribute("aria-label", ariaLabel);
+  return box;
+}
+
+/** A focusable container that the arrow keys move through (role grid or listbox, with a label for screen readers). */
+function ilabFocusBox(cls, role, ariaLabel) {
+  const box = ilabEl("div", cls);
+  box.tabIndex = 0;
+  box.setAttribute("role", role);
+  box.setAttribute("aria-label", ariaLabel);
+  return box;
 }
 
 /** Stop JupyterLab from swallowing keys meant for a control inside the output. */

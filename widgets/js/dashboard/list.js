@@ -3,16 +3,11 @@
 /** The list column: search box, sort menu, count and rows. `names.name(i)` shows an id with its label. */
 function dashList(model, store, names, select) {
   const el = ilabEl("div", "ilab-dash-list");
-  const search = ilabEl("input", "ilab-search");
-  search.type = "search";
-  search.placeholder = "search latents by id or label";
-  search.setAttribute("aria-label", "search latents");
+  const search = ilabSearchBox("search latents by id or label", "search latents");
   const sortSel = ilabEl("select", "ilab-dash-sort");
   sortSel.setAttribute("aria-label", "sort latents");
   const count = ilabEl("div", "ilab-dash-count ilab-muted");
-  const rows = ilabEl("div", "ilab-dash-rows");
-  rows.setAttribute("role", "listbox");
-  rows.tabIndex = 0;
+  const rows = ilabFocusBox("ilab-dash-rows", "listbox", "latents: arrow keys move");
   el.append(search, sortSel, count, rows);
   [search, sortSel, rows].forEach(ilabKeepKeys);
   const d = model.get("d_sae");

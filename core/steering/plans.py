@@ -1,0 +1,140 @@
+"""What steering applies: vectors and SAE-latent clamps, checked against a model and grouped by site.
+
+:func:`plan` validates steering (widths, sites, finite values) before any run and groups it by
+site in forward order; :func:`steer_value` is the one function that changes a site's tensor,
+used by both execution paths (nnsight traces in ``traces.py``, torch hooks in ``hooks.py``).
+
+Clamping latent ``i`` of an SAE to ``v`` encodes the activation, sets the latent, decodes and adds
+back the reconstruction error. Decoding is linear, so that is exactly ``x + (v - a_i(x)) * W_dec[i]``:
+clamping a latent to its current value changes nothing.
+
+Example
+-------
+>>> plans = plan(model, [vec * 4.0, clamp(sae, 123, 10.0)])
+>>> [p.site.name for p in plans]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..checks import check_latent, check_number
+from ..sites import Site
+from .vectors import SteeringVector, check_direction
+
+if TYPE_CHECKING:
+    from ..model import Model
+    from ..saes.base import SAE
+
+
+@dataclass(frozen=True, eq=False)
+class Clamp:
+    """Set latent ``latent`` of ``sae`` to ``value`` at ``site`` (reconstruction error kept)."""
+
+    sae: SAE
+    latent: int
+    value: float
+    site: str
+
+
+def clamp(sae: SAE, latent: int, value: float, site: str | None = None) -> Clamp:
+    """A clamp of one SAE latent; errors for a latent id out of range or a non-finite value.
+
+    >>> clamp(sae, 123, 0.0)          # ablate latent 123
+    """
+    if not hasattr(sae, "encode") or not hasattr(sae, "W_dec"):
+        raise TypeError(f"clamp needs an interplab SAE, got {type(sae).__name__}.")
+    index = check_latent(latent, sae.d_sae)
+    site = site or sae.site
+    if not site:
+        raise ValueError("This SAE does not say which site it reads; pass site=.")
+    return Clamp(sae, index, check_number(value, "clamp value"), site)
+
+
+Steering = SteeringVector | Clamp | tuple[SteeringVector, float] | Sequence[Any]
+
+
+@dataclass
+class SitePlan:
+    """Everything applied at one site, checked against the model."""
+
+    site: Site
+    envoy: Any  # the nnsight module of the site
+    io: str
+    add_D: torch.Tensor | None = None  # sum of scale * direction
+    clamps: list[tuple[SAE, int, float, torch.Tensor]] = field(default_factory=list)
+
+
+def plan(model: Model, steering: Steering) -> list[SitePlan]:
+    """Validate steering against ``model`` and group it by site, in forward order (no model run)."""
+    if isinstance(steering, (SteeringVector, Clamp)) or (
+        isinstance(steering, tuple) and len(steering) == 2 and isinstance(steering[0], SteeringVector)
+    ):
+        items = [steering]
+    elif isinstance(steering, Sequence) and not isinstance(steering, str):
+        items = list(steering)
+    else:
+        raise TypeError(
+            "steering is a SteeringVector, a (SteeringVector, scale) pair, a clamp(...) or a list of these; "
+            f"got {type(steering).__name__}."
+        )
+    model.check_mapped()
+    plans: dict[str, SitePlan] = {}
+
+    def at(site_name: str) -> SitePlan:
+        if site_name not in plans:
+            (site,) = model.parse_sites(site_name)
+            plans[site_name] = SitePlan(site, *model.envoy(site))
+        return plans[site_name]
+
+    for i, item in enumerate(items):
+        if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], SteeringVector):
+            vec, scale = item[0], check_number(item[1], f"scale of steering[{i}]")
+        elif isinstance(item, SteeringVector):
+            vec, scale = item, item.scale
+        elif isinstance(item, Clamp):
+            item.sae.check_fits(model, item.site)
+            with torch.no_grad():
+                dir_D = check_direction(item.sae.W_dec[item.latent], f"decoder row of latent {item.latent}")
+            at(item.site).clamps.append((item.sae, item.latent, item.value, dir_D))
+            continue
+        else:
+            raise TypeError(f"steering[{i}] is a {type(item).__name__}; expected a SteeringVector, pair or clamp.")
+        vec.check_fits(model)
+        check_direction(vec.direction, f"direction of steering[{i}]")  # catches NaN written in after creation
+        p = at(vec.site)
+        delta = scale * vec.direction
+        p.add_D = delta if p.add_D is None else p.add_D + delta
+    return sorted(plans.values(), key=lambda p: p.site)
+
+
+def steer_value(x: torch.Tensor, p: SitePlan, mask_BL: torch.Tensor | None) -> torch.Tensor:
+    """The steered value of one site's tensor [B, L, D]; ``mask_BL`` limits it to some positions."""
+    out = x
+    m = None if mask_BL is None else mask_BL.to(x.device, x.dtype)[..., None]
+    for sae, latent, value, dir_D in p.clamps:
+        with torch.no_grad():
+            a = sae.encode(x.to(sae.W_enc.dtype))[..., latent : latent + 1].to(x.dtype)
+        delta = (value - a) * dir_D.to(x.device, x.dtype)
+        out = out + (delta if m is None else m * delta)
+    if p.add_D is not None:
+        add = p.add_D.to(x.device, x.dtype)
+        out = out + (add if m is None else m * add)
+    return out
+
+
+def start_mask(lengths: torch.Tensor, width: int, start: int | None, left_padded: bool) -> torch.Tensor | None:
+    """[B, width] bool: positions at or after ``start`` in each text's own tokens (None: all)."""
+    if start is None:
+        return None
+    if isinstance(start, bool) or not isinstance(start, int):
+        raise TypeError(f"start must be a token index (e.g. -1 for the last prompt token) or None, got {start!r}.")
+    if int((lengths + start).min() if start < 0 else lengths.min() - start - 1) < 0:
+        raise ValueError(f"start={start} is outside a prompt of {int(lengths.min())} tokens.")
+    pad = width - lengths if left_padded else torch.zeros_like(lengths)
+    first = pad + (lengths + start if start < 0 else start)
+    return torch.arange(width)[None, :] >= first[:, None]
