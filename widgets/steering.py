@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import traitlets
-from interplab.core.checks import check_texts
+from interplab.core.checks import check_number, check_texts
 from interplab.core.steering.hooks import stream
 from interplab.core.steering.vectors import SteeringVector, check_direction
 
@@ -139,9 +139,10 @@ class SteeringPanel(Widget):
             raise traitlets.TraitError(f"Unknown slider(s) {unknown}; the sliders are {list(self._directions)}.")
         merged = dict(self.values)
         for k, v in new.items():
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise traitlets.TraitError(f"Slider {k!r} needs a finite number, got {v!r}.")
-            merged[k] = float(v)
+            try:
+                merged[k] = check_number(v, f"slider {k!r}")
+            except (TypeError, ValueError) as err:
+                raise traitlets.TraitError(str(err)) from None
         return merged
 
     @traitlets.validate("site")

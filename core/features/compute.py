@@ -102,8 +102,7 @@ def feature_data(
     ):
         check_int(name, value, minimum=low)
     lead = 2 * context // 3 if lead is None else lead
-    if not isinstance(lead, int) or not 0 <= lead < context:
-        raise ValueError(f"lead must be an integer in 0..context-1={context - 1}, got {lead!r}.")
+    check_int("lead (an index into the context window)", lead, 0, context - 1)
     if n_tokens is not None:
         check_int("n_tokens", n_tokens, minimum=1)
     if max_batches is not None:

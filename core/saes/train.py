@@ -23,6 +23,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..atomic import atomic_path
+from ..checks import check_int, check_positive_int
 from ..data.corpus import token_windows
 from ..data.store import ActivationStore
 from ..model import Model
@@ -197,8 +198,8 @@ def train_saes(
         model_name, dims = source.name, {s: source.site_dim(s) for s in available}
     else:
         raise TypeError(f"source must be an ActivationStore, a store path or a Model, got {type(source).__name__}.")
-    if not isinstance(n_tokens, int) or n_tokens < batch_size or batch_size < 1:
-        raise ValueError(f"n_tokens must be an integer >= batch_size ({batch_size}), got {n_tokens!r}.")
+    check_positive_int("batch_size", batch_size)
+    check_int(f"n_tokens (at least one batch: >= batch_size={batch_size})", n_tokens, minimum=batch_size)
     default_site = site or (available[0] if len(available) == 1 else None)
     if default_site is None and any("site" not in spec for spec in specs):
         raise ValueError(f"This source holds several sites; pass site= (or a site per spec), one of {available}.")

@@ -532,3 +532,16 @@ def test_results_display_as_patching_grids():
     r = ilab.patching.grid(m, CLEAN, CORRUPT, metric(), site="mlp_out", positions=[-1])
     widget = DISPLAYS[ilab.patching.PatchingResult](r)
     assert isinstance(widget, ilab.widgets.PatchingGrid) and widget.result is r
+
+
+def test_grid_site_kinds_come_from_the_site_table():
+    """patching used to restate the site table; its kinds now map onto interplab.core.sites.KINDS."""
+    from interplab.core.patching.exact import ORDER, SITE_KIND, SITES, site_target
+    from interplab.core.sites import KINDS
+
+    assert [SITE_KIND.get(k, k) for k in ORDER] == list(KINDS) and set(ORDER) == set(SITES)
+    model = tiny_model("llama")
+    for kind in SITES:
+        envoy, io = site_target(model, kind, 1)
+        name = f"blocks.1.{'attn.hook_z' if kind == 'heads' else 'hook_' + kind}"
+        assert (envoy, io) == model.envoy(name)

@@ -915,7 +915,7 @@ def test_non_finite_activations_stop_training_naming_batch_and_row(tmp_path, x_a
     ("source", "specs", "kwargs", "exc", "match"),
     [
         ("store", [{"arch": "topk", "width": 16, "k": 2}], {"n_tokens": 100, "batch_size": BATCH}, ValueError,
-         r"n_tokens must be .*>= batch_size \(256\).*100"),
+         r"n_tokens \(at least one batch: >= batch_size=256\) must be an integer >= 256, got 100"),
         ("store", [{"arch": "topk", "widht": 16}], {}, ValueError, r"'widht'.*'width'"),
         ("store", [{"arch": "topk", "width": 16, "k": 2, "site": "blocks.9.hook_resid_post"}], {}, ValueError,
          r"blocks\.9\.hook_resid_post.*blocks\.0\.hook_resid_post"),
@@ -939,3 +939,27 @@ def test_bad_training_inputs(store, tmp_path, source, specs, kwargs, exc, match)
 def test_two_site_store_needs_a_site(store2):
     with pytest.raises(ValueError, match=r"several sites; pass site=.*blocks\.0\.hook_resid_post.*blocks\.1\."):
         train_saes(store2, [{"arch": "topk", "width": 16, "k": 2}], n_tokens=BATCH, batch_size=BATCH)
+
+
+def test_two_architectures_under_one_name_are_refused():
+    """The registry used to let a second class silently replace the first under the same arch name."""
+    with pytest.raises(ValueError, match=r"Two SAE architectures are named 'topk'"):
+
+        class AnotherTopK(TopKSAE):  # defining it is the test
+            arch = "topk"
+
+    from interplab.core.saes import REGISTRY
+
+    assert REGISTRY["topk"] is TopKSAE
+
+
+def test_the_trainer_and_base_class_name_no_architecture():
+    """Architecture knowledge lives in each class: defaults, validation, resampling, extra tensors."""
+    import inspect
+
+    import interplab.core.saes.base as base_mod
+
+    for module in (train_mod, base_mod):
+        source = inspect.getsource(module)
+        assert not re.search(r"\barch\s*(==|!=|in\b)|\.arch\s*(==|!=|in\b)", source), module.__name__
+    assert TopKSAE.with_defaults({}) == {"k": 32} and StandardSAE.resample_dead and not TopKSAE.resample_dead
