@@ -1,7 +1,9 @@
 """Views: plain data shaped for display (what a widget draws), prepared here so widgets stay thin.
 
 ``heatmap.py`` turns tokens and per-token values into :class:`HeatmapData` (documents, a
-deduplicated vocabulary, top features per token).
+deduplicated vocabulary, top features per token). ``colors.py`` resolves the colour scale of
+every heatmap-like widget (``scale``, ``vmin``, ``vmax``, ``center``; BOS left out), which
+``widgets/js/shared.js`` draws (``ilabColor(value, scale)``, ``ilabLegend(scale)``).
 
 Example
 -------
@@ -9,6 +11,7 @@ Example
 >>> data = heatmap_data([["The", " cat"]], torch.rand(2, 8))
 """
 
+from .colors import ColorScale, color_scale
 from .heatmap import HeatmapData, heatmap_data, heatmap_data_from_activations
 
-__all__ = ["HeatmapData", "heatmap_data", "heatmap_data_from_activations"]
+__all__ = ["ColorScale", "HeatmapData", "color_scale", "heatmap_data", "heatmap_data_from_activations"]

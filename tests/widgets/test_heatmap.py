@@ -266,7 +266,11 @@ def test_values_travel_as_binary_feature_major(values: np.ndarray) -> None:
     assert sorted(w.vocab) == sorted({t for d in DOCS for t in d}) and len(w.vocab) == len(set(w.vocab))
     assert [w.vocab[i] for i in payload_array(w.token_ids)] == [t for d in DOCS for t in d]
     assert payload_array(w.doc_starts).tolist() == [0, 4, 7, 8]
-    np.testing.assert_array_equal(payload_array(w.column_max), np.abs(values).max(0))
+    # one colour scale per column: these columns have both signs, so diverging around 0, symmetric
+    scales = payload_array(w.scales)
+    assert scales.shape == (4, 4) and (scales[:, 0] == 1).all() and (scales[:, 2] == 0).all()
+    np.testing.assert_allclose(scales[:, 3], np.abs(values).max(0))
+    np.testing.assert_allclose(scales[:, 1], -np.abs(values).max(0))
     # every column is in the browser, so it finds the top features at a token itself: nothing extra sent
     assert w.top_features == {} and w.top_values == {}
     assert w.feature == 10 and w.feature_ids == [10, 20, 30, 40] and w.labels == ["a", "b", "c", "d"]
@@ -279,7 +283,7 @@ def test_no_array_is_sent_as_a_json_list(values: np.ndarray) -> None:
 
     w = FeatureHeatmap(DOCS, values)
     state, paths, buffers = _remove_buffers(w.get_state())
-    for trait in ("values", "token_ids", "doc_starts", "column_max"):
+    for trait in ("values", "token_ids", "doc_starts", "scales"):
         assert [trait, "view"] in paths, trait
     assert sum(len(b) for b in buffers) >= 4 * values.size
     assert state["sent_columns"] == [0, 1, 2, 3]
