@@ -347,6 +347,59 @@ def test_scale(values: np.ndarray) -> None:
         TokenHeatmap(DOCS, values[:, 0], scale="log")
 
 
+def test_colour_options_per_feature_bos_left_out() -> None:
+    """vmin/vmax/center/scale on the widget; each feature gets its own scale; BOS does not set it."""
+    docs = [["<bos>", " a", " b"], ["<bos>", " c", " d"]]
+    values = np.array([[90, -668], [1, -610], [3, -300], [80, -420], [2, -57], [0.5, -500]], dtype=np.float32)
+    w = FeatureHeatmap(docs, values, labels=["act", "direction"])
+    assert payload_array(w.bos_tokens).tolist() == [0, 3]
+    first, second = w.color_scale(0), w.color_scale(1)
+    assert (first.kind, first.vmin, first.vmax) == ("sequential", 0.0, 3.0)  # not 90: BOS left out
+    assert (second.kind, second.vmin, second.vmax) == ("sequential", -610.0, -57.0)  # one sign: not all blue
+    np.testing.assert_array_equal(payload_array(w.scales), [s.to_list() for s in (first, second)])
+    w.exclude_bos = False
+    assert w.color_scale(0).vmax == 90.0 and payload_array(w.scales)[0, 3] == 90.0
+    assert w.set_scale("diverging", center=-400.0) is w
+    assert (w.scale, w.center, w.vmin, w.vmax) == ("diverging", -400.0, None, None)
+    s = w.color_scale(1)
+    assert (s.kind, s.center, s.vmin, s.vmax) == ("diverging", -400.0, -743.0, -57.0)
+    assert payload_array(w.scales)[1].tolist() == [1.0, -743.0, -400.0, -57.0]
+    w.vmax = 0.0  # one option at a time, when the result is valid
+    assert w.color_scale(1).vmax == 0.0
+    with pytest.raises(traitlets.TraitError, match=r"vmin=-100.0 must lie on its side of center=-400.0"):
+        w.vmin = -100.0
+    with pytest.raises(traitlets.TraitError, match="center=-400.0 only applies to a diverging scale"):
+        w.scale = "sequential"
+    w.set_scale()  # back to "from the data"
+    assert (w.scale, w.center, w.vmax) == ("auto", None, None)
+    with pytest.raises(ValueError, match="vmin must be below vmax"):
+        FeatureHeatmap(docs, values, vmin=5, vmax=1)
+    with pytest.raises(ValueError, match=r"feature=7 is not among the features shown"):
+        w.color_scale(7)
+    t = TokenHeatmap(docs, values[:, 1], scale="diverging", center=-400.0, vmax=0.0)
+    assert t.color_scale() == s.__class__("diverging", -743.0, 0.0, -400.0)
+
+
+def test_sae_hover_lists_the_top_latents_over_all_of_them(tmp_path, monkeypatch) -> None:
+    """The hover's top features came from the offered latents only (zeros included): now from every latent."""
+    from interplab.core.features.labels import set_label
+    from interplab.core.saes import SAE
+
+    monkeypatch.setenv("INTERPLAB_CACHE", str(tmp_path))
+    acts = hand_activations(d=6)
+    sae = SAE.create("standard", d_in=6, d_sae=16, site=acts.sites[0])
+    sae.init_weights(seed=1)
+    latents = sae.encode(acts.flat(acts.sites[0])).detach()
+    top = latents.topk(TOP_K, dim=1)
+    outside = next(int(i) for i in top.indices[0].tolist() if i not in (3, 15))
+    set_label(sae, outside, "not offered")
+    w = FeatureHeatmap(acts, sae, features=[3, 15])
+    np.testing.assert_array_equal(w.data.top_features, top.indices.numpy())
+    np.testing.assert_allclose(w.data.top_values, top.values.numpy(), rtol=1e-6)
+    np.testing.assert_array_equal(payload_array(w.top_features), top.indices.numpy())  # sent: not computable there
+    assert w.top_labels == {str(outside): "not offered"}
+
+
 def test_token_heatmap() -> None:
     w = TokenHeatmap(DOCS, torch.arange(N_TOKENS, dtype=torch.float32), label="loss")
     assert w.feature_ids == [0] and w.labels == ["loss"] and not w.show_picker
