@@ -368,7 +368,7 @@ def test_colour_options_per_feature_bos_left_out() -> None:
     assert w.color_scale(1).vmax == 0.0
     with pytest.raises(traitlets.TraitError, match=r"vmin=-100.0 must lie on its side of center=-400.0"):
         w.vmin = -100.0
-    with pytest.raises(traitlets.TraitError, match="center=-400.0 only applies to a diverging scale"):
+    with pytest.raises(traitlets.TraitError, match=r"center=-400\.0 only applies to a diverging scale"):
         w.scale = "sequential"
     w.set_scale()  # back to "from the data"
     assert (w.scale, w.center, w.vmax) == ("auto", None, None)

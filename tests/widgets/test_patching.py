@@ -37,7 +37,8 @@ def grid() -> PatchingGrid:
 def test_prompts_and_column_tokens_are_sent(grid: PatchingGrid):
     g = grid.grids[0]
     assert g["prompt"] == TOKENS and g["corrupt_prompt"] == CORRUPT
-    assert g["col_tokens"] == TOKENS and g["cols"] == ["0", "1", "2", "3", "4"]  # two " John": positions tell them apart
+    # two " John" columns: their positions tell them apart
+    assert g["col_tokens"] == TOKENS and g["cols"] == ["0", "1", "2", "3", "4"]
     assert g["corrupt_tokens"] == CORRUPT
     assert grid.grids[2]["corrupt_tokens"] == []  # heads: no token per column
 
@@ -67,7 +68,7 @@ def test_colour_scales_follow_the_options(grid: PatchingGrid):
     assert (raw.center, raw.vmax, raw.vmin) == (2.0, 12.0, -5.0)  # the lower end from the data, symmetric
     grid.set_scale("sequential")
     assert grid.color_scale().kind == "sequential" and grid.scales["exact"]["values"]["vmin"] == -5.0
-    with pytest.raises(traitlets.TraitError, match="center=1.0 only applies to a diverging scale"):
+    with pytest.raises(traitlets.TraitError, match=r"center=1\.0 only applies to a diverging scale"):
         grid.center = 1.0
     with pytest.raises(ValueError, match="vmin must be below vmax"):
         PatchingGrid(result(np.ones((2, 5))), vmin=3, vmax=1)
