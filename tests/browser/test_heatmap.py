@@ -109,8 +109,8 @@ def test_heatmap_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab_server
 
     # Hover shows the value and the top features at that token.
     spans.nth(4).hover()
-    tip = small.locator(".ilab-tip")
-    expect(tip).to_be_visible()
+    tip = page.locator(".ilab-heat-tip:visible")  # hover boxes live in the page body
+    expect(tip).to_have_count(1)
     tip_text = tip.text_content() or ""
     assert "alpha: 3" in tip_text and "beta: -1" in tip_text, tip_text
 

@@ -73,7 +73,7 @@ def test_the_browser_places_values_where_python_says(shared: Page, case):
 
 
 def test_colours_are_lighter_in_a_dark_theme(shared: Page):
-    """The strongest alpha follows --ilab-heat-alpha: 0.85 in light, 0.5 in dark (light text keeps its contrast)."""
+    """The strongest alpha follows --ilab-heat-alpha: 0.85 in light, 0.6 in dark (light text keeps its contrast)."""
     got = shared.evaluate(
         """() => {
           const out = [];
@@ -89,7 +89,7 @@ def test_colours_are_lighter_in_a_dark_theme(shared: Page):
           return out;
         }"""
     )
-    assert got == ["rgba(230, 85, 13, 0.85)", "rgba(230, 85, 13, 0.5)", "transparent"]
+    assert got == ["rgba(230, 85, 13, 0.85)", "rgba(230, 85, 13, 0.6)", "transparent"]
 
 
 def test_tip_lands_next_to_its_anchor_inside_a_contained_box(shared: Page):

@@ -158,7 +158,7 @@ function render({ model, el }) {
       const t = ilabTokenText(tok);
       const span = ilabEl("span", "ilab-steer-tok", t.text);
       span.dataset.i = String(i);
-      if (t.faint) span.classList.add("ilab-muted");
+      if (t.faint) span.classList.add("ilab-faint");
       if (i === diff) span.classList.add("ilab-steer-diff"); // where the texts part ways
       else if (diff >= 0 && i > diff) span.classList.add("ilab-steer-after");
       box.appendChild(span);
