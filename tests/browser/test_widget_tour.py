@@ -136,7 +136,7 @@ def test_tooltips_sit_next_to_what_they_describe(
 # Every element with text of its own inside the widgets (and their visible hover boxes): its colour
 # against the colour behind it (backgrounds composited from the page down), with opacities applied.
 _CONTRAST = """
-(roots) => {
+([roots, minimum]) => {
   const parse = (c) => {
     const m = c && c.match(/rgba?\\(([^)]+)\\)/);
     if (!m) return [0, 0, 0, 0];
@@ -173,14 +173,15 @@ _CONTRAST = """
       const [hi, lo] = [lum(fg), lum(bg)].sort((a, b) => b - a);
       const ratio = (hi + 0.05) / (lo + 0.05);
       checked++;
-      if (ratio < %(min)s) failures.push({text: el.textContent.slice(0, 40), cls: String(el.className.baseVal ?? el.className),
-                                          ratio: Math.round(ratio * 100) / 100, fg: fg.map(Math.round), bg: bg.map(Math.round)});
+      if (ratio >= minimum) continue;
+      failures.push({text: el.textContent.slice(0, 40), cls: String(el.className.baseVal ?? el.className),
+                     ratio: Math.round(ratio * 100) / 100, fg: fg.map(Math.round), bg: bg.map(Math.round)});
     }
   }
   const fgOfRoots = roots.map((r) => lum(parse(getComputedStyle(r).color)));
   return {checked, failures, fgOfRoots};
 }
-""" % {"min": MIN_CONTRAST}
+"""
 
 
 def _contrast(page: Page, outputs: dict[str, Locator]) -> dict[str, Any]:
@@ -191,13 +192,13 @@ def _contrast(page: Page, outputs: dict[str, Locator]) -> dict[str, Any]:
         targets.first.scroll_into_view_if_needed()
         targets.first.hover()  # its hover box counts too
         tips = page.locator(".ilab-tip:visible").element_handles()
-        report[name] = page.evaluate(_CONTRAST, roots + tips)
+        report[name] = page.evaluate(_CONTRAST, [roots + tips, MIN_CONTRAST])
         page.mouse.move(0, 0)
     return report
 
 
 def _set_theme(page: Page, theme: str, light: bool) -> None:
-    page.evaluate(f"() => {{ void window.jupyterapp.commands.execute('apputils:change-theme', {{theme: '{theme}'}}); }}")
+    page.evaluate("(theme) => { void window.jupyterapp.commands.execute('apputils:change-theme', {theme}); }", theme)
     page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{str(light).lower()}'", timeout=30_000)
     page.wait_for_timeout(500)  # the theme's stylesheet applied
 
