@@ -143,7 +143,8 @@ def test_steering_panel_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab
     kernel_eval(page, "slow = model.module.register_forward_hook(lambda *_: time.sleep(0.08))")
     out.locator("button.ilab-steer-run").click()  # the same prompt: Run starts a generation anyway
     wait_for_python(page, "panel.status", "running")
-    traced = kernel_eval(page, "for _ in range(10): logits = model.logits('the dog')\nprint(panel.status, logits.shape)")
+    code = "for _ in range(10): logits = model.logits('the dog')\nprint(panel.status, logits.shape)"
+    traced = kernel_eval(page, code)
     assert traced.startswith("running") or traced.startswith("done"), traced  # no error in this cell
     wait_done(page)
     kernel_eval(page, "slow.remove()")
