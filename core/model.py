@@ -258,6 +258,16 @@ class Model:
 
         return readout
 
+    @property
+    def readout_parts(self) -> tuple[Any, Any, float | None]:
+        """The final norm's and the unembedding's nnsight modules and the softcap (or None), for traces that need
+        more than :attr:`readout` (e.g. the unembedding rows of a few tokens: ``unembed.weight[ids]``).
+
+        Take them before the trace; they are safe inside its body.
+        """
+        family = self.check_mapped()
+        return resolve(self.nn, family.final_norm), resolve(self.nn, family.unembed), self.softcap_value
+
     def readout_modules(self) -> tuple[torch.nn.Module, torch.nn.Module]:
         """The torch modules of the final norm and the unembedding (for their weights)."""
         family = self.check_mapped()

@@ -2,7 +2,8 @@
 
 from .dashboard import FeatureDashboard
 from .heatmap import FeatureHeatmap, TokenHeatmap
+from .lens import LogitLens
 from .patching import PatchingGrid
 from .steering import SteeringPanel
 
-__all__ = ["FeatureDashboard", "FeatureHeatmap", "PatchingGrid", "SteeringPanel", "TokenHeatmap"]
+__all__ = ["FeatureDashboard", "FeatureHeatmap", "LogitLens", "PatchingGrid", "SteeringPanel", "TokenHeatmap"]
