@@ -15,6 +15,14 @@ the rest of interplab what it needs to write its own traces, publicly:
 Remote safety: a trace body must not hold a Model (a server has no interplab). Take what the
 body needs from the Model before the ``with`` (envoys, ``readout``, tensors) and use only those.
 
+Threads: nnsight runs a trace by switching between greenlets of the thread that opened it, so a
+forward of the same modules from another thread while it runs fails ("parent cannot be on a
+different thread"), in whichever trace is current. :attr:`Model.lock` (a re-entrant lock) is held
+by every nnsight trace and generation of the model, whoever writes it (they all run through its
+``interleave``), and by the torch-hook generations of steering (the SteeringPanel's worker thread):
+they take turns instead of colliding. Anything else that runs ``model.module`` from another thread
+should hold it too.
+
 Example
 -------
 >>> import interplab as ilab
@@ -28,12 +36,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import warnings
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import nnsight
 import torch
+from nnsight.intervention.envoy import Envoy
 from tqdm.auto import tqdm
 
 from .activations import Activations, pad_and_stack, pad_patterns
@@ -88,6 +99,7 @@ class Model:
 
     def __init__(self, nn: nnsight.NNsight, tokenizer: Any, *, name: str, remote: Remote = False):
         self.nn = nn
+        self.lock = _locked_runs(nn)
         self.tokenizer = tokenizer
         self.name = name
         self.remote = remote
@@ -110,6 +122,9 @@ class Model:
         self.kinds = tuple(k for k in KINDS if k != "resid_mid" or not parallel_blocks(config))
 
     # ----------------------------------------------------------------- names
+    lock: threading.RLock
+    """Held while a trace or generation of this model runs (see the module doc): ``with model.lock: ...``."""
+
     @property
     def sites(self) -> list[str]:
         """Every site name, in forward order (empty for unsupported architectures)."""
@@ -456,3 +471,40 @@ class Model:
         >>> store = model.cache("default", "blocks.6.hook_resid_post", "acts/", n_tokens=200_000)
         """
         return cache_activations(self, corpus, sites, path, **kwargs)
+
+
+
+#: The lock of each model's runs, by its torch module (never stored on the model or the module: both
+#: travel in remote requests and copies, and a lock neither pickles nor copies).
+_LOCKS: weakref.WeakKeyDictionary[torch.nn.Module, threading.RLock] = weakref.WeakKeyDictionary()
+
+
+def _locked_runs(nn: nnsight.NNsight) -> threading.RLock:
+    """The lock every run of ``nn`` holds (one per torch model, shared by every Model built on it).
+
+    nnsight runs every trace, generation and scan (local or ``remote="local"``) through
+    ``Envoy.interleave``; it is wrapped once, for all envoys, to hold the lock registered for the
+    envoy's torch module while the run is interleaved. Envoys of other models run unchanged.
+    """
+    _lock_interleave()
+    module = nn._module
+    if module not in _LOCKS:
+        _LOCKS[module] = threading.RLock()
+    return _LOCKS[module]
+
+
+def _lock_interleave() -> None:
+    run = Envoy.interleave
+    if getattr(run, "_interplab_locked", False):
+        return
+
+    def interleave(self: Envoy, *args: Any, **kwargs: Any) -> Any:
+        lock = _LOCKS.get(self.__dict__.get("_module"))
+        if lock is None:
+            return run(self, *args, **kwargs)
+        with lock:
+            return run(self, *args, **kwargs)
+
+    interleave.__doc__ = run.__doc__
+    interleave._interplab_locked = True  # type: ignore[attr-defined]
+    Envoy.interleave = interleave  # type: ignore[method-assign]

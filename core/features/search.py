@@ -1,9 +1,11 @@
 """Finding latents: which fire on a text, which promote a token, which point the same way.
 
-Logit effects come from the weights alone: a latent's decoder row, multiplied by the final
-norm's weight (Gemma's RMSNorm scales by ``1 + weight``; a LayerNorm also centres), then
-through the unembedding. The per-token normalisation is a positive scale and is left out, as
-is Gemma's final logit softcap (monotone: it would not change which tokens rank first).
+Logit effects come from the weights alone: a latent's decoder row normalised to unit length (as
+sae_vis and Neuronpedia do, so effects compare across latents and SAEs whatever the decoder's
+scale), multiplied by the final norm's weight (Gemma's RMSNorm scales by ``1 + weight``; a
+LayerNorm also centres), then through the unembedding. The per-token normalisation is a positive
+scale and is left out, as is Gemma's final logit softcap (monotone: it would not change which
+tokens rank first).
 
 Example
 -------
@@ -42,12 +44,17 @@ class RankedLatents(NamedTuple):
     values: np.ndarray  # float32
 
 
+def _unit_decoder(sae: SAE) -> torch.Tensor:
+    W = sae.W_dec.detach().float()
+    return W / W.norm(dim=1, keepdim=True).clamp_min(1e-12)
+
+
 def decoder_through_norm(sae: SAE, model: Model) -> torch.Tensor:
-    """Decoder rows as the unembedding sees them [d_sae, d_model]: times the final norm's weight."""
+    """Unit-norm decoder rows as the unembedding sees them [d_sae, d_model]: times the final norm's weight."""
     norm, _ = model.readout_modules()
-    W_dec = sae.W_dec.detach().float()
-    if W_dec.shape[1] != model.d_model:
-        raise ValueError(f"Logit effects need decoder rows of width d_model={model.d_model}; got {W_dec.shape[1]}.")
+    if sae.W_dec.shape[1] != model.d_model:
+        raise ValueError(f"Logit effects need decoder rows of width d_model={model.d_model}; got {sae.W_dec.shape[1]}.")
+    W_dec = _unit_decoder(sae)
     weight = getattr(norm, "weight", None)
     if "layernorm" in type(norm).__name__.lower() or isinstance(norm, torch.nn.LayerNorm):
         W_dec = W_dec - W_dec.mean(1, keepdim=True)  # a LayerNorm removes the mean before scaling
@@ -91,11 +98,6 @@ def logit_effects(sae: SAE, model: Model, n: int = 10, chunk: int = 8192) -> dic
         "logit_bottom_ids": bot_i.numpy().astype(np.int32),
         "logit_bottom_values": bot_v.numpy().astype(np.float32),
     }
-
-
-def _unit_decoder(sae: SAE) -> torch.Tensor:
-    W = sae.W_dec.detach().float()
-    return W / W.norm(dim=1, keepdim=True).clamp_min(1e-12)
 
 
 def all_neighbours(sae: SAE, n: int = 10, chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:

@@ -2,7 +2,9 @@
 
 ``heatmap.py`` turns tokens and per-token values into :class:`HeatmapData` (documents, a
 deduplicated vocabulary, top features per token); ``attention.py`` reads one text's attention
-patterns into :class:`AttentionData`.
+patterns into :class:`AttentionData`. ``colors.py`` resolves the colour scale of
+every heatmap-like widget (``scale``, ``vmin``, ``vmax``, ``center``; BOS left out), which
+``widgets/js/shared.js`` draws (``ilabColor(value, scale)``, ``ilabLegend(scale)``).
 
 Example
 -------
@@ -11,6 +13,15 @@ Example
 """
 
 from .attention import AttentionData, attention_data
+from .colors import ColorScale, color_scale
 from .heatmap import HeatmapData, heatmap_data, heatmap_data_from_activations
 
-__all__ = ["AttentionData", "HeatmapData", "attention_data", "heatmap_data", "heatmap_data_from_activations"]
+__all__ = [
+    "AttentionData",
+    "ColorScale",
+    "HeatmapData",
+    "attention_data",
+    "color_scale",
+    "heatmap_data",
+    "heatmap_data_from_activations",
+]
