@@ -34,6 +34,7 @@ torch.Size([1, 1, 262144])
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import warnings
@@ -46,10 +47,22 @@ import torch
 from nnsight.intervention.envoy import Envoy
 from tqdm.auto import tqdm
 
-from .activations import Activations, pad_and_stack
+from .activations import Activations, pad_and_stack, pad_patterns
 from .checks import check_positive_int, check_texts
 from .data.store import ActivationStore, cache_activations
-from .sites import MODEL_TYPES, Family, Site, family_for, parse_sites, read_site, resolve, site_module_path, site_names
+from .sites import (
+    KINDS,
+    MODEL_TYPES,
+    Family,
+    Site,
+    family_for,
+    parallel_blocks,
+    parse_sites,
+    read_site,
+    resolve,
+    site_module_path,
+    site_names,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +116,10 @@ class Model:
         self.n_heads = int(getattr(config, "num_attention_heads", getattr(config, "n_head", 0)) or 0)
         head_dim = getattr(config, "head_dim", None)
         self.d_head = int(head_dim) if head_dim else (self.d_model // self.n_heads if self.n_heads else 0)
+        d_mlp = getattr(config, "intermediate_size", None) or getattr(config, "n_inner", None)
+        self.d_mlp = int(d_mlp or 4 * self.d_model)
+        #: Site kinds this model has (blocks that run attention and MLP in parallel have no resid_mid).
+        self.kinds = tuple(k for k in KINDS if k != "resid_mid" or not parallel_blocks(config))
 
     # ----------------------------------------------------------------- names
     lock: threading.RLock
@@ -111,12 +128,31 @@ class Model:
     @property
     def sites(self) -> list[str]:
         """Every site name, in forward order (empty for unsupported architectures)."""
-        return site_names(self.n_layers) if self.family else []
+        return site_names(self.n_layers, self.kinds) if self.family else []
 
     def site_dim(self, site: str) -> int:
-        """Width of the activations at a site (``n_heads * d_head`` for ``attn.hook_z``)."""
+        """Width of the activations at a site per token.
+
+        ``n_heads * d_head`` for ``attn.hook_z``, ``d_mlp`` for ``mlp.hook_post``, ``d_model`` otherwise;
+        attention patterns are [heads, query, key] per text, not a vector per token (a ValueError).
+        """
         (parsed,) = self.parse_sites(site)
-        return self.n_heads * self.d_head if parsed.kind == "hook_z" else self.d_model
+        if parsed.kind == "pattern":
+            raise ValueError(
+                f"{parsed.name} holds attention probabilities [heads, query, key] for each text, not a vector per "
+                "token: read it with model.collect (or ilab.widgets.AttentionPattern); it cannot feed a store, "
+                "an SAE or a steering vector."
+            )
+        return {"hook_z": self.n_heads * self.d_head, "mlp_post": self.d_mlp}.get(parsed.kind, self.d_model)
+
+    def sites_of_width(self, width: int) -> list[str]:
+        """Sites holding one vector of ``width`` per token, in forward order: where a steering vector or an SAE
+        of that width fits (attention patterns are never among them).
+
+        >>> model.sites_of_width(model.d_model)[:2]
+        ['hook_embed', 'blocks.0.hook_resid_pre']
+        """
+        return [s for s in self.sites if not s.endswith("attn.hook_pattern") and self.site_dim(s) == width]
 
     def check_mapped(self) -> Family:
         """This model's site table; a clear error naming the supported model types when it has none."""
@@ -135,7 +171,11 @@ class Model:
         1
         """
         self.check_mapped()
-        return parse_sites(sites if isinstance(sites, str) else list(sites), self.n_layers)
+        why = (
+            "its blocks run attention and the MLP in parallel on the same input (use_parallel_residual), so no "
+            "residual stream lies between them; hook_resid_pre plus hook_attn_out is what attention adds"
+        )
+        return parse_sites(sites if isinstance(sites, str) else list(sites), self.n_layers, self.kinds, why)
 
     def envoy(self, site: str | Site) -> tuple[Any, str]:
         """The nnsight module of a site and whether the site is its ``"input"`` or ``"output"``.
@@ -233,6 +273,16 @@ class Model:
 
         return readout
 
+    @property
+    def readout_parts(self) -> tuple[Any, Any, float | None]:
+        """The final norm's and the unembedding's nnsight modules and the softcap (or None), for traces that need
+        more than :attr:`readout` (e.g. the unembedding rows of a few tokens: ``unembed.weight[ids]``).
+
+        Take them before the trace; they are safe inside its body.
+        """
+        family = self.check_mapped()
+        return resolve(self.nn, family.final_norm), resolve(self.nn, family.unembed), self.softcap_value
+
     def readout_modules(self) -> tuple[torch.nn.Module, torch.nn.Module]:
         """The torch modules of the final norm and the unembedding (for their weights)."""
         family = self.check_mapped()
@@ -250,13 +300,42 @@ class Model:
             sites = self.parse_sites(sites)  # type: ignore[arg-type]
         targets = [self.envoy(site) for site in sites]
         inputs = {k: v.to(self.device) for k, v in enc.items()}
-        with torch.no_grad(), self.nn.trace(inputs, **self.trace_kwargs) as tracer:
+        patterns = any(io == "weights" for _, io in targets)
+        with self.eager_attention(patterns), torch.no_grad(), self.nn.trace(inputs, **self.trace_kwargs) as tracer:
             saved = []
             for envoy, io in targets:
                 saved.append(read_site(envoy, io))
             saved = nnsight.save(saved)
             tracer.stop()
+        if patterns and any(s is None for s in saved):
+            raise RuntimeError(
+                f"The model ran attention without materialising its patterns (attn_implementation "
+                f"{getattr(self.config, '_attn_implementation', None)!r}); attn.hook_pattern needs eager attention. "
+                "A remote model must be served with attn_implementation='eager'."
+            )
         return [s.detach().to("cpu") for s in saved]
+
+    @contextlib.contextmanager
+    def eager_attention(self, needed: bool = True) -> Iterator[None]:
+        """Run attention eagerly inside the block, so that attention patterns exist (sdpa never builds them).
+
+        Local models switch back to their own implementation on exit (same values up to rounding; sdpa is
+        faster on long texts). A remote model runs as its server loaded it; nothing changes here.
+
+        >>> with model.eager_attention():
+        ...     ...   # traces reading attn.hook_pattern
+        """
+        module = self.module
+        before = getattr(getattr(module, "config", None), "_attn_implementation", None)
+        here = self.remote in (False, "local")  # the weights are in this process
+        switch = needed and here and before not in (None, "eager") and hasattr(module, "set_attn_implementation")
+        if switch:
+            module.set_attn_implementation("eager")
+        try:
+            yield
+        finally:
+            if switch:
+                module.set_attn_implementation(before)
 
     # ------------------------------------------------------------- collect
     def collect(
@@ -279,15 +358,20 @@ class Model:
                 tokens.append(enc["input_ids"][row, :n])
                 masks.append(torch.ones(n, dtype=torch.bool))
                 for site, value in zip(parsed, values, strict=True):
-                    per_site[site.name].append(value[row, :n])
+                    # a pattern is [heads, query, key]: keep the real tokens on both token axes
+                    per_site[site.name].append(value[row, :, :n, :n] if site.kind == "pattern" else value[row, :n])
         length = max(t.shape[0] for t in tokens)
         pad_id = self.tokenizer.pad_token_id or 0
+        kinds = {s.name: s.kind for s in parsed}
         return Activations(
             texts=texts,
             tokens=pad_and_stack(tokens, length, pad_id),
             mask=pad_and_stack(masks, length, False),
             str_tokens=[[self.tokenizer.decode([i]) for i in t.tolist()] for t in tokens],
-            values={name: pad_and_stack(rows, length) for name, rows in per_site.items()},
+            values={
+                name: pad_patterns(rows, length) if kinds[name] == "pattern" else pad_and_stack(rows, length)
+                for name, rows in per_site.items()
+            },
             model_name=self.name,
         )
 

@@ -139,7 +139,7 @@ class SteeringPanel(Widget):
             names=list(self._directions),
             ranges=all_ranges,
             values=dict.fromkeys(self._directions, 0.0),
-            sites=[s for s in model.sites if model.site_dim(s) == width],
+            sites=model.sites_of_width(width),
             site=site,
             temperature=float(temperature),
             seed=int(seed),

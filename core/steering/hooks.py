@@ -49,6 +49,10 @@ def _hook(p: SitePlan, state: dict[str, Any]) -> Callable[..., Any]:
     def pre(_mod: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if threading.get_ident() != state["thread"]:
             return None
+        if p.io == "stream":  # the block keeps this very tensor as its residual stream: change it in place
+            x = args[0] if args else kwargs.get("hidden_states", next(iter(kwargs.values())))
+            x.copy_(steer(x))
+            return None
         if args:
             return (steer(args[0]), *args[1:]), kwargs
         key = "hidden_states" if "hidden_states" in kwargs else next(iter(kwargs))
