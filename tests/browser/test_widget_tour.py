@@ -68,6 +68,8 @@ panel = ilab.widgets.SteeringPanel(model, {"alpha": vec}, prompt="the cat sat on
 panel.values = {"alpha": 6.0}
 panel
 """,
+    "LogitLens": "ilab.widgets.LogitLens(ilab.logit_lens(model, clean))",
+    "AttentionPattern": "ilab.widgets.AttentionPattern(model, clean)",
 }
 # What to hover in each widget's output: the first, the right-most and the last of these elements.
 TARGETS = {
@@ -76,6 +78,8 @@ TARGETS = {
     "FeatureDashboard": ".ilab-dash-tokens .ilab-tok",
     "PatchingGrid": ".ilab-pg-cell",
     "SteeringPanel": ".ilab-steer-tok",
+    "LogitLens": ".ilab-lens-cell",
+    "AttentionPattern": ".ilab-attn-from .ilab-attn-tok",
 }
 MAX_GAP_PX = 40
 MIN_CONTRAST = 4.5

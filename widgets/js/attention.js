@@ -148,7 +148,9 @@ function render({ model, el }) {
       for (const [strip, v, key] of [[fromStrip, pat[i * n + j], false], [toStrip, pat[j * n + i], true]]) {
         const span = ilabTokenSpan(t);
         span.classList.add("ilab-attn-tok");
-        span.style.background = attnColor(v, key);
+        // the shared scale behind text (its alpha follows the theme: light text keeps 4.5:1 in dark themes);
+        // keys blue, queries orange, as attnColor draws the matrix
+        span.style.background = ilabColor(key ? -v : v, { kind: "diverging", vmin: -1, center: 0, vmax: 1 });
         span.dataset.i = String(j);
         span.dataset.v = String(v);
         span.classList.toggle("ilab-attn-focus", j === i);
