@@ -99,7 +99,7 @@ class Model:
 
     def __init__(self, nn: nnsight.NNsight, tokenizer: Any, *, name: str, remote: Remote = False):
         self.nn = nn
-        self.lock = _locked_runs(nn)
+        _locked_runs(nn)  # registered by torch module: a Model holds no lock (it pickles and copies)
         self.tokenizer = tokenizer
         self.name = name
         self.remote = remote
@@ -122,8 +122,10 @@ class Model:
         self.kinds = tuple(k for k in KINDS if k != "resid_mid" or not parallel_blocks(config))
 
     # ----------------------------------------------------------------- names
-    lock: threading.RLock
-    """Held while a trace or generation of this model runs (see the module doc): ``with model.lock: ...``."""
+    @property
+    def lock(self) -> threading.RLock:
+        """Held while a trace or generation of this model runs (see the module doc): ``with model.lock: ...``."""
+        return _locked_runs(self.nn)
 
     @property
     def sites(self) -> list[str]:
