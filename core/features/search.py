@@ -177,3 +177,27 @@ def latent_activations(sae: SAE, model: Model, text: str, latents: Any = None) -
     if latents is not None:
         acts = acts[:, [int(i) for i in latents]]
     return model.to_str_tokens(enc["input_ids"][0, start:]), acts.float().numpy()
+
+
+def search_latents(data: FeatureData, query: str) -> np.ndarray:
+    """Latents a dashboard search finds, by id: an id starting with the digits typed, a label containing the
+    text, or a top token (the token at the max of one of its top examples) containing it, case and spaces
+    aside. The dashboard's search box applies the same rule in the browser (it works in exported HTML too).
+
+    >>> search_latents(data, "Sunday")     # latents whose top tokens include ' Sunday'
+    """
+    if not isinstance(query, str):
+        raise TypeError(f"query is a string, got {type(query).__name__}: {query!r}.")
+    q = query.strip().lower()
+    if not q:
+        return np.arange(data.d_sae, dtype=np.int64)
+    found = np.zeros(data.d_sae, dtype=bool)
+    if q.isdigit():
+        found |= np.char.startswith(np.arange(data.d_sae).astype(str), q)
+    for i, label in data.labels.items():
+        found[i] |= q in label.lower()
+    max_ids = np.where(data.top_max > 0, data.top_tokens[:, :, data.lead], -1)
+    hits = [t for t in np.unique(max_ids[max_ids >= 0]).tolist() if q in data.token_str(t).strip().lower()]
+    found |= np.isin(max_ids, hits).any(1)
+    return np.flatnonzero(found).astype(np.int64)
+

@@ -488,3 +488,26 @@ def test_embedded_layer6(embedded):
             ) or data.logit_top_values[best, -1] >= ranked.values[0] - 1e-4
     with pytest.raises(ValueError, match="not one"):
         latents_for_token(sae, embedded, " Parisians and Romans")
+
+
+def test_search_latents_by_id_label_and_top_token():
+    """The dashboard found ids and labels only ("Sunday" found nothing); top tokens count now."""
+    from interplab.core.features import search_latents
+
+    from tests.widgets.test_dashboard import hand_feature_data
+
+    data = hand_feature_data()  # latent i's top tokens are " tok{t}" for its context ids; latent 11 never fired
+    data.token_strings[23] = " Sunday"
+    lead = data.top_tokens[:, :, data.lead]
+    sunday = sorted({int(m) for m, j in zip(*np.nonzero(lead == 23)) if data.top_max[m, j] > 0})
+    assert sunday and search_latents(data, "Sunday").tolist() == sunday
+    assert search_latents(data, "  sUNDAY ").tolist() == sunday  # case and spaces aside
+    assert search_latents(data, "sund").tolist() == sunday  # part of a token
+    assert search_latents(data, "second").tolist() == [2]  # the label
+    assert {1, 10, 11} <= set(search_latents(data, "1").tolist())  # ids starting with the digits
+    assert set(range(data.d_sae)) == set(search_latents(data, "").tolist())
+    never = int(np.flatnonzero(data.top_max.max(1) == 0)[0])
+    data.token_strings[int(data.top_tokens[never, 0, data.lead])] = " Zanzibar"
+    assert never not in search_latents(data, "zanzibar")  # an empty example slot is no top token
+    with pytest.raises(TypeError, match="query is a string"):
+        search_latents(data, 5)
