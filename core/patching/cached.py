@@ -62,10 +62,20 @@ def new_cache(model: Model) -> Any:
 
 
 def cache_prefix(model: Model, kv: list[tuple[torch.Tensor, torch.Tensor]], p: int, repeat: int) -> Any:
-    """A fresh cache holding positions ``< p`` of every layer's keys and values, the batch tiled ``repeat`` times."""
+    """A fresh cache holding positions ``< p`` of every layer's keys and values, the batch tiled ``repeat`` times.
+
+    The layers take the tensors as they are (``update`` would copy them once more); the pass's own keys
+    are concatenated to them, never written into them.
+    """
     cache = new_cache(model)
     for layer, (k, v) in zip(cache.layers, kv, strict=True):
-        layer.update(k[:, :, :p].repeat(repeat, 1, 1, 1), v[:, :, :p].repeat(repeat, 1, 1, 1))
+        keys, values = k[:, :, :p], v[:, :, :p]
+        if repeat > 1:
+            keys, values = keys.repeat(repeat, 1, 1, 1), values.repeat(repeat, 1, 1, 1)
+        layer.lazy_initialization(keys, values)
+        layer.keys, layer.values = keys, values
+        if hasattr(layer, "cumulative_length"):  # sliding-window layers count the positions they have seen
+            layer.cumulative_length = p
     return cache
 
 
