@@ -3,9 +3,10 @@
 1. The exact residual grid (all layers x all positions, ``resid_pre``) on a randomly initialised
    GPT-2-small-sized model (12 layers, d_model 768, vocab 50257; built from its config, no download),
    with the same weights in a TransformerLens ``HookedTransformer`` (no weight processing), 16 tokens:
-   wall time of ``ilab.patching.grid`` vs ``transformer_lens.patching.get_act_patch_resid_pre`` in the
-   same process, and the max |difference| of the values. Two prompt pairs: every token different (no
-   cell can be skipped) and one token different (IOI-like: cells before it are not rerun).
+   wall time of ``ilab.patching.grid`` (cached passes, and full passes with ``reuse_cache=False``) vs
+   ``transformer_lens.patching.get_act_patch_resid_pre`` in the same process, and the max |difference|.
+   Two prompt pairs: every token different (no cell can be skipped) and one token different (IOI-like:
+   cells before it are not rerun).
 2. On the embedded Gemma 3 270M and an IOI pair: correlation of attribution grids with exact grids,
    per site kind and pooled over all of them, for plain attribution (``steps=1``) and integrated
    gradients (``steps`` 4 and 8 on the embedding path, 4 on the per-site path), with the time of each.
@@ -76,10 +77,16 @@ def versus_tl(model, tl, clean: str, corrupt: str, tl_seconds: float | None = No
     start = time.perf_counter()
     ours = ilab.patching.grid(model, clean, corrupt, metric, site="resid_pre")
     t_ours = time.perf_counter() - start
+    start = time.perf_counter()
+    full = ilab.patching.grid(model, clean, corrupt, metric, site="resid_pre", reuse_cache=False)
+    t_full = time.perf_counter() - start
+    assert np.abs(full.values - ours.values).max() < 1e-4
     if tl_seconds is not None:
         return {"n_tokens": int(ids_clean.shape[1]), "cells": int(ours.values.size), "interplab_s": round(t_ours, 3),
+                "interplab_full_passes_s": round(t_full, 3),
                 "transformer_lens_s (same cells, from the run above)": round(tl_seconds, 3),
-                "speedup": round(tl_seconds / t_ours, 2)}  # fmt: skip
+                "speedup": round(tl_seconds / t_ours, 2),
+                "speedup_full_passes": round(tl_seconds / t_full, 2)}  # fmt: skip
     start = time.perf_counter()
     with torch.no_grad():
         _, cache = tl.run_with_cache(ids_clean)
@@ -89,8 +96,10 @@ def versus_tl(model, tl, clean: str, corrupt: str, tl_seconds: float | None = No
         "n_tokens": int(ids_clean.shape[1]),
         "cells": int(ours.values.size),
         "interplab_s": round(t_ours, 3),
+        "interplab_full_passes_s": round(t_full, 3),
         "transformer_lens_s": round(t_tl, 3),
         "speedup": round(t_tl / t_ours, 2),
+        "speedup_full_passes": round(t_tl / t_full, 2),
         "max_abs_diff": float(np.abs(ours.values - theirs).max()),
         "value_range": float(np.ptp(theirs)),
     }

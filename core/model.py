@@ -48,6 +48,7 @@ from nnsight.intervention.envoy import Envoy
 from tqdm.auto import tqdm
 
 from .activations import Activations, pad_and_stack, pad_patterns
+from .attention import check_patterns, eager_attention
 from .checks import check_positive_int, check_texts
 from .data.store import ActivationStore, cache_activations
 from .sites import (
@@ -309,35 +310,18 @@ class Model:
                 saved.append(read_site(envoy, io))
             saved = nnsight.save(saved)
             tracer.stop()
-        if patterns and any(s is None for s in saved):
-            raise RuntimeError(
-                f"The model ran attention without materialising its patterns (attn_implementation "
-                f"{getattr(self.config, '_attn_implementation', None)!r}); attn.hook_pattern needs eager attention. "
-                "A remote model must be served with attn_implementation='eager'."
-            )
+        if patterns:
+            check_patterns(saved, self.config)
         return [s.detach().to("cpu") for s in saved]
 
-    @contextlib.contextmanager
-    def eager_attention(self, needed: bool = True) -> Iterator[None]:
-        """Run attention eagerly inside the block, so that attention patterns exist (sdpa never builds them).
-
-        Local models switch back to their own implementation on exit (same values up to rounding; sdpa is
-        faster on long texts). A remote model runs as its server loaded it; nothing changes here.
+    def eager_attention(self, needed: bool = True) -> contextlib.AbstractContextManager[None]:
+        """Run attention eagerly inside the block, so that patterns exist (see :mod:`interplab.core.attention`).
 
         >>> with model.eager_attention():
         ...     ...   # traces reading attn.hook_pattern
         """
-        module = self.module
-        before = getattr(getattr(module, "config", None), "_attn_implementation", None)
-        here = self.remote in (False, "local")  # the weights are in this process
-        switch = needed and here and before not in (None, "eager") and hasattr(module, "set_attn_implementation")
-        if switch:
-            module.set_attn_implementation("eager")
-        try:
-            yield
-        finally:
-            if switch:
-                module.set_attn_implementation(before)
+        here = self.remote in (False, "local")  # the weights are in this process; a server keeps its own
+        return eager_attention(self.module, needed and here)
 
     # ------------------------------------------------------------- collect
     def collect(

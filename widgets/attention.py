@@ -16,8 +16,10 @@ from typing import Any
 import numpy as np
 import traitlets
 from interplab.core.views.attention import AttentionData, attention_data
+from interplab.core.views.colors import ColorScale
 
 from ._kit import OPTIONS, Widget, array_payload, css, esm
+from .lens import probability_scale
 
 
 class AttentionPattern(Widget):
@@ -34,6 +36,9 @@ class AttentionPattern(Widget):
         Which layers to hold (all by default; one int for one layer).
     layer, head
         What to show first (default: the first layer held, head 0).
+    scale, vmin, vmax, center
+        The colour scale of the probabilities (default: sequential from 0 to 1; ``vmax=0.3`` brings out
+        weak attention); see :meth:`set_scale`.
     """
 
     _esm = esm("attention.js")
@@ -45,11 +50,14 @@ class AttentionPattern(Widget):
     layer = traitlets.Int(0).tag(sync=True)  # a layer id among `layers`
     head = traitlets.Int(0).tag(sync=True)
     selected_token = traitlets.Int(-1).tag(sync=True)  # the query token last clicked (-1 for none)
+    color_scale = traitlets.Dict().tag(sync=True)  # the resolved colour scale ({"kind", "vmin", "center", "vmax"})
 
     def __init__(
         self, source: Any, text: str | None = None, *, layers: int | Sequence[int] | None = None,
-        layer: int | None = None, head: int = 0, **kwargs: Any,
+        layer: int | None = None, head: int = 0, scale: str = "sequential", vmin: float | None = None,
+        vmax: float | None = None, center: float | None = None, **kwargs: Any,
     ) -> None:  # fmt: skip
+        colours = probability_scale(scale, vmin, vmax, center)
         if isinstance(source, AttentionData):
             data = source
         elif hasattr(source, "run_sites"):  # a Model
@@ -64,8 +72,20 @@ class AttentionPattern(Widget):
         first = data.layers[0] if layer is None else layer
         super().__init__(
             tokens=data.tokens, layers=data.layers, patterns=array_payload(data.patterns, "float32"), layer=first,
-            head=head, **kwargs,
+            head=head, color_scale=colours.to_dict(), **kwargs,
         )  # fmt: skip
+
+    def set_scale(
+        self, scale: str = "sequential", *, vmin: float | None = None, vmax: float | None = None,
+        center: float | None = None,
+    ) -> ColorScale:  # fmt: skip
+        """Recolour (see :meth:`interplab.widgets.LogitLens.set_scale`); returns the resolved scale.
+
+        >>> w.set_scale(vmax=0.3)          # weak attention shows
+        """
+        colours = probability_scale(scale, vmin, vmax, center)
+        self.color_scale = colours.to_dict()
+        return colours
 
     @traitlets.validate("layer")
     def _check_layer(self, proposal: dict[str, Any]) -> int:

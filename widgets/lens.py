@@ -17,6 +17,7 @@ import numpy as np
 import traitlets
 from interplab.core import lens as core_lens
 from interplab.core.lens import LensView, LogitLensResult
+from interplab.core.views.colors import ColorScale, check_scale_options, resolve_scale
 
 from ._kit import OPTIONS, Widget, array_payload, css, esm
 
@@ -34,6 +35,8 @@ class LogitLens(Widget):
         The token whose probability colours the cells (default: the model's prediction at the last position).
     top_k
         How many top tokens each cell keeps.
+    scale, vmin, vmax, center
+        The colour scale of the probabilities (default: sequential from 0 to 1); see :meth:`set_scale`.
     """
 
     _esm = esm("lens.js")
@@ -48,12 +51,15 @@ class LogitLens(Widget):
     colour_index = traitlets.List(traitlets.Int()).tag(sync=True)  # vocab indices that can colour the cells
     colour_probs = traitlets.Dict().tag(sync=True)  # float32 [layers, positions, len(colour_index)]
     token_id = traitlets.Int(-1).tag(sync=True)  # the token colouring the cells
+    color_scale = traitlets.Dict().tag(sync=True)  # the resolved colour scale ({"kind", "vmin", "center", "vmax"})
     selected = traitlets.List(traitlets.Int()).tag(sync=True)  # [layer, position] last clicked ([] for none)
 
     def __init__(
         self, source: LogitLensResult | LensView | Any, text: int | str = 0, *, token: str | int | None = None,
-        top_k: int = 10, **kwargs: Any,
+        top_k: int = 10, scale: str = "sequential", vmin: float | None = None, vmax: float | None = None,
+        center: float | None = None, **kwargs: Any,
     ) -> None:  # fmt: skip
+        colours = probability_scale(scale, vmin, vmax, center)
         asked = [] if token is None else [token]
         if isinstance(source, LogitLensResult):
             if not isinstance(text, int):
@@ -83,8 +89,21 @@ class LogitLens(Widget):
             tokens=view.tokens, layers=view.layers, vocab=view.candidate_tokens, vocab_ids=ids,
             top_index=array_payload(top_index, "int32"), top_probs=array_payload(view.top_probs, "float32"),
             colour_index=keep, colour_probs=array_payload(view.candidate_probs[:, :, keep], "float32"),
-            token_id=chosen, **kwargs,
+            token_id=chosen, color_scale=colours.to_dict(), **kwargs,
         )  # fmt: skip
+
+    def set_scale(
+        self, scale: str = "sequential", *, vmin: float | None = None, vmax: float | None = None,
+        center: float | None = None,
+    ) -> ColorScale:  # fmt: skip
+        """Recolour: ``scale`` "sequential" (0 to 1 unless ``vmin``/``vmax`` say otherwise) or "diverging"
+        (around ``center``, default 0.5); returns the resolved scale.
+
+        >>> w.set_scale(vmax=0.2)          # make small probabilities visible
+        """
+        colours = probability_scale(scale, vmin, vmax, center)
+        self.color_scale = colours.to_dict()
+        return colours
 
     @property
     def view(self) -> LensView:
@@ -122,6 +141,14 @@ class LogitLens(Widget):
 
     def __repr__(self) -> str:
         return f"LogitLens({len(self._view.layers)} layers x {len(self._view.tokens)} positions, token={self.token!r})"
+
+
+def probability_scale(scale: str, vmin: float | None, vmax: float | None, center: float | None) -> ColorScale:
+    """A colour scale for probabilities: the data range is 0..1 (diverging scales centre on 0.5 by default)."""
+    scale, vmin, vmax, center = check_scale_options(scale, vmin, vmax, center)
+    if scale == "diverging" and center is None:
+        center = 0.5
+    return resolve_scale(0.0, 1.0, scale, vmin, vmax, center)
 
 
 def _token_id(view: LensView, token: str | int) -> int:

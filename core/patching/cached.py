@@ -62,10 +62,20 @@ def new_cache(model: Model) -> Any:
 
 
 def cache_prefix(model: Model, kv: list[tuple[torch.Tensor, torch.Tensor]], p: int, repeat: int) -> Any:
-    """A fresh cache holding positions ``< p`` of every layer's keys and values, the batch tiled ``repeat`` times."""
+    """A fresh cache holding positions ``< p`` of every layer's keys and values, the batch tiled ``repeat`` times.
+
+    The layers take the tensors as they are (``update`` would copy them once more); the pass's own keys
+    are concatenated to them, never written into them.
+    """
     cache = new_cache(model)
     for layer, (k, v) in zip(cache.layers, kv, strict=True):
-        layer.update(k[:, :, :p].repeat(repeat, 1, 1, 1), v[:, :, :p].repeat(repeat, 1, 1, 1))
+        keys, values = k[:, :, :p], v[:, :, :p]
+        if repeat > 1:
+            keys, values = keys.repeat(repeat, 1, 1, 1), values.repeat(repeat, 1, 1, 1)
+        layer.lazy_initialization(keys, values)
+        layer.keys, layer.values = keys, values
+        if hasattr(layer, "cumulative_length"):  # sliding-window layers count the positions they have seen
+            layer.cumulative_length = p
     return cache
 
 
@@ -76,13 +86,13 @@ def full_run(
     every layer's keys and values."""
     targets = sorted((layer, ORDER.index(k), k) for layer in range(model.n_layers) for k in kinds)
     envoys = [target(model, k, layer) for layer, _, k in targets]
-    last, readout = model.block(model.n_layers - 1), model.readout
+    root, last, readout = model.nn, model.block(model.n_layers - 1), model.readout  # the body holds no Model
     inputs = {"input_ids": ids_NP.to(model.device), "attention_mask": torch.ones_like(ids_NP).to(model.device)}
-    with torch.no_grad(), model.nn.trace(inputs, cache=new_cache(model), use_cache=True, logits_to_keep=1,
-                                         **model.trace_kwargs):  # fmt: skip
+    with torch.no_grad(), root.trace(inputs, cache=new_cache(model), use_cache=True, logits_to_keep=1,
+                                     **model.trace_kwargs):  # fmt: skip
         saved = nnsight.save([read_site(envoy, io) for envoy, io in envoys])
         logits = nnsight.save(readout(read_site(last, "output")[:, -1]))
-        cache = nnsight.save(model.nn.output.cache)
+        cache = nnsight.save(root.output.cache)
     acts = {k: torch.stack([s.detach().float().cpu() for (_, _, kk), s in zip(targets, saved) if kk == k], 1)
             for k in kinds}  # fmt: skip
     kv = [(layer.keys.detach(), layer.values.detach()) for layer in cache.layers]
@@ -90,17 +100,23 @@ def full_run(
 
 
 class Passes:
-    """Runs the patched passes of one grid: the base prompts, their cache and the envoys, fetched once."""
+    """Runs the patched passes of one grid: the base prompts, their cache and the envoys, fetched once.
 
-    def __init__(self, model: Model, ids_NP: torch.Tensor, kv: list[tuple[torch.Tensor, torch.Tensor]], kind: str):
-        self.model, self.ids, self.kv, self.kind = model, ids_NP, kv, kind
+    With ``token_ids`` (the only tokens a logit-difference metric reads), rows that need no top tokens
+    are unembedded at those tokens only; their other logits stay 0.
+    """
+
+    def __init__(self, model: Model, ids_NP: torch.Tensor, kv: list[tuple[torch.Tensor, torch.Tensor]], kind: str,
+                 token_ids: torch.Tensor | None = None):  # fmt: skip
+        self.model, self.ids, self.kv, self.kind, self.token_ids = model, ids_NP, kv, kind, token_ids
         self.blocks = [model.block(j) for j in range(model.n_layers)]
-        self.readout = model.readout
+        self.readout_parts = model.readout_parts
 
-    def run(self, layer: int, start: int, rows_RpD: torch.Tensor, skip_RpD: torch.Tensor | None) -> torch.Tensor:
+    def run(self, layer: int, start: int, rows_RpD: torch.Tensor, skip_RpD: torch.Tensor | None,
+            full_R: torch.Tensor) -> torch.Tensor:  # fmt: skip
         """Final-position logits [R, vocab]: tokens ``start..`` of the tiled base prompts, the blocks before the
         patched one skipped with ``skip_RpD`` (the rows themselves when None) as their output, the site set to
-        ``rows_RpD``."""
+        ``rows_RpD``. Rows where ``full_R`` is False hold logits at ``token_ids`` only (when given)."""
         model, kind = self.model, self.kind
         repeat = len(rows_RpD) // len(self.ids)
         ids = self.ids[:, start:].repeat(repeat, 1).to(model.device)
@@ -109,17 +125,32 @@ class Passes:
         first = layer + 1 if kind == "resid_post" else layer  # the first block that runs
         inside = kind in ("heads", "attn_out", "mlp_out") or (kind == "resid_pre" and layer == 0)
         envoy, io = target(model, kind, layer) if inside else (None, "")
-        blocks, readout = self.blocks, self.readout
+        blocks, (norm, unembed, cap) = self.blocks, self.readout_parts
         rows = rows_RpD.to(model.device, model.dtype)
         skip = rows if skip_RpD is None else skip_RpD.to(model.device, model.dtype)
+        full = full_R if self.token_ids is not None else torch.ones(len(rows), dtype=torch.bool)
+        full_idx, part_idx = full.nonzero().flatten().to(model.device), (~full).nonzero().flatten().to(model.device)
+        token_ids = None if self.token_ids is None else self.token_ids.to(model.device)
         with torch.no_grad(), model.nn.trace(inputs, cache=past, use_cache=True, **model.trace_kwargs) as tracer:
             for j in range(first):
                 blocks[j].skip(skip)
             if envoy is not None:
                 write_site(envoy, io, rows)
-            logits = nnsight.save(readout(read_site(blocks[-1], "output")[:, -1]))
+            h = norm(read_site(blocks[-1], "output")[:, -1])
+            parts = [unembed(h[full_idx])]
+            if token_ids is not None and len(part_idx):
+                few = h[part_idx] @ unembed.weight[token_ids].T
+                parts.append(few if unembed.bias is None else few + unembed.bias[token_ids])
+            if cap:
+                parts = [torch.tanh(x / cap) * cap for x in parts]
+            parts = nnsight.save(parts)
             tracer.stop()
-        return logits.detach().float().cpu()
+        full_logits = parts[0].detach().float().cpu()
+        logits = torch.zeros(len(rows), full_logits.shape[-1])
+        logits[full_idx.cpu()] = full_logits
+        if len(parts) > 1:
+            logits[part_idx.cpu()[:, None], self.token_ids[None, :]] = parts[1].detach().float().cpu()
+        return logits
 
 
 def grid_cached(
@@ -142,13 +173,14 @@ def grid_cached(
     values = base_vals.mean().repeat(model.n_layers, len(cols))  # an unchanged cell is the base run
     top_ids = base_top.repeat(model.n_layers, len(cols), 1)
     top_probs = base_probs.repeat(model.n_layers, len(cols), 1)
-    passes = Passes(model, base_ids, kv, kind)
+    passes = Passes(model, base_ids, kv, kind, metric_tokens(metric))
     for layer in range(model.n_layers):
         b_NPD, s_NPD = base[kind][:, layer], src[kind][:, layer]
         for group, start in plan_passes(kind, b_NPD, s_NPD, positions, cols, model.d_head, max(1, batch // n)):
             rows = torch.cat([patched(b_NPD, s_NPD, kind, cols[c], positions, start, model.d_head) for c in group])
             skip = base["resid_pre"][:, layer, start:].repeat(len(group), 1, 1) if needs_input else None
-            logits = passes.run(layer, start, rows, skip)  # [len(group) * N, V], cell-major
+            full = (pair == 0).repeat(len(group)) if k else torch.zeros(len(group) * n, dtype=torch.bool)
+            logits = passes.run(layer, start, rows, skip, full)  # [len(group) * N, V], cell-major
             vals = metric(logits, pair.repeat(len(group))).view(len(group), n)
             values[layer, group] = vals.mean(1)
             if k:
@@ -195,3 +227,12 @@ def plan_passes(kind: str, base_NPD: torch.Tensor, src_NPD: torch.Tensor, positi
         else:
             groups.append(([c], p))
     return groups
+
+
+def metric_tokens(metric: BoundMetric) -> torch.Tensor | None:
+    """The token ids a logit-difference metric reads (None when a metric needs every logit: probabilities,
+    KL, any function)."""
+    if metric.metric.kind != "logit_diff":
+        return None
+    ids = [ids_PG[mask_PG] for ids_PG, mask_PG in metric.ids.values()]
+    return torch.unique(torch.cat(ids))

@@ -229,7 +229,7 @@ def grid(
     direction: str = "denoise",
     batch_size: int | None = None,
     top_k: int = 5,
-    reuse_cache: bool = True,
+    reuse_cache: bool | None = None,
 ) -> PatchingResult:
     """Exact activation patching over every layer and position (or head).
 
@@ -238,9 +238,12 @@ def grid(
     With several pairs the metric is averaged over them. ``site="heads"`` patches one head's
     ``attn.hook_z`` at ``positions`` (all by default) and gives a [layers, heads] grid.
 
-    With ``reuse_cache`` (the default for transformers models) each cell's pass runs only from the
-    patched layer and position on, reusing the base run's keys and values before it
-    (:mod:`.cached`); ``False`` runs every cell's prompt from its first token (the same values).
+    With ``reuse_cache`` each cell's pass runs only from the patched layer and position on, reusing the
+    base run's keys and values before it (:mod:`.cached`; a transformers ``DynamicCache`` travels with the
+    request); ``False`` runs every cell's prompt from its first token (the same values, several times the
+    work). ``None`` (default): reuse it, except on a real NDIF server (``remote=True`` or a URL), where
+    full passes are the path known to work (``remote="local"`` runs the cached path through nnsight's
+    remote serialisation).
 
     >>> r = ilab.patching.grid(model, "When Mary and John went to the store, John gave a drink to",
     ...                        "When Mary and John went to the store, Mary gave a drink to",
@@ -254,6 +257,8 @@ def grid(
     kind = site
     batch = batch_size or auto_batch_size(model, prep.n_pos)
     k = min(top_k, int(model.module.config.vocab_size) if hasattr(model.module, "config") else top_k)
+    if reuse_cache is None:
+        reuse_cache = model.remote in (False, "local")
     if reuse_cache and cached.supported(model):
         denoise = direction == "denoise"
         base_ids, src_ids = (prep.ids_corrupt, prep.ids_clean) if denoise else (prep.ids_clean, prep.ids_corrupt)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import math
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
@@ -29,6 +28,7 @@ from ..data.corpus import CorpusCount, token_windows
 from ..data.store import ActivationStore
 from ..model import Model
 from .base import SAE, SAEConfig, arch_class, provide
+from .quality import warn_quality
 
 logger = logging.getLogger(__name__)
 
@@ -353,37 +353,6 @@ def train_saes(
         sae.eval()
         warn_quality(sae, explained, dead_fraction, n_steps * batch_size)
     return saes
-
-
-#: Below this explained variance, or above this fraction of dead latents, training ends with a warning.
-MIN_EXPLAINED_VARIANCE, MAX_DEAD_FRACTION = 0.5, 0.5
-
-
-def warn_quality(sae: SAE, explained: float | None, dead_fraction: float, n_tokens: int) -> None:
-    """Warn (a UserWarning) when a trained SAE explains under half the variance or lost over half its latents.
-
-    ``explained`` is measured on the training batches of the last 10% of steps.
-    """
-    problems, advice = [], []
-    if explained is not None and explained < MIN_EXPLAINED_VARIANCE:
-        problems.append(f"explains {explained:.2f} of the variance (under {MIN_EXPLAINED_VARIANCE})")
-        advice.append("more training tokens (SAEs usually see millions)")
-        if sae.cfg.k is not None:
-            advice.append(f"a larger k than {sae.cfg.k}")
-        elif sae.cfg.l1_coefficient is not None or sae.cfg.l0_coefficient is not None:
-            advice.append("a smaller sparsity coefficient")
-    if dead_fraction > MAX_DEAD_FRACTION:
-        problems.append(f"{dead_fraction:.0%} of its {sae.d_sae} latents never fired in the last stretch")
-        advice.append(f"more training tokens, a smaller width than {sae.d_sae} or a lower lr")
-        if not type(sae).resample_dead and sae.cfg.k is None:
-            advice.append("arch='topk' or 'batchtopk', whose auxiliary loss revives dead latents")
-    if problems:
-        warnings.warn(
-            f"The {sae.cfg.arch} SAE at {sae.site}, trained on {n_tokens:,} tokens, {' and '.join(problems)}. "
-            f"What usually helps: {'; '.join(dict.fromkeys(advice))}.",
-            UserWarning,
-            stacklevel=3,
-        )
 
 
 def _save_checkpoint(

@@ -68,11 +68,12 @@ def assert_tip_near(page: Page, tip: Locator, target: Locator, slack: float = 40
 
 
 def check_lens(page: Page, out: Locator, n_pos: int) -> None:
+    """Cells drawn; a hover box next to the hovered cell; a click lists the cell's top-10."""
     cells = out.locator(".ilab-lens-cell")
     expect(cells).to_have_count(2 * n_pos, timeout=30_000)
     cell = cells.nth(n_pos + n_pos - 1)  # layer 1, last position
     cell.hover()
-    tip = out.locator(".ilab-lens-tip")
+    tip = page.locator(".ilab-lens-tip:visible")  # hover boxes live in document.body (ilabTip)
     assert_tip_near(page, tip, cell)
     assert "layer 1 · after position" in (tip.text_content() or "")
     cell.click()
@@ -80,11 +81,12 @@ def check_lens(page: Page, out: Locator, n_pos: int) -> None:
 
 
 def check_attention(page: Page, out: Locator, n_heads: int) -> None:
+    """Thumbnails drawn; hover boxes next to a token and over the matrix; a thumbnail click shows its head."""
     expect(out.locator(".ilab-attn-thumb")).to_have_count(n_heads, timeout=30_000)
     strip = out.locator(".ilab-attn-from .ilab-attn-tok")
     token = strip.nth(4)
     token.hover()
-    tip = out.locator(".ilab-attn-tip")
+    tip = page.locator(".ilab-attn-tip:visible")
     assert_tip_near(page, tip, token)
     matrix = out.locator(".ilab-attn-matrix")
     box = matrix.bounding_box()
@@ -135,6 +137,9 @@ def test_lens_and_attention_in_jupyterlab(page: Page, run_notebook: RunNotebook,
     assert max(abs(a - b) for a, b in zip(drawn, want, strict=True)) < 1e-6  # where token 5 attends, head 2
     kernel_eval(page, "attn.layer = 1")
     expect(attn_out.locator(".ilab-attn-title")).to_contain_text("L1 H2")
+    kernel_eval(page, "attn.set_scale(vmax=0.25); w.set_scale(vmax=0.05)")  # the shared colour scales
+    expect(attn_out.locator(".ilab-legend-max")).to_have_text("0.25")
+    expect(lens_out.locator(".ilab-legend-max")).to_have_text("0.05")
 
     # untrusted token text is text
     evil = cell_output_locator(page, cells[3]["index"], cells[3]["panel_id"])

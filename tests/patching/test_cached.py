@@ -104,3 +104,20 @@ def test_cells_run_only_from_their_layer_and_position(family):
     # Cached passes: layer 0, cell 9 from position 9 (5 tokens) through both blocks; layer 1, cells 9 and 10
     # share a pass from 9 (2 x 5), 11 and 12 one from 11 (2 x 3), 13 its own (1), through block 1 only.
     assert fast == 56 + 2 * 5 + (2 * 5 + 2 * 3 + 1) == 83
+
+
+def test_a_real_remote_model_runs_full_passes_unless_asked(monkeypatch):
+    """On an NDIF server (remote=True or a URL) the cached path is not the default: full passes are known to work."""
+    import interplab.core.patching.cached as cached_mod
+
+    model = tiny_model("llama")
+    monkeypatch.setattr(model, "remote", "https://ndif.example")
+    monkeypatch.setattr(type(model), "trace_kwargs", property(lambda self: {}))  # run here all the same
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the cached path ran")
+
+    monkeypatch.setattr(cached_mod, "grid_cached", refuse)
+    ilab.patching.grid(model, CLEAN[0], CORRUPT[0], ilab.patching.logit_diff(" Mary", " John"), positions=[-1])
+    with pytest.raises(AssertionError, match="cached path ran"):
+        ilab.patching.grid(model, CLEAN[0], CORRUPT[0], ilab.patching.logit_diff(" Mary", " John"), reuse_cache=True)

@@ -13,7 +13,7 @@ import warnings
 
 import interplab.core.saes.train as train_mod
 import pytest
-from interplab.core.saes import SAE
+from interplab.core.saes import SAE, quality
 
 from tests.tiny import WORDS, tiny_model
 
@@ -87,7 +87,7 @@ def test_a_good_sae_trains_without_a_warning():
     sae = SAE.create("topk", d_in=8, d_sae=16, k=4, site=SITE)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        train_mod.warn_quality(sae, 0.8, 0.1, 10_000)
-        train_mod.warn_quality(sae, None, 0.5, 10_000)  # exactly half dead: not "more than half"
+        quality.warn_quality(sae, 0.8, 0.1, 10_000)
+        quality.warn_quality(sae, None, 0.5, 10_000)  # exactly half dead: not "more than half"
     with pytest.warns(UserWarning, match=r"explains 0.49 of the variance"):
-        train_mod.warn_quality(sae, 0.49, 0.0, 10_000)
+        quality.warn_quality(sae, 0.49, 0.0, 10_000)

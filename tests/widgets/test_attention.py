@@ -63,3 +63,20 @@ def test_widget_payload_and_traits(model):
     assert from_data.layer == 1 and from_data.layers == [1]
     with pytest.raises(TypeError, match="give the text"):
         ilab.widgets.AttentionPattern(model)
+
+
+def test_colour_options_on_both_probability_views():
+    """vmin/vmax/center/scale (the shared colour scales of core/views/colors.py) on AttentionPattern and LogitLens."""
+    from tests.tiny import tiny_model
+
+    model = tiny_model("gpt2")
+    attn = ilab.widgets.AttentionPattern(model, TEXTS[0])
+    assert attn.color_scale == {"kind": "sequential", "vmin": 0.0, "center": 0.0, "vmax": 1.0}
+    assert attn.set_scale(vmax=0.3).vmax == 0.3 and attn.color_scale["vmax"] == 0.3
+    lens = ilab.widgets.LogitLens(ilab.logit_lens(model, TEXTS[0]), vmax=0.1)
+    assert lens.color_scale["vmax"] == 0.1
+    assert lens.set_scale("diverging").to_dict() == {"kind": "diverging", "vmin": 0.0, "center": 0.5, "vmax": 1.0}
+    with pytest.raises(ValueError, match="vmin must be below vmax"):
+        ilab.widgets.AttentionPattern(model, TEXTS[0], vmin=0.5, vmax=0.2)
+    with pytest.raises(ValueError, match="scale='rainbow' is not one of"):
+        lens.set_scale("rainbow")

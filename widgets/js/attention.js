@@ -2,24 +2,18 @@
 // thumbnails of every head of the layer (click one), and the tokens coloured by where the hovered
 // token attends (as a query) and what attends to it (as a key). Click a token to keep it.
 
-/** Colour for an attention probability in [0, 1] (one function: the shared colour scales replace it). */
-function attnColor(p, key) {
-  if (!(p > 0)) return "transparent";
-  const a = Math.min(1, p) * 0.9;
-  return key ? `rgba(49, 130, 189, ${a.toFixed(3)})` : `rgba(230, 85, 13, ${a.toFixed(3)})`;
+/**
+ * Colour for an attention probability on the widget's scale (the shared ilabScalePos), as a plain rgba()
+ * a canvas accepts: orange, or blue for the "attended by" strip; `alpha` is the theme's strongest alpha.
+ */
+function attnColor(p, scale, alpha, key) {
+  const t = ilabScalePos(p, ilabScale(scale));
+  if (!(Math.abs(t) >= 0.02)) return "transparent";
+  const rgb = key || t < 0 ? "49, 130, 189" : "230, 85, 13";
+  return `rgba(${rgb}, ${(alpha * Math.abs(t)).toFixed(3)})`;
 }
 
-/** Place a tooltip next to a point (client coordinates), inside the widget root (position: relative). */
-function attnPlaceTip(tip, root, x, y) {
-  const base = root.getBoundingClientRect();
-  tip.style.display = "block";
-  const w = tip.offsetWidth;
-  const left = x + 12 + w <= window.innerWidth ? x + 12 : Math.max(0, x - 12 - w);
-  tip.style.left = `${Math.round(left - base.left)}px`;
-  tip.style.top = `${Math.round(y - base.top + 12)}px`;
-}
-
-function drawPattern(canvas, pat, n, cell, light) {
+function drawPattern(canvas, pat, n, cell, light, scale, alpha) {
   // pat: Float32Array of n x n; cell: pixels per token
   canvas.width = n * cell;
   canvas.height = n * cell;
@@ -27,10 +21,10 @@ function drawPattern(canvas, pat, n, cell, light) {
   ctx.fillStyle = light ? "#ffffff" : "#111111";
   ctx.fillRect(0, 0, canvas.width, canvas.height);
   for (let q = 0; q < n; q++) {
-    for (let k = 0; k <= q && k < n; k++) {
-      const v = pat[q * n + k];
-      if (!(v > 0.004)) continue;
-      ctx.fillStyle = attnColor(v, false);
+    for (let k = 0; k < n; k++) {
+      const colour = attnColor(pat[q * n + k], scale, alpha, false);
+      if (colour === "transparent") continue;
+      ctx.fillStyle = colour;
       ctx.fillRect(k * cell, q * cell, cell, cell);
     }
   }
@@ -45,7 +39,8 @@ function render({ model, el }) {
   layerSelect.setAttribute("aria-label", "layer");
   layerBox.append(ilabEl("span", "ilab-muted", "layer "), layerSelect);
   const title = ilabEl("span", "ilab-attn-title");
-  bar.append(layerBox, title, ilabLegend(0, 1, false));
+  const legendBox = ilabEl("div", "ilab-legend-box");
+  bar.append(layerBox, title, legendBox);
   const thumbs = ilabEl("div", "ilab-attn-thumbs");
   thumbs.setAttribute("role", "listbox");
   thumbs.setAttribute("aria-label", "heads of this layer");
@@ -53,15 +48,18 @@ function render({ model, el }) {
   const rowLabels = ilabEl("div", "ilab-attn-rowlabels");
   const matrix = ilabEl("canvas", "ilab-attn-matrix");
   matrix.setAttribute("role", "img");
-  main.append(rowLabels, matrix);
+  const matrixBox = ilabEl("div", "ilab-attn-matrixbox");
+  const pointer = ilabEl("div", "ilab-attn-pointer"); // a point under the mouse for the hover box to sit next to
+  matrixBox.append(matrix, pointer);
+  main.append(rowLabels, matrixBox);
   const strips = ilabEl("div", "ilab-attn-strips");
   const fromLabel = ilabEl("div", "ilab-attn-striplabel ilab-muted");
   const fromStrip = ilabEl("div", "ilab-attn-strip ilab-attn-from");
   const toLabel = ilabEl("div", "ilab-attn-striplabel ilab-muted");
   const toStrip = ilabEl("div", "ilab-attn-strip ilab-attn-to");
   strips.append(fromLabel, fromStrip, toLabel, toStrip);
-  const tip = ilabEl("div", "ilab-tip ilab-attn-tip");
-  root.append(bar, thumbs, main, strips, tip);
+  const tip = ilabTip(root, "ilab-attn-tip");
+  root.append(bar, thumbs, main, strips);
   [layerSelect, thumbs].forEach(ilabKeepKeys);
 
   const tokens = model.get("tokens");
@@ -75,6 +73,8 @@ function render({ model, el }) {
   const headPattern = (li, h) => all.subarray(((li * nHeads + h) * n) * n, ((li * nHeads + h + 1) * n) * n);
   const current = () => headPattern(layerIndex(), model.get("head"));
   const light = () => !root.classList.contains("ilab-dark") && !ilabIsDark(model.get("scheme"));
+  const scale = () => model.get("color_scale");
+  const alpha = () => Number(getComputedStyle(root).getPropertyValue("--ilab-heat-alpha")) || 0.85;
 
   function setTrait(name, value) {
     model.set(name, value);
@@ -102,14 +102,15 @@ function render({ model, el }) {
       box.setAttribute("aria-label", `head ${h}`);
       box.classList.toggle("ilab-active", h === model.get("head"));
       const c = ilabEl("canvas", "ilab-attn-thumbcanvas");
-      drawPattern(c, headPattern(li, h), n, Math.max(1, Math.floor(64 / Math.max(1, n))) || 1, light());
+      drawPattern(c, headPattern(li, h), n, Math.max(1, Math.floor(64 / Math.max(1, n))), light(), scale(), alpha());
       box.append(c, ilabEl("span", "ilab-attn-thumblabel", `H${h}`));
       thumbs.appendChild(box);
     }
   }
 
   function drawMatrix() {
-    drawPattern(matrix, current(), n, cell, light());
+    drawPattern(matrix, current(), n, cell, light(), scale(), alpha());
+    legendBox.replaceChildren(ilabLegend(scale()));
     matrix.setAttribute("aria-label", `layer ${model.get("layer")} head ${model.get("head")}: ${n} x ${n} attention pattern`);
     title.textContent = `L${model.get("layer")} H${model.get("head")} · query ↓ attends to key →`;
     rowLabels.replaceChildren();
@@ -148,9 +149,7 @@ function render({ model, el }) {
       for (const [strip, v, key] of [[fromStrip, pat[i * n + j], false], [toStrip, pat[j * n + i], true]]) {
         const span = ilabTokenSpan(t);
         span.classList.add("ilab-attn-tok");
-        // the shared scale behind text (its alpha follows the theme: light text keeps 4.5:1 in dark themes);
-        // keys blue, queries orange, as attnColor draws the matrix
-        span.style.background = ilabColor(key ? -v : v, { kind: "diverging", vmin: -1, center: 0, vmax: 1 });
+        span.style.background = attnColor(v, scale(), alpha(), key);
         span.dataset.i = String(j);
         span.dataset.v = String(v);
         span.classList.toggle("ilab-attn-focus", j === i);
@@ -180,10 +179,8 @@ function render({ model, el }) {
     const i = focusToken();
     const pat = current();
     hovered = j;
-    tip.textContent = `${JSON.stringify(tokens[j])} (position ${j})\nattends to ${JSON.stringify(tokens[i])}: ${ilabFmt(pat[j * n + i])}` +
-      `\n${JSON.stringify(tokens[i])} attends to it: ${ilabFmt(pat[i * n + j])}`;
-    const r = span.getBoundingClientRect();
-    attnPlaceTip(tip, root, r.left, r.bottom - 8);
+    tip.show(span, `${JSON.stringify(tokens[j])} (position ${j})\nattends to ${JSON.stringify(tokens[i])}: ${ilabFmt(pat[j * n + i])}` +
+      `\n${JSON.stringify(tokens[i])} attends to it: ${ilabFmt(pat[i * n + j])}`);
   }
 
   strips.addEventListener("mouseover", (e) => {
@@ -200,7 +197,7 @@ function render({ model, el }) {
   });
   strips.addEventListener("mouseleave", () => {
     hovered = -1;
-    tip.style.display = "none";
+    tip.hide();
     drawMatrix();
     drawStrips();
   });
@@ -214,11 +211,12 @@ function render({ model, el }) {
     const k = Math.floor(((e.clientX - r.left) * scale) / cell);
     const q = Math.floor(((e.clientY - r.top) * scale) / cell);
     if (q < 0 || k < 0 || q >= n || k >= n) return;
-    tip.textContent = `query ${JSON.stringify(tokens[q])} (${q}) → key ${JSON.stringify(tokens[k])} (${k})\n` +
-      `attention ${ilabFmt(current()[q * n + k])}`;
-    attnPlaceTip(tip, root, e.clientX, e.clientY);
+    pointer.style.left = `${e.clientX - r.left}px`;
+    pointer.style.top = `${e.clientY - r.top}px`;
+    tip.show(pointer, `query ${JSON.stringify(tokens[q])} (${q}) → key ${JSON.stringify(tokens[k])} (${k})\n` +
+      `attention ${ilabFmt(current()[q * n + k])}`);
   });
-  matrix.addEventListener("mouseleave", () => (tip.style.display = "none"));
+  matrix.addEventListener("mouseleave", () => tip.hide());
   matrix.addEventListener("click", (e) => {
     const r = matrix.getBoundingClientRect();
     const q = Math.floor(((e.clientY - r.top) * (matrix.height / r.height || 1)) / cell);
@@ -237,9 +235,10 @@ function render({ model, el }) {
   });
   layerSelect.addEventListener("change", () => setTrait("layer", Number(layerSelect.value)));
 
-  return ilabListen(
+  const stop = ilabListen(
     model,
     {
+      "change:color_scale": drawAll,
       "change:head": drawHead,
       "change:layer": () => {
         layerSelect.value = String(model.get("layer"));
@@ -255,6 +254,10 @@ function render({ model, el }) {
     },
     drawAll,
   );
+  return () => {
+    stop();
+    tip.remove();
+  };
 }
 
 export default { render };

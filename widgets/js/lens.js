@@ -1,22 +1,6 @@
 // LogitLens: layers x positions; each cell the top next token and its probability, coloured by the
 // probability of a chosen token; hover for the cell's top tokens, click to keep them.
 
-/** Cell colour for a probability in [0, 1] (one function: the shared colour scales replace it). */
-function lensColor(p) {
-  return ilabColor(p, 1, false);
-}
-
-/** Place a tooltip next to an element, inside the widget root (which is position: relative). */
-function lensPlaceTip(tip, root, target) {
-  const r = target.getBoundingClientRect();
-  const base = root.getBoundingClientRect();
-  tip.style.display = "block";
-  const w = tip.offsetWidth;
-  const right = r.right - base.left + 6;
-  const fitsRight = r.right + 6 + w <= window.innerWidth;
-  tip.style.left = `${Math.round(fitsRight ? right : Math.max(0, r.left - base.left - w - 6))}px`;
-  tip.style.top = `${Math.round(r.top - base.top)}px`;
-}
 
 function render({ model, el }) {
   const root = ilabEl("div", "ilab-lens");
@@ -30,8 +14,8 @@ function render({ model, el }) {
   bar.append(pickLabel, legendBox);
   const grid = ilabFocusBox("ilab-lens-grid", "grid", "logit lens: arrow keys move, Enter selects");
   const detail = ilabEl("div", "ilab-lens-detail");
-  const tip = ilabEl("div", "ilab-tip ilab-lens-tip");
-  root.append(bar, grid, detail, tip);
+  const tip = ilabTip(root, "ilab-lens-tip");
+  root.append(bar, grid, detail);
   [picker, grid].forEach(ilabKeepKeys);
 
   let cells = [];
@@ -115,10 +99,10 @@ function render({ model, el }) {
   function recolour() {
     for (const cell of cells) {
       const v = colourProb(Number(cell.dataset.l), Number(cell.dataset.p));
-      cell.style.background = lensColor(v);
+      cell.style.background = ilabColor(v, model.get("color_scale"));
       cell.dataset.v = String(v);
     }
-    legendBox.replaceChildren(ilabLegend(0, 1, false));
+    legendBox.replaceChildren(ilabLegend(model.get("color_scale")));
     picker.value = String(model.get("token_id"));
   }
 
@@ -177,11 +161,10 @@ function render({ model, el }) {
 
   grid.addEventListener("mouseover", (e) => {
     const cell = e.target.closest(".ilab-lens-cell");
-    if (!cell) return;
-    tip.textContent = describe(Number(cell.dataset.l), Number(cell.dataset.p));
-    lensPlaceTip(tip, root, cell);
+    if (!cell) return tip.hide();
+    tip.show(cell, describe(Number(cell.dataset.l), Number(cell.dataset.p)));
   });
-  grid.addEventListener("mouseleave", () => (tip.style.display = "none"));
+  grid.addEventListener("mouseleave", () => tip.hide());
   grid.addEventListener("click", (e) => {
     const cell = e.target.closest(".ilab-lens-cell");
     if (cell) select(cell);
@@ -212,11 +195,21 @@ function render({ model, el }) {
     markSelected();
   }
 
-  return ilabListen(
+  const stop = ilabListen(
     model,
-    { "change:token_id": recolour, "change:selected": markSelected, "change:scheme": drawAll, "change:top_index": drawAll },
+    {
+      "change:token_id": recolour,
+      "change:color_scale": recolour,
+      "change:selected": markSelected,
+      "change:scheme": drawAll,
+      "change:top_index": drawAll,
+    },
     drawAll,
   );
+  return () => {
+    stop();
+    tip.remove();
+  };
 }
 
 export default { render };
