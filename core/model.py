@@ -314,14 +314,18 @@ class Model:
             check_patterns(saved, self.config)
         return [s.detach().to("cpu") for s in saved]
 
-    def eager_attention(self, needed: bool = True) -> contextlib.AbstractContextManager[None]:
+    @contextlib.contextmanager
+    def eager_attention(self, needed: bool = True) -> Iterator[None]:
         """Run attention eagerly inside the block, so that patterns exist (see :mod:`interplab.core.attention`).
+
+        The switch holds :attr:`lock`: another thread's run (a SteeringPanel generating) never sees it.
 
         >>> with model.eager_attention():
         ...     ...   # traces reading attn.hook_pattern
         """
         here = self.remote in (False, "local")  # the weights are in this process; a server keeps its own
-        return eager_attention(self.module, needed and here)
+        with self.lock if needed and here else contextlib.nullcontext(), eager_attention(self.module, needed and here):
+            yield
 
     # ------------------------------------------------------------- collect
     def collect(
