@@ -3,14 +3,21 @@
 1. The exact residual grid (all layers x all positions, ``resid_pre``) on a randomly initialised
    GPT-2-small-sized model (12 layers, d_model 768, vocab 50257; built from its config, no download),
    with the same weights in a TransformerLens ``HookedTransformer`` (no weight processing), 16 tokens:
-   wall time of ``ilab.patching.grid`` vs ``transformer_lens.patching.get_act_patch_resid_pre`` in the
-   same process, and the max |difference| of the values. Two prompt pairs: every token different (no
-   cell can be skipped) and one token different (IOI-like: cells before it are not rerun).
+   wall time of ``ilab.patching.grid`` (cached passes, and full passes with ``reuse_cache=False``) vs
+   ``transformer_lens.patching.get_act_patch_resid_pre`` in the same process, and the max |difference|.
+   Two prompt pairs: every token different (no cell can be skipped) and one token different (IOI-like:
+   cells before it are not rerun).
 2. On the embedded Gemma 3 270M and an IOI pair: correlation of attribution grids with exact grids,
    per site kind and pooled over all of them, for plain attribution (``steps=1``) and integrated
    gradients (``steps`` 4 and 8 on the embedding path, 4 on the per-site path), with the time of each.
+3. The IOI grid of ``nbs/04`` on the embedded model (8 pairs, 18 layers x 15 positions, ``resid_pre``, and
+   the 18 x 4 heads grid): forward-equivalents per cell, i.e. the grid's time divided by (cells x the time of
+   one forward of the 8-pair batch, ``model.logits`` of the clean prompts, measured in the same run), for the
+   cached passes (the default) and full passes (``reuse_cache=False``, the previous path), with the largest
+   difference between their values.
 
-Prints one JSON object. Run: ``python bench/bench_patching.py [--small] [--skip-tl]`` (``--skip-tl``: only part 2).
+Prints one JSON object. Run: ``python bench/bench_patching.py [--small] [--skip-tl] [--grid-only]``
+(``--skip-tl``: parts 2 and 3; ``--grid-only``: part 3).
 """
 
 from __future__ import annotations
@@ -70,10 +77,16 @@ def versus_tl(model, tl, clean: str, corrupt: str, tl_seconds: float | None = No
     start = time.perf_counter()
     ours = ilab.patching.grid(model, clean, corrupt, metric, site="resid_pre")
     t_ours = time.perf_counter() - start
+    start = time.perf_counter()
+    full = ilab.patching.grid(model, clean, corrupt, metric, site="resid_pre", reuse_cache=False)
+    t_full = time.perf_counter() - start
+    assert np.abs(full.values - ours.values).max() < 1e-4
     if tl_seconds is not None:
         return {"n_tokens": int(ids_clean.shape[1]), "cells": int(ours.values.size), "interplab_s": round(t_ours, 3),
+                "interplab_full_passes_s": round(t_full, 3),
                 "transformer_lens_s (same cells, from the run above)": round(tl_seconds, 3),
-                "speedup": round(tl_seconds / t_ours, 2)}  # fmt: skip
+                "speedup": round(tl_seconds / t_ours, 2),
+                "speedup_full_passes": round(tl_seconds / t_full, 2)}  # fmt: skip
     start = time.perf_counter()
     with torch.no_grad():
         _, cache = tl.run_with_cache(ids_clean)
@@ -83,8 +96,10 @@ def versus_tl(model, tl, clean: str, corrupt: str, tl_seconds: float | None = No
         "n_tokens": int(ids_clean.shape[1]),
         "cells": int(ours.values.size),
         "interplab_s": round(t_ours, 3),
+        "interplab_full_passes_s": round(t_full, 3),
         "transformer_lens_s": round(t_tl, 3),
         "speedup": round(t_tl / t_ours, 2),
+        "speedup_full_passes": round(t_tl / t_full, 2),
         "max_abs_diff": float(np.abs(ours.values - theirs).max()),
         "value_range": float(np.ptp(theirs)),
     }
@@ -142,14 +157,50 @@ def attribution_vs_exact(sites: tuple[str, ...], runs: tuple[tuple[int, str], ..
     return out
 
 
+def embedded_ioi_grid(n_pairs: int = 8, sites: tuple[str, ...] = ("resid_pre", "heads")) -> dict:
+    """Forward-equivalents per cell of the exact IOI grids on the embedded model, cached vs full passes."""
+    model = ilab.load_model()
+    pairs = ilab.patching.ioi(model, n=n_pairs)
+    ilab.patching.grid(model, pairs, site="resid_pre", positions=[-1])  # warm-up
+    t_fwd = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        model.logits(pairs.clean)
+        t_fwd = min(t_fwd, time.perf_counter() - start)
+    out: dict = {"pairs": n_pairs, "tokens": len(model.to_str_tokens(pairs.clean[0])),
+                 "forward_of_the_batch_s": round(t_fwd, 3)}  # fmt: skip
+    for site in sites:
+        timed = {}
+        for name, reuse in (("cached", True), ("full_passes", False)):
+            start = time.perf_counter()
+            timed[name] = ilab.patching.grid(model, pairs, site=site, reuse_cache=reuse)
+            timed[name + "_s"] = time.perf_counter() - start
+        cells = timed["cached"].values.size
+        out[site] = {
+            "cells": int(cells),
+            "cached_s": round(timed["cached_s"], 2),
+            "full_passes_s": round(timed["full_passes_s"], 2),
+            "forward_equivalents_per_cell": round(timed["cached_s"] / (cells * t_fwd), 3),
+            "forward_equivalents_per_cell_full_passes": round(timed["full_passes_s"] / (cells * t_fwd), 3),
+            "speedup": round(timed["full_passes_s"] / timed["cached_s"], 2),
+            "max_abs_diff": float(np.abs(timed["cached"].values - timed["full_passes"].values).max()),
+            "value_range": float(np.ptp(timed["full_passes"].values)),
+        }
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--small", action="store_true", help="a 4-layer, d_model 256 model; two sites on Gemma")
-    parser.add_argument("--skip-tl", action="store_true", help="only the embedded-model attribution part")
+    parser.add_argument("--skip-tl", action="store_true", help="only the embedded-model parts")
+    parser.add_argument("--grid-only", action="store_true", help="only the embedded IOI grid cost")
     args = parser.parse_args()
     sites = ("resid_pre", "heads") if args.small else ilab.patching.SITES
+    if args.grid_only:
+        print(json.dumps({"threads": torch.get_num_threads(), "embedded_ioi_grid": embedded_ioi_grid()}, indent=1))
+        return
     if args.skip_tl:
-        print(json.dumps({"threads": torch.get_num_threads(),
+        print(json.dumps({"threads": torch.get_num_threads(), "embedded_ioi_grid": embedded_ioi_grid(),
                           "embedded_ioi_attribution_vs_exact": attribution_vs_exact(sites)}, indent=1))  # fmt: skip
         return
     size = (4, 256, 4, 50257) if args.small else (12, 768, 12, 50257)
@@ -167,6 +218,7 @@ def main() -> None:
     }
     tl_s = result["resid_pre_all_tokens_differ"]["transformer_lens_s"]
     result["resid_pre_one_token_differs"] = versus_tl(model, tl, " ".join(clean_words), " ".join(one_diff), tl_s)
+    result["embedded_ioi_grid"] = embedded_ioi_grid()
     result["embedded_ioi_attribution_vs_exact"] = attribution_vs_exact(sites)
     print(json.dumps(result, indent=1))
 

@@ -26,7 +26,8 @@ class Activations:
     tokens: torch.Tensor  # [batch, pos] int64
     mask: torch.Tensor  # [batch, pos] bool
     str_tokens: list[list[str]]
-    values: dict[str, torch.Tensor] = field(default_factory=dict)  # site -> [batch, pos, d]
+    values: dict[str, torch.Tensor] = field(default_factory=dict)  # site -> [batch, pos, d] ([batch, heads, pos, pos]
+    # for attention patterns)
     model_name: str = ""
 
     @property
@@ -53,6 +54,11 @@ class Activations:
 
     def flat(self, site: str) -> torch.Tensor:
         """The site's activations as [n_tokens, d], padding removed, row-major by text."""
+        if site.endswith("attn.hook_pattern"):
+            raise ValueError(
+                f"{site} is [batch, heads, query, key], not one vector per token: index it per text instead, "
+                f"e.g. acts[{site!r}][0, head, :n, :n] for a text of n tokens."
+            )
         return self[site][self.mask]
 
     def flat_tokens(self) -> torch.Tensor:
@@ -73,4 +79,12 @@ def pad_and_stack(rows: list[torch.Tensor], length: int, value: float | int = 0)
     out = rows[0].new_full((len(rows), length, *rows[0].shape[1:]), value)
     for i, row in enumerate(rows):
         out[i, : row.shape[0]] = row
+    return out
+
+
+def pad_patterns(rows: list[torch.Tensor], length: int) -> torch.Tensor:
+    """Zero-pad each [heads, n, n] attention pattern to [heads, length, length] and stack them."""
+    out = rows[0].new_zeros((len(rows), rows[0].shape[0], length, length))
+    for i, row in enumerate(rows):
+        out[i, :, : row.shape[1], : row.shape[2]] = row
     return out

@@ -20,6 +20,7 @@ Example
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,18 +32,38 @@ from .checks import single_token_id
 Answer = str | int | set[str | int] | frozenset[str | int] | Sequence[Any]
 
 
+def _token_id(tokenizer: Any, answer: str | int, what: str) -> int:
+    """:func:`single_token_id`, warning when a bare word was given whose spaced form is one token.
+
+    After a word the next token usually starts with a space (``" Paris"``, not ``"Paris"``), so a bare
+    answer is most often a slip that measures the wrong token.
+    """
+    token = single_token_id(tokenizer, answer, what)
+    if isinstance(answer, str) and answer[:1].isalnum():
+        spaced = tokenizer(" " + answer, add_special_tokens=False)["input_ids"]
+        if len(spaced) == 1 and spaced[0] != token and spaced[0] != getattr(tokenizer, "unk_token_id", None):
+            warnings.warn(
+                f"{what} {answer!r} has no leading space, but {' ' + answer!r} is one token too: after a word the "
+                f"model predicts {' ' + answer!r}. Pass {' ' + answer!r} unless you mean the bare token "
+                "(e.g. at the start of a line).",
+                UserWarning,
+                stacklevel=5,
+            )
+    return token
+
+
 def _group(tokenizer: Any, answer: Any, what: str) -> list[int]:
     """One answer (a token, or a set of tokens) as its token ids."""
     if isinstance(answer, (set, frozenset)):
         if not answer:
             raise ValueError(f"{what} is an empty set; give at least one token.")
-        return sorted(single_token_id(tokenizer, a, what) for a in answer)
+        return sorted(_token_id(tokenizer, a, what) for a in answer)
     if answer is None or not isinstance(answer, (str, int)):
         raise TypeError(
             f"{what} must be a token (a string or an id), a set of tokens or a list of them (one per pair); "
             f"got {type(answer).__name__}: {answer!r}."
         )
-    return [single_token_id(tokenizer, answer, what)]
+    return [_token_id(tokenizer, answer, what)]
 
 
 def _ids_per_pair(tokenizer: Any, answer: Answer, n_pairs: int | None, what: str) -> tuple[torch.Tensor, torch.Tensor]:

@@ -15,6 +15,14 @@ the rest of interplab what it needs to write its own traces, publicly:
 Remote safety: a trace body must not hold a Model (a server has no interplab). Take what the
 body needs from the Model before the ``with`` (envoys, ``readout``, tensors) and use only those.
 
+Threads: nnsight runs a trace by switching between greenlets of the thread that opened it, so a
+forward of the same modules from another thread while it runs fails ("parent cannot be on a
+different thread"), in whichever trace is current. :attr:`Model.lock` (a re-entrant lock) is held
+by every nnsight trace and generation of the model, whoever writes it (they all run through its
+``interleave``), and by the torch-hook generations of steering (the SteeringPanel's worker thread):
+they take turns instead of colliding. Anything else that runs ``model.module`` from another thread
+should hold it too.
+
 Example
 -------
 >>> import interplab as ilab
@@ -26,19 +34,36 @@ torch.Size([1, 1, 262144])
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import warnings
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import nnsight
 import torch
+from nnsight.intervention.envoy import Envoy
 from tqdm.auto import tqdm
 
-from .activations import Activations, pad_and_stack
+from .activations import Activations, pad_and_stack, pad_patterns
+from .attention import check_patterns, eager_attention
 from .checks import check_positive_int, check_texts
 from .data.store import ActivationStore, cache_activations
-from .sites import MODEL_TYPES, Family, Site, family_for, parse_sites, read_site, resolve, site_module_path, site_names
+from .sites import (
+    KINDS,
+    MODEL_TYPES,
+    Family,
+    Site,
+    family_for,
+    parallel_blocks,
+    parse_sites,
+    read_site,
+    resolve,
+    site_module_path,
+    site_names,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +100,7 @@ class Model:
 
     def __init__(self, nn: nnsight.NNsight, tokenizer: Any, *, name: str, remote: Remote = False):
         self.nn = nn
+        _locked_runs(nn)  # registered by torch module: a Model holds no lock (it pickles and copies)
         self.tokenizer = tokenizer
         self.name = name
         self.remote = remote
@@ -91,17 +117,45 @@ class Model:
         self.n_heads = int(getattr(config, "num_attention_heads", getattr(config, "n_head", 0)) or 0)
         head_dim = getattr(config, "head_dim", None)
         self.d_head = int(head_dim) if head_dim else (self.d_model // self.n_heads if self.n_heads else 0)
+        d_mlp = getattr(config, "intermediate_size", None) or getattr(config, "n_inner", None)
+        self.d_mlp = int(d_mlp or 4 * self.d_model)
+        #: Site kinds this model has (blocks that run attention and MLP in parallel have no resid_mid).
+        self.kinds = tuple(k for k in KINDS if k != "resid_mid" or not parallel_blocks(config))
 
     # ----------------------------------------------------------------- names
     @property
+    def lock(self) -> threading.RLock:
+        """Held while a trace or generation of this model runs (see the module doc): ``with model.lock: ...``."""
+        return _locked_runs(self.nn)
+
+    @property
     def sites(self) -> list[str]:
         """Every site name, in forward order (empty for unsupported architectures)."""
-        return site_names(self.n_layers) if self.family else []
+        return site_names(self.n_layers, self.kinds) if self.family else []
 
     def site_dim(self, site: str) -> int:
-        """Width of the activations at a site (``n_heads * d_head`` for ``attn.hook_z``)."""
+        """Width of the activations at a site per token.
+
+        ``n_heads * d_head`` for ``attn.hook_z``, ``d_mlp`` for ``mlp.hook_post``, ``d_model`` otherwise;
+        attention patterns are [heads, query, key] per text, not a vector per token (a ValueError).
+        """
         (parsed,) = self.parse_sites(site)
-        return self.n_heads * self.d_head if parsed.kind == "hook_z" else self.d_model
+        if parsed.kind == "pattern":
+            raise ValueError(
+                f"{parsed.name} holds attention probabilities [heads, query, key] for each text, not a vector per "
+                "token: read it with model.collect (or ilab.widgets.AttentionPattern); it cannot feed a store, "
+                "an SAE or a steering vector."
+            )
+        return {"hook_z": self.n_heads * self.d_head, "mlp_post": self.d_mlp}.get(parsed.kind, self.d_model)
+
+    def sites_of_width(self, width: int) -> list[str]:
+        """Sites holding one vector of ``width`` per token, in forward order: where a steering vector or an SAE
+        of that width fits (attention patterns are never among them).
+
+        >>> model.sites_of_width(model.d_model)[:2]
+        ['hook_embed', 'blocks.0.hook_resid_pre']
+        """
+        return [s for s in self.sites if not s.endswith("attn.hook_pattern") and self.site_dim(s) == width]
 
     def check_mapped(self) -> Family:
         """This model's site table; a clear error naming the supported model types when it has none."""
@@ -120,7 +174,11 @@ class Model:
         1
         """
         self.check_mapped()
-        return parse_sites(sites if isinstance(sites, str) else list(sites), self.n_layers)
+        why = (
+            "its blocks run attention and the MLP in parallel on the same input (use_parallel_residual), so no "
+            "residual stream lies between them; hook_resid_pre plus hook_attn_out is what attention adds"
+        )
+        return parse_sites(sites if isinstance(sites, str) else list(sites), self.n_layers, self.kinds, why)
 
     def envoy(self, site: str | Site) -> tuple[Any, str]:
         """The nnsight module of a site and whether the site is its ``"input"`` or ``"output"``.
@@ -218,6 +276,16 @@ class Model:
 
         return readout
 
+    @property
+    def readout_parts(self) -> tuple[Any, Any, float | None]:
+        """The final norm's and the unembedding's nnsight modules and the softcap (or None), for traces that need
+        more than :attr:`readout` (e.g. the unembedding rows of a few tokens: ``unembed.weight[ids]``).
+
+        Take them before the trace; they are safe inside its body.
+        """
+        family = self.check_mapped()
+        return resolve(self.nn, family.final_norm), resolve(self.nn, family.unembed), self.softcap_value
+
     def readout_modules(self) -> tuple[torch.nn.Module, torch.nn.Module]:
         """The torch modules of the final norm and the unembedding (for their weights)."""
         family = self.check_mapped()
@@ -235,13 +303,29 @@ class Model:
             sites = self.parse_sites(sites)  # type: ignore[arg-type]
         targets = [self.envoy(site) for site in sites]
         inputs = {k: v.to(self.device) for k, v in enc.items()}
-        with torch.no_grad(), self.nn.trace(inputs, **self.trace_kwargs) as tracer:
+        patterns = any(io == "weights" for _, io in targets)
+        with self.eager_attention(patterns), torch.no_grad(), self.nn.trace(inputs, **self.trace_kwargs) as tracer:
             saved = []
             for envoy, io in targets:
                 saved.append(read_site(envoy, io))
             saved = nnsight.save(saved)
             tracer.stop()
+        if patterns:
+            check_patterns(saved, self.config)
         return [s.detach().to("cpu") for s in saved]
+
+    @contextlib.contextmanager
+    def eager_attention(self, needed: bool = True) -> Iterator[None]:
+        """Run attention eagerly inside the block, so that patterns exist (see :mod:`interplab.core.attention`).
+
+        The switch holds :attr:`lock`: another thread's run (a SteeringPanel generating) never sees it.
+
+        >>> with model.eager_attention():
+        ...     ...   # traces reading attn.hook_pattern
+        """
+        here = self.remote in (False, "local")  # the weights are in this process; a server keeps its own
+        with self.lock if needed and here else contextlib.nullcontext(), eager_attention(self.module, needed and here):
+            yield
 
     # ------------------------------------------------------------- collect
     def collect(
@@ -264,15 +348,20 @@ class Model:
                 tokens.append(enc["input_ids"][row, :n])
                 masks.append(torch.ones(n, dtype=torch.bool))
                 for site, value in zip(parsed, values, strict=True):
-                    per_site[site.name].append(value[row, :n])
+                    # a pattern is [heads, query, key]: keep the real tokens on both token axes
+                    per_site[site.name].append(value[row, :, :n, :n] if site.kind == "pattern" else value[row, :n])
         length = max(t.shape[0] for t in tokens)
         pad_id = self.tokenizer.pad_token_id or 0
+        kinds = {s.name: s.kind for s in parsed}
         return Activations(
             texts=texts,
             tokens=pad_and_stack(tokens, length, pad_id),
             mask=pad_and_stack(masks, length, False),
             str_tokens=[[self.tokenizer.decode([i]) for i in t.tolist()] for t in tokens],
-            values={name: pad_and_stack(rows, length) for name, rows in per_site.items()},
+            values={
+                name: pad_patterns(rows, length) if kinds[name] == "pattern" else pad_and_stack(rows, length)
+                for name, rows in per_site.items()
+            },
             model_name=self.name,
         )
 
@@ -372,3 +461,40 @@ class Model:
         >>> store = model.cache("default", "blocks.6.hook_resid_post", "acts/", n_tokens=200_000)
         """
         return cache_activations(self, corpus, sites, path, **kwargs)
+
+
+
+#: The lock of each model's runs, by its torch module (never stored on the model or the module: both
+#: travel in remote requests and copies, and a lock neither pickles nor copies).
+_LOCKS: weakref.WeakKeyDictionary[torch.nn.Module, threading.RLock] = weakref.WeakKeyDictionary()
+
+
+def _locked_runs(nn: nnsight.NNsight) -> threading.RLock:
+    """The lock every run of ``nn`` holds (one per torch model, shared by every Model built on it).
+
+    nnsight runs every trace, generation and scan (local or ``remote="local"``) through
+    ``Envoy.interleave``; it is wrapped once, for all envoys, to hold the lock registered for the
+    envoy's torch module while the run is interleaved. Envoys of other models run unchanged.
+    """
+    _lock_interleave()
+    module = nn._module
+    if module not in _LOCKS:
+        _LOCKS[module] = threading.RLock()
+    return _LOCKS[module]
+
+
+def _lock_interleave() -> None:
+    run = Envoy.interleave
+    if getattr(run, "_interplab_locked", False):
+        return
+
+    def interleave(self: Envoy, *args: Any, **kwargs: Any) -> Any:
+        lock = _LOCKS.get(self.__dict__.get("_module"))
+        if lock is None:
+            return run(self, *args, **kwargs)
+        with lock:
+            return run(self, *args, **kwargs)
+
+    interleave.__doc__ = run.__doc__
+    interleave._interplab_locked = True  # type: ignore[attr-defined]
+    Envoy.interleave = interleave  # type: ignore[method-assign]

@@ -19,24 +19,49 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-#: Site kinds in the order they run inside one block.
-KINDS = ("resid_pre", "hook_z", "attn_out", "mlp_out", "resid_post")
+#: Site kinds in the order they run: the embedding, then inside each block.
+KINDS = ("embed", "resid_pre", "hook_z", "pattern", "attn_out", "resid_mid", "mlp_post", "mlp_out", "resid_post")
+#: Kinds that exist once per block (``embed`` is once per model).
+BLOCK_KINDS = KINDS[1:]
 _HOOK_SUFFIX = {
+    "embed": "hook_embed",
     "resid_pre": "hook_resid_pre",
+    "pattern": "attn.hook_pattern",
     "hook_z": "attn.hook_z",
     "attn_out": "hook_attn_out",
+    "resid_mid": "hook_resid_mid",
+    "mlp_post": "mlp.hook_post",
     "mlp_out": "hook_mlp_out",
     "resid_post": "hook_resid_post",
 }
-_SITE_RE = re.compile(r"^blocks\.(\d+)\.(hook_resid_pre|hook_resid_post|hook_mlp_out|hook_attn_out|attn\.hook_z)$")
+_SUFFIX_KIND = {v: k for k, v in _HOOK_SUFFIX.items()}
+_SITE_RE = re.compile(r"^(?:blocks\.(\d+)\.([\w.]+)|(hook_embed))$")
+#: TransformerLens hook names interplab does not map (read them through ``model.nn``).
+_TL_UNMAPPED = re.compile(
+    r"^(?:blocks\.\d+\.)?(?:attn\.hook_(?:q|k|v|attn_scores|result|rot_q|rot_k)|mlp\.hook_(?:pre|pre_linear)"
+    r"|ln\w*\.hook_(?:scale|normalized)|hook_(?:attn_in|q_input|k_input|v_input|mlp_in)"
+    r"|hook_pos_embed|hook_tokens)$"
+)
+#: What each site holds, for messages and docs.
+DESCRIPTIONS = {
+    "embed": "the token embedding as the model adds it to the residual stream",
+    "resid_pre": "the residual stream entering the block",
+    "pattern": "attention probabilities [heads, query, key] (read-only)",
+    "hook_z": "per-head attention values before the output projection, heads x head-dim flattened",
+    "attn_out": "the attention output added to the residual stream",
+    "resid_mid": "the residual stream between attention and the MLP",
+    "mlp_post": "MLP neurons: the activation entering the down projection",
+    "mlp_out": "the MLP output added to the residual stream",
+    "resid_post": "the residual stream leaving the block",
+}
 
 
 @dataclass(frozen=True)
 class Family:
     """Where each site lives in one architecture family's module tree.
 
-    Paths are relative to the block (``layers``) except ``layers``, ``final_norm``
-    and ``unembed``, which are relative to the model root.
+    Paths are relative to the block (``layers``) except ``layers``, ``embed``, ``final_norm`` and
+    ``unembed``, which are relative to the model root.
     """
 
     name: str
@@ -45,22 +70,33 @@ class Family:
     mlp_out: str
     o_proj: str  # the attention output projection; its input is hook_z
     final_norm: str
+    embed: str  # the token embedding; its output is hook_embed
+    attn: str  # the attention module; the second element of its output is the pattern (eager attention)
+    mlp_norm: str  # the norm before the MLP; its input is the residual stream between attention and MLP
+    down_proj: str  # the MLP's down projection; its input is mlp.hook_post
     unembed: str = "lm_head"
 
 
 FAMILIES: dict[str, Family] = {
-    "gpt2": Family("gpt2", "transformer.h", "attn", "mlp", "attn.c_proj", "transformer.ln_f"),
-    "gemma": Family(
-        "gemma",
-        "model.layers",
-        "post_attention_layernorm",
-        "post_feedforward_layernorm",
-        "self_attn.o_proj",
-        "model.norm",
+    "gpt2": Family(
+        "gpt2", "transformer.h", "attn", "mlp", "attn.c_proj", "transformer.ln_f",
+        embed="transformer.wte", attn="attn", mlp_norm="ln_2", down_proj="mlp.c_proj",
     ),
-    "llama": Family("llama", "model.layers", "self_attn", "mlp", "self_attn.o_proj", "model.norm"),
-    "neox": Family("neox", "gpt_neox.layers", "attention", "mlp", "attention.dense", "gpt_neox.final_layer_norm"),
-}
+    "gemma": Family(
+        "gemma", "model.layers", "post_attention_layernorm", "post_feedforward_layernorm", "self_attn.o_proj",
+        "model.norm", embed="model.embed_tokens", attn="self_attn", mlp_norm="pre_feedforward_layernorm",
+        down_proj="mlp.down_proj",
+    ),
+    "llama": Family(
+        "llama", "model.layers", "self_attn", "mlp", "self_attn.o_proj", "model.norm",
+        embed="model.embed_tokens", attn="self_attn", mlp_norm="post_attention_layernorm", down_proj="mlp.down_proj",
+    ),
+    "neox": Family(
+        "neox", "gpt_neox.layers", "attention", "mlp", "attention.dense", "gpt_neox.final_layer_norm",
+        embed="gpt_neox.embed_in", attn="attention", mlp_norm="post_attention_layernorm",
+        down_proj="mlp.dense_4h_to_h",
+    ),
+}  # fmt: skip
 
 #: Hugging Face ``config.model_type`` -> family name.
 MODEL_TYPES: dict[str, str] = {
@@ -88,6 +124,14 @@ def family_for(model_type: str) -> Family:
         ) from None
 
 
+def parallel_blocks(config: Any) -> bool:
+    """Whether blocks run attention and the MLP in parallel on one input (GPT-NeoX ``use_parallel_residual``).
+
+    Such blocks have no residual stream between attention and the MLP, so no ``hook_resid_mid``.
+    """
+    return bool(getattr(config, "use_parallel_residual", False))
+
+
 @dataclass(frozen=True, order=True)
 class Site:
     """One parsed site. Sorting gives the order sites run in the forward pass."""
@@ -99,47 +143,61 @@ class Site:
 
 
 def site_name(layer: int, kind: str) -> str:
-    """The name of the site of ``kind`` (one of :data:`KINDS`) at block ``layer``.
+    """The name of the site of ``kind`` (one of :data:`KINDS`) at block ``layer`` (ignored for ``embed``).
 
     >>> site_name(3, "hook_z")
     'blocks.3.attn.hook_z'
     """
     if kind not in _HOOK_SUFFIX:
         raise ValueError(f"Unknown site kind {kind!r}; kinds are {KINDS}.")
-    return f"blocks.{layer}.{_HOOK_SUFFIX[kind]}"
+    return _HOOK_SUFFIX[kind] if kind == "embed" else f"blocks.{layer}.{_HOOK_SUFFIX[kind]}"
 
 
-def site_names(n_layers: int) -> list[str]:
-    """All site names of a model with ``n_layers`` blocks, in forward order."""
-    return [site_name(layer, k) for layer in range(n_layers) for k in KINDS]
+def site_names(n_layers: int, kinds: tuple[str, ...] = KINDS) -> list[str]:
+    """All site names of a model with ``n_layers`` blocks, in forward order (only the ``kinds`` given)."""
+    head = [site_name(0, "embed")] if "embed" in kinds else []
+    return head + [site_name(layer, k) for layer in range(n_layers) for k in BLOCK_KINDS if k in kinds]
 
 
-def parse_site(name: str, n_layers: int) -> Site:
-    """Parse and validate a site name; the error lists the closest valid names."""
+def parse_site(name: str, n_layers: int, kinds: tuple[str, ...] = KINDS, why_missing: str = "") -> Site:
+    """Parse and validate a site name; the error lists the closest valid names.
+
+    ``kinds`` are the kinds this model has; ``why_missing`` explains a kind it lacks.
+    """
     if not isinstance(name, str):
         raise TypeError(f"A site is a string like 'blocks.0.hook_resid_post', got {type(name).__name__}: {name!r}")
     match = _SITE_RE.match(name)
-    if match is None or int(match.group(1)) >= n_layers:
-        valid = site_names(n_layers)
+    kind = "embed" if match and match.group(3) else _SUFFIX_KIND.get(match.group(2)) if match else None
+    layer = int(match.group(1)) if match and match.group(1) else 0
+    if kind is not None and kind not in kinds:
+        raise ValueError(f"{name!r} does not exist in this model: {why_missing or 'it has no ' + kind + ' site'}.")
+    if kind is None or layer >= n_layers:
+        valid = site_names(n_layers, kinds)
+        shape = (
+            f"Valid sites are hook_embed and blocks.{{0..{n_layers - 1}}}."
+            f"{{{', '.join(_HOOK_SUFFIX[k] for k in BLOCK_KINDS if k in kinds)}}}"
+        )
+        if _TL_UNMAPPED.match(name):
+            raise ValueError(
+                f"{name!r} is a TransformerLens hook that interplab does not map. Read it through model.nn, the "
+                f"nnsight model (print(model.nn) lists its modules; e.g. model.nn.<module>.output inside a trace). "
+                f"{shape}."
+            )
         close = difflib.get_close_matches(name, valid, n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise ValueError(
-            f"Unknown site {name!r}.{hint} Valid sites are blocks.{{0..{n_layers - 1}}}."
-            "{hook_resid_pre, attn.hook_z, hook_attn_out, hook_mlp_out, hook_resid_post}; "
-            f"for example {valid[:5]}."
-        )
-    layer = int(match.group(1))
-    kind = next(k for k, suffix in _HOOK_SUFFIX.items() if suffix == match.group(2))
+        raise ValueError(f"Unknown site {name!r}.{hint} {shape}; for example {valid[1:6]}.")
     return Site(layer=layer, rank=KINDS.index(kind), kind=kind, name=name)
 
 
-def parse_sites(names: str | list[str] | tuple[str, ...], n_layers: int) -> list[Site]:
+def parse_sites(
+    names: str | list[str] | tuple[str, ...], n_layers: int, kinds: tuple[str, ...] = KINDS, why_missing: str = ""
+) -> list[Site]:
     """Parse one or many site names, dropping repeats, sorted in forward order."""
     if isinstance(names, str):
         names = [names]
     if not isinstance(names, (list, tuple)) or not names:
         raise ValueError(f"Give at least one site name, got {names!r}.")
-    return sorted({parse_site(n, n_layers) for n in names})
+    return sorted({parse_site(n, n_layers, kinds, why_missing) for n in names})
 
 
 def resolve(root: object, path: str) -> object:
@@ -151,7 +209,15 @@ def resolve(root: object, path: str) -> object:
 
 
 def site_module_path(family: Family, site: Site) -> tuple[str, str]:
-    """The module path for a site and whether its value is that module's input or output."""
+    """The module path for a site and how its value is read there.
+
+    ``"input"`` / ``"output"``: the module's input or output (first element of a tuple);
+    ``"weights"``: the second element of the attention module's output (the pattern; read-only);
+    ``"stream"``: the module's input, which the block also keeps as its residual stream, so it is
+    written in place (``hook_resid_mid`` at the norm before the MLP).
+    """
+    if site.kind == "embed":
+        return family.embed, "output"
     block = f"{family.layers}.{site.layer}"
     if site.kind == "resid_pre":
         return block, "input"
@@ -159,18 +225,44 @@ def site_module_path(family: Family, site: Site) -> tuple[str, str]:
         return block, "output"
     if site.kind == "hook_z":
         return f"{block}.{family.o_proj}", "input"
+    if site.kind == "pattern":
+        return f"{block}.{family.attn}", "weights"
+    if site.kind == "resid_mid":
+        return f"{block}.{family.mlp_norm}", "stream"
+    if site.kind == "mlp_post":
+        return f"{block}.{family.down_proj}", "input"
     sub = family.attn_out if site.kind == "attn_out" else family.mlp_out
     return f"{block}.{sub}", "output"
 
 
 def read_site(envoy: Any, io: str) -> Any:
     """A site's tensor inside an nnsight trace (the first element when the module returns a tuple)."""
+    if io == "weights":
+        return envoy.output[1]
     value = envoy.output if io == "output" else envoy.input
     return value[0] if isinstance(value, tuple) else value
 
 
 def write_site(envoy: Any, io: str, value: Any) -> None:
-    """Replace a site's tensor inside a trace, keeping the rest of a tuple output; the batch may change size."""
+    """Replace a site's tensor inside a trace, keeping the rest of a tuple output; the batch may change size.
+
+    A ``"stream"`` site is written in place (the block keeps that tensor as its residual stream), so
+    its shape cannot change; attention patterns (``"weights"``) cannot be written.
+    """
+    if io == "weights":
+        raise ValueError(
+            "Attention patterns (attn.hook_pattern) can be read, not written: the attention output is computed "
+            "from them inside the attention module. Write attn.hook_z or hook_attn_out instead."
+        )
+    if io == "stream":
+        current = envoy.input
+        if tuple(current.shape) != tuple(value.shape):
+            raise ValueError(
+                f"hook_resid_mid is written in place, so its shape {tuple(current.shape)} cannot change to "
+                f"{tuple(value.shape)}; write hook_attn_out (the same point of the residual stream) instead."
+            )
+        current[...] = value
+        return
     if io == "input":
         envoy.input = value
         return

@@ -14,11 +14,11 @@ from interplab.core.activations import Activations
 from interplab.core.data import ActivationStore, default_corpus
 from interplab.core.evals import SAEEvaluation, evaluate
 from interplab.core.features import FeatureData, feature_data
-from interplab.core.lens import logit_lens
+from interplab.core.lens import LogitLensResult, logit_lens
 from interplab.core.loading import load_model
 from interplab.core.model import Model
 from interplab.core.saes import SAE
-from interplab.core.views import HeatmapData, heatmap_data
+from interplab.core.views import AttentionData, HeatmapData, attention_data, heatmap_data
 from interplab.export import export_html
 from interplab.extension import load_ipython_extension, unload_ipython_extension
 
@@ -27,11 +27,14 @@ __all__ = [
     "SAE",
     "ActivationStore",
     "Activations",
+    "AttentionData",
     "FeatureData",
     "HeatmapData",
+    "LogitLensResult",
     "Model",
     "SAEEvaluation",
     "__version__",
+    "attention_data",
     "default_corpus",
     "evaluate",
     "export_html",

@@ -62,3 +62,41 @@ def test_a_metric_scores_steering_sweeps_and_patching_grids_alike():
     res = ilab.steering.sweep(model, vec, [0.0, 1.0], metric, neutral_texts=prompts, prompts=prompts)
     assert res.metric[0] == pytest.approx(clean, abs=1e-6) and res.metric_name == "logit_diff"
     assert isinstance(metric.bind(model.tokenizer, 2), BoundMetric)
+
+
+def _bpe_tokenizer():
+    """A byte-level BPE tokenizer trained here, in which "Paris" and " Paris" are two different single tokens."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tk = Tokenizer(models.BPE())
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    lines = ["Paris is big. Rome is old. I saw Paris and Rome.", "Paris", "Rome", "to the cat and the dog"] * 50
+    trainer = trainers.BpeTrainer(vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tk.train_from_iterator(lines, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tk)
+
+
+def test_a_bare_word_answer_warns_when_the_spaced_word_is_one_token():
+    """Before: logit_diff("Paris", "Rome") measured the start-of-line tokens, silently (issue 12, item 10)."""
+    import warnings
+
+    tok = _bpe_tokenizer()
+    ids = {w: tok(w, add_special_tokens=False)["input_ids"] for w in ("Paris", " Paris", "Rome", " Rome")}
+    assert all(len(v) == 1 for v in ids.values()) and ids["Paris"] != ids[" Paris"], ids
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        bound = ilab.metrics.logit_diff("Paris", "Rome").on(tok)
+    messages = [str(w.message) for w in got]
+    assert len(messages) == 2 and all(w.category is UserWarning for w in got), messages
+    assert "answer 'Paris' has no leading space, but ' Paris' is one token too" in messages[0]
+    assert "wrong answer 'Rome' has no leading space" in messages[1]
+    assert bound.ids["answer"][0].tolist() == [ids["Paris"]]  # the bare token is still what was asked for
+    with pytest.warns(UserWarning, match="'Paris' has no leading space"):
+        ilab.metrics.prob({"Paris", " Rome"}).on(tok)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ilab.metrics.logit_diff(" Paris", " Rome").on(tok)  # spaced answers: no warning
+        ilab.metrics.prob(".").on(tok)  # punctuation is not a word
+        ilab.metrics.logit_diff("cat", "dog").on(tiny_tokenizer())  # a word-level tokenizer: " cat" is "cat"

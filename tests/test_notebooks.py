@@ -27,3 +27,22 @@ def test_notebook_runs(path: Path):
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert code and all(c.execution_count for c in code)
     assert not any(o.get("output_type") == "error" for c in code for o in c.outputs)
+
+
+def test_files_the_docs_cite_are_in_the_repository():
+    """A path named in a notebook's text, README.md or ARCHITECTURE.md (``folder/file.ext``) exists in the repository.
+
+    Before: nbs/04 cited ``research/embedded-model.md``, a note outside the repository (issue 12, item 10).
+    """
+    import json
+    import re
+
+    root = NBS.parent
+    cited = re.compile(r"`([\w.-]+(?:/[\w.-]+)+\.\w+)`|\]\(((?!https?:)[^)#\s]+/[^)#\s]+)\)")
+    texts = {p.name: p.read_text(encoding="utf-8") for p in (root / "README.md", root / "ARCHITECTURE.md")}
+    for path in NOTEBOOKS:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        texts[path.name] = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    missing = [(name, m.group(1) or m.group(2)) for name, text in texts.items() for m in cited.finditer(text)
+               if not (root / (m.group(1) or m.group(2))).exists()]  # fmt: skip
+    assert not missing, missing

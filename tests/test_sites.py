@@ -9,14 +9,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import nnsight
 import pytest
 import torch
+from transformers import AutoModelForCausalLM
 
 import interplab as ilab
 from tests.tiny import TEXTS, tiny_hf_model, tiny_model, tiny_tokenizer
 
 ATOL = 1e-5
 SUFFIXES = ("hook_resid_pre", "attn.hook_z", "hook_attn_out", "hook_mlp_out", "hook_resid_post")
+#: Sites added in issue 12, with the five above: in forward order within a block.
+ALL_SUFFIXES = ("hook_resid_pre", "attn.hook_z", "attn.hook_pattern", "hook_attn_out", "hook_resid_mid",
+                "mlp.hook_post", "hook_mlp_out", "hook_resid_post")  # fmt: skip
 PADDING_TEXTS = [*TEXTS, "a dog ran"]  # lengths 7, 15, 10, 4: both batches of 2 hold padding
 
 
@@ -29,19 +34,26 @@ class HFPaths:
     mlp: str
     o_proj: str  # relative to the block
     final_norm: str
+    embed: str  # the token embedding (relative to the root)
+    mlp_norm: str  # the norm in front of the MLP (relative to the block); its input is the stream after attention
+    down_proj: str  # the MLP's last linear map (relative to the block)
     post_attn_norm: str | None = None  # Gemma: applied to attn's output before the residual add
     post_mlp_norm: str | None = None
 
 
 HF_PATHS = {
-    "gpt2": HFPaths("transformer.h", "attn", "mlp", "attn.c_proj", "transformer.ln_f"),
+    "gpt2": HFPaths("transformer.h", "attn", "mlp", "attn.c_proj", "transformer.ln_f", "transformer.wte", "ln_2",
+                    "mlp.c_proj"),
     "gemma3": HFPaths(
-        "model.layers", "self_attn", "mlp", "self_attn.o_proj", "model.norm",
+        "model.layers", "self_attn", "mlp", "self_attn.o_proj", "model.norm", "model.embed_tokens",
+        "pre_feedforward_layernorm", "mlp.down_proj",
         post_attn_norm="post_attention_layernorm", post_mlp_norm="post_feedforward_layernorm",
     ),
-    "llama": HFPaths("model.layers", "self_attn", "mlp", "self_attn.o_proj", "model.norm"),
-    "neox": HFPaths("gpt_neox.layers", "attention", "mlp", "attention.dense", "gpt_neox.final_layer_norm"),
-}
+    "llama": HFPaths("model.layers", "self_attn", "mlp", "self_attn.o_proj", "model.norm", "model.embed_tokens",
+                     "post_attention_layernorm", "mlp.down_proj"),
+    "neox": HFPaths("gpt_neox.layers", "attention", "mlp", "attention.dense", "gpt_neox.final_layer_norm",
+                    "gpt_neox.embed_in", "post_attention_layernorm", "mlp.dense_4h_to_h"),
+}  # fmt: skip
 
 
 def _first(x):
@@ -49,8 +61,9 @@ def _first(x):
 
 
 def fresh_hf(family: str, model: ilab.Model) -> torch.nn.Module:
-    """A fresh HF model with the same weights as ``model`` (same seed), untouched by nnsight."""
-    hf = tiny_hf_model(family)
+    """A fresh HF model with the same weights as ``model`` (same seed and config), untouched by nnsight."""
+    hf = AutoModelForCausalLM.from_config(model.module.config).eval()
+    hf.load_state_dict(tiny_hf_model(family).state_dict())
     theirs = model.module.state_dict()
     for name, value in hf.state_dict().items():
         assert torch.equal(value, theirs[name]), f"weights differ at {name}"
@@ -60,8 +73,9 @@ def fresh_hf(family: str, model: ilab.Model) -> torch.nn.Module:
 def hf_reference(family: str, hf: torch.nn.Module, enc: dict) -> dict:
     """Every site's value from a plain HF forward, plus raw per-layer module outputs.
 
-    Returns ``{site name: tensor}`` and, under ``("raw_attn", L)``, the attention module's
-    output before any post-norm.
+    Returns ``{site name: tensor}`` and, under ``("raw_attn", L)`` and ``("raw_mlp", L)``, the attention
+    and MLP modules' outputs before any post-norm. Patterns come from ``output_attentions`` of a run with
+    eager attention (the only implementation that builds them).
     """
     paths = HF_PATHS[family]
     got: dict = {}
@@ -73,6 +87,7 @@ def hf_reference(family: str, hf: torch.nn.Module, enc: dict) -> dict:
         return lambda mod, args, out: got.__setitem__(key, _first(out).detach().clone())
 
     blocks = hf.get_submodule(paths.blocks)
+    handles.append(hf.get_submodule(paths.embed).register_forward_hook(keep("embed")))
     for layer, block in enumerate(blocks):
         handles.append(block.register_forward_hook(keep(("block", layer))))
         handles.append(block.get_submodule(paths.attn).register_forward_hook(keep(("attn", layer))))
@@ -80,16 +95,22 @@ def hf_reference(family: str, hf: torch.nn.Module, enc: dict) -> dict:
         handles.append(
             block.get_submodule(paths.o_proj).register_forward_pre_hook(keep(("z", layer), pre=True))
         )
+        handles.append(block.get_submodule(paths.mlp_norm).register_forward_pre_hook(keep(("mid", layer), pre=True)))
+        handles.append(block.get_submodule(paths.down_proj).register_forward_pre_hook(keep(("post", layer), pre=True)))
+    before = hf.config._attn_implementation
+    hf.set_attn_implementation("eager")
     try:
         with torch.no_grad():
-            hidden = hf(**enc, output_hidden_states=True).hidden_states
+            out = hf(**enc, output_hidden_states=True, output_attentions=True)
     finally:
+        hf.set_attn_implementation(before)
         for h in handles:
             h.remove()
+    hidden = out.hidden_states
 
     n = len(blocks)
-    assert len(hidden) == n + 1
-    ref = {}
+    assert len(hidden) == n + 1 and len(out.attentions) == n
+    ref = {"hook_embed": got["embed"]}
     with torch.no_grad():
         for layer, block in enumerate(blocks):
             attn, mlp = got[("attn", layer)], got[("mlp", layer)]
@@ -104,7 +125,11 @@ def hf_reference(family: str, hf: torch.nn.Module, enc: dict) -> dict:
             ref[f"blocks.{layer}.hook_attn_out"] = attn
             ref[f"blocks.{layer}.hook_mlp_out"] = mlp
             ref[f"blocks.{layer}.attn.hook_z"] = got[("z", layer)]
+            ref[f"blocks.{layer}.attn.hook_pattern"] = out.attentions[layer]
+            ref[f"blocks.{layer}.hook_resid_mid"] = got[("mid", layer)]
+            ref[f"blocks.{layer}.mlp.hook_post"] = got[("post", layer)]
             ref[("raw_attn", layer)] = got[("attn", layer)]
+            ref[("raw_mlp", layer)] = got[("mlp", layer)]
         # The hooked last-block output really is the residual stream HF normalises.
         final = hf.get_submodule(paths.final_norm)(got[("block", n - 1)])
         torch.testing.assert_close(final, hidden[-1], atol=ATOL, rtol=0)
@@ -116,15 +141,21 @@ def collect_all(model: ilab.Model, texts=TEXTS, **kwargs) -> ilab.Activations:
 
 
 def assert_real_close(acts: ilab.Activations, site: str, expected: torch.Tensor, atol=ATOL):
-    """Compare a site at real (non-padding) tokens only."""
+    """Compare a site at real (non-padding) tokens only (patterns: real query and key tokens of each text)."""
     got = acts[site]
     assert got.shape == expected.shape, (site, got.shape, expected.shape)
+    if site.endswith("hook_pattern"):
+        for i, n in enumerate(acts.mask.sum(1).tolist()):
+            torch.testing.assert_close(got[i, :, :n, :n], expected[i, :, :n, :n], atol=atol, rtol=0, msg=site)
+            assert not got[i, :, n:].any() and not got[i, :, :, n:].any(), "padding is zero"
+        return
     torch.testing.assert_close(got[acts.mask], expected[acts.mask], atol=atol, rtol=0, msg=site)
 
 
 # ------------------------------------------------------------------ site names
-def test_sites_list(model):
-    expected = [f"blocks.{layer}.{s}" for layer in range(2) for s in SUFFIXES]
+def test_sites_list(model, family):
+    suffixes = [s for s in ALL_SUFFIXES if not (family == "neox" and s == "hook_resid_mid")]  # parallel blocks
+    expected = ["hook_embed"] + [f"blocks.{layer}.{s}" for layer in range(2) for s in suffixes]
     assert model.sites == expected
     assert model.n_layers == 2
 
@@ -254,8 +285,14 @@ def test_padding_does_not_change_real_tokens(model):
         assert torch.equal(batched.tokens[i, :n], single.tokens[0])
         assert batched.str_tokens[i] == single.str_tokens[0] == model.to_str_tokens(PADDING_TEXTS[i])
     for site in model.sites:
+        pattern = site.endswith("hook_pattern")  # [batch, heads, query, key]: padded on both token axes
         for i, (single, n) in enumerate(zip(alone, lengths, strict=True)):
-            torch.testing.assert_close(batched[site][i, :n], single[site][0], atol=ATOL, rtol=0, msg=site)
+            got = batched[site][i, :, :n, :n] if pattern else batched[site][i, :n]
+            torch.testing.assert_close(got, single[site][0], atol=ATOL, rtol=0, msg=site)
+        if pattern:
+            with pytest.raises(ValueError, match="not one vector per token"):
+                batched.flat(site)
+            continue
         flat = batched.flat(site)
         assert flat.shape == (sum(lengths), model.site_dim(site))
         expected = torch.cat([single[site][0] for single in alone])
@@ -326,3 +363,150 @@ def test_remote_local_collect_equals_local(model, family, monkeypatch):
     assert torch.equal(via_remote.mask, local.mask)
     for site in model.sites:
         assert torch.equal(via_remote[site], local[site]), site
+
+
+# ------------------------------------------- sites researchers expect (issue 12)
+NEW_SUFFIXES = ("attn.hook_pattern", "hook_resid_mid", "mlp.hook_post")
+
+
+def sequential_neox() -> ilab.Model:
+    """The tiny GPT-NeoX with attention and MLP in sequence (use_parallel_residual=False): it has resid_mid."""
+    from tests.tiny import tiny_config
+
+    config = tiny_config("neox")
+    config.use_parallel_residual = False
+    hf = AutoModelForCausalLM.from_config(config).eval()
+    hf.load_state_dict(tiny_hf_model("neox").state_dict())
+    return ilab.load_model(hf, tokenizer=tiny_tokenizer())
+
+
+@pytest.mark.parametrize("suffix", ["hook_embed", *NEW_SUFFIXES])
+def test_new_sites_match_hf(model, family, suffix):
+    """hook_embed, attn.hook_pattern, hook_resid_mid and mlp.hook_post equal a plain HF forward (hooks on the
+    embedding, the norm before the MLP and the down projection; output_attentions with eager attention)."""
+    if family == "neox" and suffix == "hook_resid_mid":
+        model = sequential_neox()  # the default GPT-NeoX block is parallel: no resid_mid (tested below)
+    sites = ["hook_embed"] if suffix == "hook_embed" else [f"blocks.{layer}.{suffix}" for layer in range(2)]
+    acts = model.collect(TEXTS, sites)
+    ref = hf_reference(family, fresh_hf(family, model), model.to_tokens(TEXTS))
+    for site in sites:
+        assert_real_close(acts, site, ref[site])
+    if suffix == "mlp.hook_post":  # GPT-2's MLP is 4 x d_model wide; the other tiny configs say 64
+        assert acts[sites[0]].shape[-1] == model.site_dim(sites[0]) == model.d_mlp == {"gpt2": 128}.get(family, 64)
+
+
+def test_embed_is_what_enters_the_first_block(model, family):
+    acts = model.collect(TEXTS, ["hook_embed", "blocks.0.hook_resid_pre"])
+    m = acts.mask
+    if family == "gpt2":  # GPT-2 adds learned positions to the token embedding (TransformerLens: hook_pos_embed)
+        positions = model.module.transformer.wpe.weight[: m.shape[1]].detach()
+        torch.testing.assert_close(
+            (acts["hook_embed"] + positions)[m], acts["blocks.0.hook_resid_pre"][m], atol=ATOL, rtol=0
+        )
+    else:  # Gemma's embedding is scaled by sqrt(d_model) inside its module: this is what the stream receives
+        assert torch.equal(acts["hook_embed"][m], acts["blocks.0.hook_resid_pre"][m])
+
+
+def test_patterns_are_probabilities_over_earlier_tokens_and_attention_is_restored(model):
+    before = model.module.config._attn_implementation
+    acts = model.collect(TEXTS, ["blocks.0.attn.hook_pattern", "blocks.1.attn.hook_pattern"])
+    assert model.module.config._attn_implementation == before == "sdpa"  # eager only while the patterns are read
+    for i, n in enumerate(acts.mask.sum(1).tolist()):
+        p = acts["blocks.1.attn.hook_pattern"][i, :, :n, :n]
+        assert p.shape == (model.n_heads, n, n)
+        torch.testing.assert_close(p.sum(-1), torch.ones(model.n_heads, n))
+        assert not p.triu(1).any()  # causal: no query attends to a later key
+    with pytest.raises(ValueError, match=r"attention probabilities \[heads, query, key\].*not a vector per token"):
+        model.site_dim("blocks.0.attn.hook_pattern")
+
+
+def test_resid_mid_sits_between_attention_and_mlp(model, family):
+    if family == "neox":
+        model = sequential_neox()
+    acts = model.collect(TEXTS, [f"blocks.{layer}.{s}" for layer in range(2) for s in
+                                 ("hook_resid_pre", "hook_attn_out", "hook_resid_mid", "hook_mlp_out",
+                                  "hook_resid_post")])  # fmt: skip
+    m = acts.mask
+    for layer in range(2):
+        b = f"blocks.{layer}."
+        mid = acts[b + "hook_resid_mid"][m]
+        torch.testing.assert_close(mid, (acts[b + "hook_resid_pre"] + acts[b + "hook_attn_out"])[m], atol=ATOL, rtol=0)
+        torch.testing.assert_close(acts[b + "hook_resid_post"][m], mid + acts[b + "hook_mlp_out"][m], atol=ATOL, rtol=0)
+
+
+def test_mlp_post_projects_to_the_mlp_output(model, family):
+    acts = model.collect(TEXTS, ["blocks.1.mlp.hook_post"])
+    hf = fresh_hf(family, model)
+    ref = hf_reference(family, hf, model.to_tokens(TEXTS))
+    down = hf.get_submodule(f"{HF_PATHS[family].blocks}.1.{HF_PATHS[family].down_proj}")
+    with torch.no_grad():
+        projected = down(acts["blocks.1.mlp.hook_post"])
+    torch.testing.assert_close(projected[acts.mask], ref[("raw_mlp", 1)][acts.mask], atol=ATOL, rtol=0)
+
+
+def _logits_with(model: ilab.Model, site: str, delta: torch.Tensor) -> torch.Tensor:
+    """Last-position logits after adding ``delta`` to a site, written with sites.write_site in a trace."""
+    from interplab.core.sites import read_site, write_site
+
+    envoy, io = model.envoy(site)
+    readout, last = model.readout, model.block(model.n_layers - 1)
+    with torch.no_grad(), model.nn.trace(model.to_tokens(TEXTS), **model.trace_kwargs) as tracer:
+        write_site(envoy, io, read_site(envoy, io) + delta)
+        logits = nnsight.save(readout(read_site(last, "output")[:, -1]))
+        tracer.stop()
+    return logits
+
+
+@pytest.mark.parametrize("family", ["gpt2", "gemma3", "llama", "neox"])
+def test_writing_resid_mid_reaches_the_residual_stream(family):
+    """A write at resid_mid changes what the MLP reads *and* the stream it adds to: the same as adding the
+    change to the attention output (it is the same point of the stream)."""
+    model = sequential_neox() if family == "neox" else tiny_model(family)
+    delta = torch.randn(model.d_model, generator=torch.Generator().manual_seed(0))
+    plain = model.logits(TEXTS)[:, -1]
+    via_mid = _logits_with(model, "blocks.0.hook_resid_mid", delta)
+    via_attn = _logits_with(model, "blocks.0.hook_attn_out", delta)
+    assert (via_mid - plain).abs().max() > 1e-2
+    torch.testing.assert_close(via_mid, via_attn, atol=1e-4, rtol=0)
+    # steering (nnsight trace and torch hooks) adds at resid_mid the same way
+    vec = ilab.steering.SteeringVector("blocks.0.hook_resid_mid", delta, scale=1.0)
+    lengths = model.to_tokens(TEXTS)["attention_mask"].sum(1)
+    steered = ilab.steering.logits(model, TEXTS, vec)[:, -1]  # nnsight trace, each text's last token
+    attn_vec = ilab.steering.SteeringVector("blocks.0.hook_attn_out", delta, scale=1.0)
+    torch.testing.assert_close(steered, ilab.steering.logits(model, TEXTS, attn_vec)[:, -1], atol=1e-4, rtol=0)
+    with torch.no_grad(), ilab.steering.apply(model, vec):  # torch hooks, as the live panel steers
+        hooked = model.module(**model.to_tokens(TEXTS)).logits
+    torch.testing.assert_close(hooked[torch.arange(len(TEXTS)), lengths - 1], steered, atol=1e-4, rtol=0)
+
+
+def test_parallel_blocks_have_no_resid_mid():
+    model = tiny_model("neox")  # use_parallel_residual=True, as GPT-NeoX and Pythia ship
+    assert "blocks.0.hook_resid_mid" not in model.sites
+    with pytest.raises(ValueError, match=r"'blocks\.0\.hook_resid_mid' does not exist in this model: its blocks run "
+                                         r"attention and the MLP in parallel"):  # fmt: skip
+        model.collect(TEXTS[0], "blocks.0.hook_resid_mid")
+
+
+@pytest.mark.parametrize(
+    "site",
+    ["blocks.0.attn.hook_q", "blocks.1.attn.hook_k", "blocks.0.attn.hook_v", "blocks.0.attn.hook_attn_scores",
+     "blocks.0.mlp.hook_pre", "blocks.0.ln1.hook_scale", "blocks.1.ln2.hook_normalized", "hook_pos_embed",
+     "ln_final.hook_scale", "blocks.0.attn.hook_result"],
+)  # fmt: skip
+def test_unmapped_transformer_lens_hooks_say_so_and_point_to_model_nn(site):
+    """Before: 'blocks.0.attn.hook_q' suggested attn.hook_z, as if it were a typo."""
+    model = tiny_model("llama")
+    with pytest.raises(ValueError, match=r"is a TransformerLens hook that interplab does not map.*model\.nn") as err:
+        model.collect(TEXTS[0], site)
+    assert "Did you mean" not in str(err.value)
+    assert "attn.hook_pattern" in str(err.value) and "mlp.hook_post" in str(err.value)  # what *is* mapped
+
+
+def test_remote_local_reads_the_new_sites(family):
+    """Patterns and the other new sites through nnsight's remote path (the eager switch is made outside the
+    trace body, which holds only envoys)."""
+    sites = ["hook_embed", "blocks.1.attn.hook_pattern", "blocks.0.mlp.hook_post"]
+    local = tiny_model(family).collect(TEXTS, sites)
+    remote = tiny_model(family, remote="local").collect(TEXTS, sites)
+    for site in sites:
+        assert torch.equal(remote[site], local[site]), site

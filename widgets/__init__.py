@@ -1,8 +1,18 @@
 """interplab widgets: anywidgets that render engine results inline (no engine logic here)."""
 
+from .attention import AttentionPattern
 from .dashboard import FeatureDashboard
 from .heatmap import FeatureHeatmap, TokenHeatmap
+from .lens import LogitLens
 from .patching import PatchingGrid
 from .steering import SteeringPanel
 
-__all__ = ["FeatureDashboard", "FeatureHeatmap", "PatchingGrid", "SteeringPanel", "TokenHeatmap"]
+__all__ = [
+    "AttentionPattern",
+    "FeatureDashboard",
+    "FeatureHeatmap",
+    "LogitLens",
+    "PatchingGrid",
+    "SteeringPanel",
+    "TokenHeatmap",
+]

@@ -66,7 +66,8 @@ class FeatureDashboard(Widget):
     score_name = traitlets.Unicode("score").tag(sync=True)
     labels = traitlets.Dict().tag(sync=True)  # {str(latent): label}
     cards = traitlets.Dict().tag(sync=True)  # binary bundle of the cards sent up front
-    token_strings = traitlets.Dict().tag(sync=True)  # {str(token id): string} for those cards
+    token_strings = traitlets.Dict().tag(sync=True)  # {str(token id): string} for those cards and max_tokens
+    max_tokens = traitlets.Dict().tag(sync=True)  # int32 [d_sae, n_top]: the token at each top example's max (-1: none)
     selected = traitlets.Int(0).tag(sync=True)
     sort = traitlets.Enum(SORTS, "density").tag(sync=True)
     query = traitlets.Unicode("").tag(sync=True)
@@ -109,7 +110,7 @@ class FeatureDashboard(Widget):
         if sae is not None and getattr(sae, "d_sae", data.d_sae) != data.d_sae:
             raise ValueError(f"The SAE has {sae.d_sae} latents but the feature data has {data.d_sae}.")
         self._data, self._sae, self._model = data, sae, model
-        self._links: list[tuple[Any, Any]] = []
+        self._links: list[tuple[Any, Any, str]] = []  # (widget, observer, trait)
         self._scores: np.ndarray | None = None
         named = [self._check_latent(i) for i in (latents or [])]
         first = named[0] if selected is None and named else selected
@@ -120,6 +121,9 @@ class FeatureDashboard(Widget):
         order = self._order(sort)
         sent = list(dict.fromkeys(named + ([] if first is None else [self._check_latent(first)]) + order[:n_cards]))
         bundle, strings = self._bundle(sent)
+        max_tokens = np.where(data.top_max > 0, data.top_tokens[:, :, data.lead], -1).astype(np.int32)
+        for t in np.unique(max_tokens[max_tokens >= 0]).tolist():
+            strings.setdefault(str(t), data.token_str(t))
         super().__init__(
             site=data.site,
             d_sae=int(data.d_sae),
@@ -132,6 +136,7 @@ class FeatureDashboard(Widget):
             labels={str(k): v for k, v in data.labels.items()},
             cards=bundle,
             token_strings=strings,
+            max_tokens=array_payload(max_tokens, "int32"),
             selected=int(order[0] if first is None else first),
             sort=sort,
             live=sae is not None and model is not None,
@@ -172,31 +177,45 @@ class FeatureDashboard(Widget):
         i = self._check_latent(latent)
         self.labels = {**self.labels, str(i): str(label)}
 
-    def link(self, heatmap: Any) -> FeatureDashboard:
-        """Follow a :class:`FeatureHeatmap`: picking a latent there opens its card here.
+    def link(self, widget: Any) -> FeatureDashboard:
+        """Follow a :class:`FeatureHeatmap` or a :class:`PatchingGrid` of SAE latents.
 
-        The heatmap's features must be latents of this SAE (``FeatureHeatmap(acts, sae)``).
+        Picking a latent there (a feature of ``FeatureHeatmap(acts, sae)``, a latent row or cell of
+        ``PatchingGrid(ilab.patching.latents(...))``) opens its card here, and the labels set here
+        (in the card or with :meth:`set_label`) show there, now and whenever they change.
         Returns the dashboard, so ``dash.link(w)`` can end a cell.
         """
-        if not hasattr(heatmap, "feature") or not hasattr(heatmap, "observe"):
-            raise TypeError(f"link() takes a FeatureHeatmap; got {type(heatmap).__name__}.")
+        if hasattr(widget, "latent") and hasattr(widget, "set_row_text"):
+            trait = "latent"
+        elif hasattr(widget, "feature") and hasattr(widget, "observe"):
+            trait = "feature"
+        else:
+            raise TypeError(f"link() takes a FeatureHeatmap or a PatchingGrid; got {type(widget).__name__}.")
 
         def follow(change: dict[str, Any]) -> None:
             if 0 <= change["new"] < self._data.d_sae:
                 self.selected = int(change["new"])
 
-        heatmap.observe(follow, names="feature")
-        self._links.append((heatmap, follow))
-        ids = list(getattr(heatmap, "feature_ids", []))
-        if ids and all(0 <= i < self._data.d_sae for i in ids):
-            heatmap.labels = [self.labels.get(str(i), "") for i in ids]
+        widget.observe(follow, names=trait)
+        self._links.append((widget, follow, trait))
+        self._push_labels(widget)
         return self
 
     def unlink(self) -> None:
-        """Stop following every linked heatmap."""
-        for heatmap, follow in self._links:
-            heatmap.unobserve(follow, names="feature")
+        """Stop following every linked widget."""
+        for widget, follow, trait in self._links:
+            widget.unobserve(follow, names=trait)
         self._links = []
+
+    def _push_labels(self, widget: Any) -> None:
+        """Show this dashboard's labels in a linked widget (its latent ids, nothing else)."""
+        labels = {int(k): v for k, v in self.labels.items()}
+        if hasattr(widget, "set_row_text"):
+            widget.set_row_text(labels)
+            return
+        ids = list(getattr(widget, "feature_ids", []))
+        if ids and all(0 <= i < self._data.d_sae for i in ids):
+            widget.labels = [labels.get(i, "") for i in ids]
 
     def histogram(self, latent: int | None = None) -> Any:
         """The latent's activation histogram as an ``altair.Chart`` (default: the selected latent)."""
@@ -259,6 +278,8 @@ class FeatureDashboard(Widget):
                 self._store_label(k, v)
         for k in set(self._data.labels) - set(new):
             self._store_label(k, "")
+        for widget, _follow, _trait in getattr(self, "_links", []):
+            self._push_labels(widget)
 
     def _store_label(self, latent: int, label: str) -> None:
         """Through FeatureData.set_label: kept on the data and saved to its labels file (if it has one)."""

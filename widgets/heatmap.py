@@ -7,6 +7,12 @@ Example
 >>> w.feature = 40          # recolour from Python
 >>> w.selected_token        # the flat index of the token last clicked (-1 for none)
 >>> TokenHeatmap(["The", " cat"], [0.1, 2.0])           # any per-token scalar
+>>> w.set_scale("diverging", center=-400.0)              # colours: scale, vmin, vmax, center
+
+Colours follow :mod:`interplab.core.views.colors`: ``scale`` "auto" (diverging around 0 when a
+feature's values have both signs, else sequential), "sequential" or "diverging"; ``vmin``/``vmax``
+fix the ends and ``center`` the midpoint of a diverging scale (``None``: from the data, per feature).
+BOS tokens do not set the range unless ``exclude_bos=False``.
 """
 
 from __future__ import annotations
@@ -18,11 +24,10 @@ import numpy as np
 import traitlets
 from interplab.core.activations import Activations
 from interplab.core.features.labels import load_labels
-from interplab.core.views.heatmap import HeatmapData, heatmap_data, heatmap_data_from_activations
+from interplab.core.views.colors import SCALES, bos_mask, check_scale_options, scales_payload
+from interplab.core.views.heatmap import HeatmapData, heatmap_data, heatmap_data_from_activations, top_columns
 
 from ._kit import OPTIONS, Widget, array_payload, css, esm
-
-SCALES = ("auto", "sequential", "diverging")
 
 
 class FeatureHeatmap(Widget):
@@ -39,6 +44,8 @@ class FeatureHeatmap(Widget):
     site, features, labels
         Which site of the activations, which of its dimensions (or latents) to offer, and
         a label for each.
+    scale, vmin, vmax, center, exclude_bos
+        The colour scale (see the module doc); settable later, together, with :meth:`set_scale`.
     """
 
     _esm = esm("heatmap.js")
@@ -49,14 +56,20 @@ class FeatureHeatmap(Widget):
     doc_starts = traitlets.Dict().tag(sync=True)
     values = traitlets.Dict().tag(sync=True)  # float32 [n_sent, n_tokens], feature-major
     sent_columns = traitlets.List(traitlets.Int()).tag(sync=True)
-    column_max = traitlets.Dict().tag(sync=True)  # float32 [n_features]: max |value| per column
-    top_features = traitlets.Dict().tag(sync=True)
+    scales = traitlets.Dict().tag(sync=True)  # float32 [n_features, 4]: each column's colour scale
+    bos_tokens = traitlets.Dict().tag(sync=True)  # int32: flat indexes of BOS tokens
+    top_features = traitlets.Dict().tag(sync=True)  # int32 [n_tokens, k] feature ids
     top_values = traitlets.Dict().tag(sync=True)
+    top_labels = traitlets.Dict().tag(sync=True)  # {str(id): label} for top features that are not offered
     feature_ids = traitlets.List(traitlets.Int()).tag(sync=True)
     labels = traitlets.List(traitlets.Unicode()).tag(sync=True)
     feature = traitlets.Int(0).tag(sync=True)
     selected_token = traitlets.Int(-1).tag(sync=True)
     scale = traitlets.Enum(SCALES, "auto").tag(sync=True)
+    vmin = traitlets.Float(None, allow_none=True).tag(sync=True)
+    vmax = traitlets.Float(None, allow_none=True).tag(sync=True)
+    center = traitlets.Float(None, allow_none=True).tag(sync=True)
+    exclude_bos = traitlets.Bool(True).tag(sync=True)
     page = traitlets.Int(0).tag(sync=True)
     page_tokens = traitlets.Int(2000).tag(sync=True)
     show_picker = traitlets.Bool(True).tag(sync=True)
@@ -71,20 +84,26 @@ class FeatureHeatmap(Widget):
         labels: Sequence[str] | None = None,
         feature: int | None = None,
         scale: str = "auto",
+        vmin: float | None = None,
+        vmax: float | None = None,
+        center: float | None = None,
+        exclude_bos: bool = True,
         **kwargs: Any,
     ) -> None:
+        scale, vmin, vmax, center = check_scale_options(scale, vmin, vmax, center)
         data = _to_data(source, values, site, features, labels)
         self._data = data
-        if scale not in SCALES:
-            raise ValueError(f"scale={scale!r} is not one of {SCALES}.")
         first = data.feature_ids[0] if feature is None else feature
         if first not in data.feature_ids:
             raise ValueError(f"feature={first!r} is not among the features shown: {_preview(data.feature_ids)}.")
         sent = self._initial_columns(data, data.feature_ids.index(first))
-        # With every column in the browser, it finds the top features at a token itself.
-        top = {} if len(sent) == data.n_features else {
+        # With every column in the browser, it finds the top features at a token itself, unless
+        # they come from more features than are offered (every latent of an SAE).
+        beyond = sorted(set(np.unique(data.top_features).tolist()) - set(data.feature_ids))
+        top = {} if len(sent) == data.n_features and not beyond else {
             "top_features": array_payload(data.top_features, "int32"),
             "top_values": array_payload(data.top_values, "float32"),
+            "top_labels": {str(i): t for i, t in data.top_labels.items() if i in set(beyond) and t},
         }
         super().__init__(
             vocab=data.vocab,
@@ -92,17 +111,25 @@ class FeatureHeatmap(Widget):
             doc_starts=array_payload(data.doc_starts, "int32"),
             values=array_payload(data.values[:, sent].T, "float32"),
             sent_columns=sent,
-            column_max=array_payload(np.abs(data.values).max(axis=0), "float32"),
+            scales=array_payload(scales_payload(data.color_scales(scale, vmin, vmax, center, exclude_bos)), "float32"),
+            bos_tokens=array_payload(np.flatnonzero(data.bos), "int32"),
             **top,
             feature_ids=data.feature_ids,
             labels=data.labels,
             feature=first,
             scale=scale,
+            vmin=vmin,
+            vmax=vmax,
+            center=center,
+            exclude_bos=bool(exclude_bos),
             page_tokens=int(OPTIONS["page_tokens"]),
             show_picker=data.n_features > 1,
             **kwargs,
         )
+        self._ready = True
         self.on_msg(self._on_request)
+
+    _ready = False  # the colour options trigger a rescale only once the widget is built
 
     @staticmethod
     def _initial_columns(data: HeatmapData, selected: int) -> list[int]:
@@ -110,6 +137,51 @@ class FeatureHeatmap(Widget):
         if data.n_tokens * data.n_features <= int(OPTIONS["max_values"]):
             return list(range(data.n_features))
         return [selected]
+
+    def set_scale(
+        self,
+        scale: str | None = None,
+        *,
+        vmin: float | None = None,
+        vmax: float | None = None,
+        center: float | None = None,
+        exclude_bos: bool | None = None,
+    ) -> FeatureHeatmap:
+        """Set the colour options together (unnamed ones go back to "from the data"); returns the widget.
+
+        >>> w.set_scale("diverging", center=0.5, vmax=3)
+        """
+        scale, vmin, vmax, center = check_scale_options(scale or "auto", vmin, vmax, center)
+        with self.hold_trait_notifications():  # validated together when the block ends
+            self.scale, self.vmin, self.vmax, self.center = scale, vmin, vmax, center
+            if exclude_bos is not None:
+                self.exclude_bos = bool(exclude_bos)
+        return self
+
+    @traitlets.validate("vmin", "vmax", "center", "scale")
+    def _check_scale_option(self, proposal: dict[str, Any]) -> Any:
+        options = {"scale": self.scale, "vmin": self.vmin, "vmax": self.vmax, "center": self.center}
+        options[proposal["trait"].name] = proposal["value"]
+        try:
+            check_scale_options(**options)
+        except ValueError as exc:
+            raise traitlets.TraitError(f"{exc} Use set_scale(...) to change several options at once.") from None
+        return proposal["value"]
+
+    @traitlets.observe("vmin", "vmax", "center", "scale", "exclude_bos")
+    def _rescale(self, _change: dict[str, Any]) -> None:
+        if not self._ready:
+            return
+        scales = self._data.color_scales(self.scale, self.vmin, self.vmax, self.center, self.exclude_bos)
+        self.scales = array_payload(scales_payload(scales), "float32")
+
+    def color_scale(self, feature: int | None = None) -> Any:
+        """The resolved :class:`~interplab.core.views.colors.ColorScale` of a feature (default: the one shown)."""
+        f = self.feature if feature is None else feature
+        if f not in self._data.feature_ids:
+            raise ValueError(f"feature={f!r} is not among the features shown: {_preview(self._data.feature_ids)}.")
+        scales = self._data.color_scales(self.scale, self.vmin, self.vmax, self.center, self.exclude_bos)
+        return scales[self._data.feature_ids.index(f)]
 
     @property
     def data(self) -> HeatmapData:
@@ -157,11 +229,11 @@ class TokenHeatmap(FeatureHeatmap):
     >>> TokenHeatmap([["The", " cat"], ["Hi"]], [0.5, 1.0, -2.0], scale="diverging")
     """
 
-    def __init__(self, tokens: Any, values: Any, *, label: str = "", scale: str = "auto", **kwargs: Any) -> None:
+    def __init__(self, tokens: Any, values: Any, *, label: str = "", **kwargs: Any) -> None:
         arr = values.detach().cpu().numpy() if hasattr(values, "detach") else np.asarray(values)
         if arr.ndim != 1:
             raise ValueError(f"TokenHeatmap takes one value per token ([n_tokens]); got shape {arr.shape}.")
-        super().__init__(tokens, arr, labels=[label], scale=scale, **kwargs)
+        super().__init__(tokens, arr, labels=[label], **kwargs)
 
 
 def _preview(ids: Sequence[int]) -> str:
@@ -193,14 +265,19 @@ def _from_sae(acts: Activations, sae: Any, features: Sequence[int] | None, label
         raise ValueError(f"The SAE reads {site!r}, but these activations hold {acts.sites}.")
     with torch.no_grad():
         latents = sae.encode(acts.flat(site).to(torch.float32))
+    bos = bos_mask(acts.flat_str_tokens(), np.cumsum([0] + [len(t) for t in acts.str_tokens]))
     if features is None:
-        # Default: the latents that fire most on these tokens, at most 32.
-        features = torch.topk(latents.max(0).values, min(32, latents.shape[1])).indices.tolist()
+        # Default: the latents that fire most on these tokens (BOS left out), at most 32.
+        peak = latents[torch.from_numpy(~bos)].max(0).values if (~bos).any() else latents.max(0).values
+        features = torch.topk(peak, min(32, latents.shape[1])).indices.tolist()
     features = [int(f) for f in features]
     bad = [f for f in features if not 0 <= f < latents.shape[1]]
     if bad:
         raise ValueError(f"Latents {bad} are out of range for an SAE of width {latents.shape[1]}.")
+    saved = load_labels(sae) if hasattr(sae, "cfg") else {}
     if labels is None:  # the SAE's saved latent labels, shown wherever latent ids are
-        saved = load_labels(sae) if hasattr(sae, "cfg") else {}
         labels = [saved.get(f, "") for f in features]
-    return heatmap_data(acts.str_tokens, latents[:, features], feature_ids=features, labels=labels)
+    top = top_columns(latents)  # the hover lists the top latents over all of them, not only those offered
+    data = heatmap_data(acts.str_tokens, latents[:, features], feature_ids=features, labels=labels, top=top)
+    data.top_labels = {int(i): saved[int(i)] for i in np.unique(top[0]).tolist() if int(i) in saved}
+    return data

@@ -7,6 +7,13 @@ Example
 >>> w = ilab.widgets.PatchingGrid({"exact": exact, **approx})  # tabs: sites, exact vs attribution
 >>> w.selected          # [layer, position] of the cell last clicked ([] for none)
 >>> w.selected_cell     # that cell's values and the top tokens of its patched run
+>>> w.set_scale(vmin=-0.5, vmax=1.5)                        # colours: scale, vmin, vmax, center
+>>> dash.link(ilab.widgets.PatchingGrid(ilab.patching.latents(model, sae, pairs)))  # latent rows open cards
+
+Colours follow :mod:`interplab.core.views.colors` on the values shown (normalized or raw): by
+default diverging around 0 (the corrupted run, when normalized), symmetric, at least -1..1 when
+normalized. A selection is kept across the method tabs of one site (the same cell) and cleared
+when the tab shows another kind of grid, where the same ids would mean another cell.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from typing import Any
 import numpy as np
 import traitlets
 from interplab.core.patching.result import PatchingResult
+from interplab.core.views.colors import SCALES, ColorScale, check_scale_options, color_scale
 
 from ._kit import Widget, array_payload, css, esm
 
@@ -30,6 +38,11 @@ def _grid_payload(key: str, r: PatchingResult) -> dict[str, Any]:
     col_tokens = [r.tokens[p] if p < len(r.tokens) else "" for p in r.positions] if r.col_name == "position" else []
     out: dict[str, Any] = {
         "key": key,
+        "corrupt_tokens": [r.corrupt_tokens[p] if p < len(r.corrupt_tokens) else "" for p in r.positions]
+        if r.col_name == "position"
+        else [],
+        "prompt": list(r.tokens),
+        "corrupt_prompt": list(r.corrupt_tokens),
         "group": _group(r),
         "method": r.method,
         "site": r.site,
@@ -74,10 +87,25 @@ class PatchingGrid(Widget):
     tab = traitlets.Unicode("").tag(sync=True)  # key of the grid shown
     selected = traitlets.List(traitlets.Int()).tag(sync=True)  # [row id, column id]: [layer, position]
     normalized = traitlets.Bool(True).tag(sync=True)
+    latent = traitlets.Int(-1).tag(sync=True)  # the SAE latent of the row last clicked in a latent grid (-1: none)
+    scale = traitlets.Enum(SCALES, "diverging").tag(sync=True)
+    vmin = traitlets.Float(None, allow_none=True).tag(sync=True)
+    vmax = traitlets.Float(None, allow_none=True).tag(sync=True)
+    center = traitlets.Float(None, allow_none=True).tag(sync=True)
+    scales = traitlets.Dict().tag(sync=True)  # {tab: {"values": [4], "normalized": [4]}}: resolved colour scales
 
     def __init__(
-        self, results: PatchingResult | Mapping[str, PatchingResult], *, normalized: bool = True, **kwargs: Any
+        self,
+        results: PatchingResult | Mapping[str, PatchingResult],
+        *,
+        normalized: bool = True,
+        scale: str = "diverging",
+        vmin: float | None = None,
+        vmax: float | None = None,
+        center: float | None = None,
+        **kwargs: Any,
     ) -> None:
+        scale, vmin, vmax, center = check_scale_options(scale, vmin, vmax, center)
         if isinstance(results, PatchingResult):
             results = {f"{results.site} {results.method}": results}
         if not isinstance(results, Mapping) or not results:
@@ -91,8 +119,85 @@ class PatchingGrid(Widget):
             grids=[_grid_payload(k, r) for k, r in self._results.items()],
             tab=first,
             normalized=normalized,
+            scale=scale,
+            vmin=vmin,
+            vmax=vmax,
+            center=center,
+            scales=self._scales(scale, vmin, vmax, center),
             **kwargs,
         )
+        self._ready = True
+
+    _ready = False
+
+    def _scales(self, scale: str, vmin: float | None, vmax: float | None, center: float | None) -> dict[str, Any]:
+        out = {}
+        for key, r in self._results.items():
+            raw = color_scale(r.values, scale=scale, vmin=vmin, vmax=vmax, center=center)
+            norm = color_scale(r.normalized, scale=scale, vmin=vmin, vmax=vmax, center=center)
+            if norm.kind == "diverging" and vmin is None and vmax is None:  # 0 and 1 always fit
+                half = max(norm.vmax - norm.center, norm.center - norm.vmin, 1.0)
+                norm = ColorScale("diverging", norm.center - half, norm.center + half, norm.center)
+            out[key] = {"values": raw.to_dict(), "normalized": norm.to_dict()}
+        return out
+
+    def color_scale(self, tab: str | None = None) -> ColorScale:
+        """The resolved colour scale of a tab (default: the one shown), for the values shown."""
+        d = self.scales[self.tab if tab is None else tab]["normalized" if self.normalized else "values"]
+        return ColorScale(d["kind"], d["vmin"], d["vmax"], d["center"])
+
+    def set_scale(
+        self,
+        scale: str = "diverging",
+        *,
+        vmin: float | None = None,
+        vmax: float | None = None,
+        center: float | None = None,
+    ) -> PatchingGrid:
+        """Set the colour options together (unnamed ones go back to "from the data"); returns the widget."""
+        scale, vmin, vmax, center = check_scale_options(scale, vmin, vmax, center)
+        with self.hold_trait_notifications():
+            self.scale, self.vmin, self.vmax, self.center = scale, vmin, vmax, center
+        return self
+
+    @traitlets.validate("vmin", "vmax", "center", "scale")
+    def _check_scale_option(self, proposal: dict[str, Any]) -> Any:
+        options = {"scale": self.scale, "vmin": self.vmin, "vmax": self.vmax, "center": self.center}
+        options[proposal["trait"].name] = proposal["value"]
+        try:
+            check_scale_options(**options)
+        except ValueError as exc:
+            raise traitlets.TraitError(f"{exc} Use set_scale(...) to change several options at once.") from None
+        return proposal["value"]
+
+    @traitlets.observe("vmin", "vmax", "center", "scale")
+    def _rescale(self, _change: dict[str, Any]) -> None:
+        if self._ready:
+            self.scales = self._scales(self.scale, self.vmin, self.vmax, self.center)
+
+    @traitlets.observe("tab")
+    def _forget_other_cells(self, change: dict[str, Any]) -> None:
+        """A selection means the same cell only within one site's tabs: another grid clears it."""
+        old, new = self._results.get(change["old"]), self._results.get(change["new"])
+        if old is None or new is None or _same_cells(old, new):
+            return
+        self.selected = []
+
+    @traitlets.observe("selected")
+    def _follow_latent(self, change: dict[str, Any]) -> None:
+        """Selecting a cell of a latent grid makes its row the current latent (a linked dashboard opens it)."""
+        r = self._results.get(self.tab)
+        if r is not None and r.row_name == "latent" and len(change["new"]) == 2:
+            self.latent = int(change["new"][0])
+
+    def set_row_text(self, labels: Mapping[int, str]) -> None:
+        """Label the rows of latent grids (``{latent: label}``: a linked FeatureDashboard keeps them in step)."""
+        grids = []
+        for g in self.grids:
+            if g["row_name"] == "latent":
+                g = {**g, "row_text": [str(labels.get(int(i), "")) for i in g["rows"]]}
+            grids.append(g)
+        self.grids = grids
 
     @traitlets.validate("tab")
     def _check_tab(self, proposal: dict[str, Any]) -> str:
@@ -135,3 +240,10 @@ class PatchingGrid(Widget):
 
     def __repr__(self) -> str:
         return f"PatchingGrid({', '.join(self._results)})"
+
+
+def _same_cells(a: PatchingResult, b: PatchingResult) -> bool:
+    """Whether a [row id, column id] names the same cell in both grids (one site, its method tabs)."""
+    return (_group(a), a.row_name, a.col_name, list(a.rows), list(a.positions)) == (
+        _group(b), b.row_name, b.col_name, list(b.rows), list(b.positions)
+    )

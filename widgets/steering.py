@@ -10,6 +10,13 @@ Example
 >>> panel = SteeringPanel(model, {"happy": vec, "feature 123": sae.direction(123)}, site=vec.site)
 >>> panel.values = {"happy": 4.0}      # move a slider from Python
 >>> panel.wait(); panel.history[-1]    # prompt, values, site, baseline and steered text
+>>> SteeringPanel(model, {"happy": vec}, metric=" great")   # P(' great') next, beside each text
+>>> SteeringPanel(model, {"happy": vec}, metric=ilab.metrics.logit_diff(" great", " awful"))
+
+Generations hold ``model.lock`` (every nnsight trace of the model does too), so a cell that runs
+a trace while the panel generates waits for the token in flight instead of colliding with it. An
+error in a generation shows in the panel (``panel.last_error`` keeps the exception) instead of
+printing into whichever cell runs, and Run starts a new generation whatever state the panel is in.
 """
 
 from __future__ import annotations
@@ -23,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 import traitlets
 from interplab.core.checks import check_number, check_texts
-from interplab.core.steering.hooks import stream
+from interplab.core.metrics import BoundMetric, Metric, as_metric, prob
+from interplab.core.steering.hooks import next_token_logits, stream
 from interplab.core.steering.vectors import SteeringVector, check_direction
 
 from ._kit import Widget, css, esm
@@ -48,6 +56,11 @@ class SteeringPanel(Widget):
         can be picked in the panel.
     ranges
         ``{"name": (min, max, step)}`` per slider; others use ``default_range``.
+    metric, metric_name
+        A readout beside each text, on the next-token logits after the prompt (baseline and
+        steered): a token (its probability), an ``ilab.metrics`` metric (``kl_to_clean()`` is the
+        KL of the steered distribution from the baseline's) or any function of logits
+        ``[rows, vocab]`` returning one value per row; ``metric_name`` labels it.
     """
 
     _esm = esm("steering.js")
@@ -67,6 +80,8 @@ class SteeringPanel(Widget):
     steered_tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
     run_id = traitlets.Int(0).tag(sync=True)  # the run whose tokens are shown
     status = traitlets.Unicode("idle").tag(sync=True)  # idle, running, done, error: ...
+    metric_name = traitlets.Unicode("").tag(sync=True)  # "" when there is no readout
+    metric_values = traitlets.Dict().tag(sync=True)  # {"baseline": float, "steered": float} of the run shown
 
     def __init__(
         self,
@@ -80,6 +95,8 @@ class SteeringPanel(Widget):
         temperature: float = 0.0,
         seed: int = 0,
         autorun: bool = True,
+        metric: str | Metric | BoundMetric | Any = None,
+        metric_name: str | None = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(vectors, Mapping) or not vectors:
@@ -100,6 +117,7 @@ class SteeringPanel(Widget):
                 raise ValueError(f"Vector {name!r} has d={direction.shape[0]}, but {site} has width {width}.")
             self._directions[name] = direction
         check_texts([prompt])
+        self._metric, name = _bind_metric(model, metric)
         all_ranges = {n: list(_check_range(n, (ranges or {}).get(n, default_range))) for n in self._directions}
         for n in ranges or {}:
             if n not in self._directions:
@@ -114,18 +132,22 @@ class SteeringPanel(Widget):
         self._thread: threading.Thread | None = None
         self._closed = False
         self._autorun = False
+        self._baseline_logits: torch.Tensor | None = None
+        self.last_error: BaseException | None = None  # the exception of the last failed generation
         super().__init__(
             prompt=prompt,
             names=list(self._directions),
             ranges=all_ranges,
             values=dict.fromkeys(self._directions, 0.0),
-            sites=[s for s in model.sites if model.site_dim(s) == width],
+            sites=model.sites_of_width(width),
             site=site,
             temperature=float(temperature),
             seed=int(seed),
             max_new_tokens=int(max_new_tokens),
+            metric_name=name if metric_name is None else str(metric_name),
             **kwargs,
         )
+        self.on_msg(self._on_message)
         self._autorun = autorun
         if autorun:
             self.run()
@@ -169,6 +191,10 @@ class SteeringPanel(Widget):
     @traitlets.observe("values", "prompt", "site", "temperature", "seed", "max_new_tokens")
     def _on_change(self, _change: dict[str, Any]) -> None:
         if self._autorun:
+            self.run()
+
+    def _on_message(self, _widget: Any, content: dict[str, Any], _buffers: list[Any]) -> None:
+        if content.get("type") == "run":  # the Run button: a new generation even if nothing changed
             self.run()
 
     # ---------------------------------------------------------------- running
@@ -221,9 +247,12 @@ class SteeringPanel(Widget):
                 gen = seen = self._gen
             try:
                 self._run_once(gen)
-            except Exception as err:  # shown in the panel; the worker keeps serving
-                logger.exception("steering generation failed")
-                self.status = f"error: {err}"
+                if self._gen == gen:
+                    self.last_error = None
+            except Exception as err:  # shown in the panel, not printed into whichever cell runs now
+                logger.debug("steering generation failed", exc_info=True)
+                self.last_error = err
+                self.status = f"error: {type(err).__name__}: {err} (Run tries again)"
             with self._wake:
                 self._done_gen = max(self._done_gen, gen)
                 self._wake.notify_all()
@@ -248,7 +277,9 @@ class SteeringPanel(Widget):
             if stale():
                 return
             self._baseline_key, self._baseline = key, base
+            self._baseline_logits = next_token_logits(self._model, prompt, []) if self._metric else None
         self.steered_tokens = []
+        self.metric_values = {}
         self.run_id = gen
         steering = self.steering()
         if not steering:
@@ -265,6 +296,10 @@ class SteeringPanel(Widget):
             stream(self._model, prompt, steering, n_new, temperature, seed, on_token=on_tok, should_stop=stale)
         if stale():
             return
+        readout = self._readout(prompt, steering)
+        if stale():
+            return
+        self.metric_values = readout
         self.history.append(
             {
                 "run": gen,
@@ -275,9 +310,20 @@ class SteeringPanel(Widget):
                 "seed": seed,
                 "baseline": decode(self._baseline, skip_special_tokens=True),
                 "steered": decode(ids, skip_special_tokens=True),
+                **({"metric": readout} if readout else {}),
             }
         )
         self.status = "done"
+
+    def _readout(self, prompt: str, steering: list[tuple[SteeringVector, float]]) -> dict[str, float]:
+        """The metric on the baseline's and the steered next-token logits ({} without a metric)."""
+        if self._metric is None or self._baseline_logits is None:
+            return {}
+        base = self._baseline_logits[None]
+        steered = next_token_logits(self._model, prompt, steering)[None] if steering else base
+        if self._metric.metric.kind == "kl":
+            self._metric.set_clean(base)
+        return {"baseline": float(self._metric(base)[0]), "steered": float(self._metric(steered)[0])}
 
     def __repr__(self) -> str:
         vals = ", ".join(f"{k}={v:g}" for k, v in self.values.items())
@@ -292,3 +338,20 @@ def _check_range(name: str, rng: Any) -> tuple[float, float, float]:
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi and 0 < step <= hi - lo):
         raise ValueError(f"The range of {name!r} must have min < max and 0 < step <= max - min, got {rng!r}.")
     return lo, hi, step
+
+
+def _bind_metric(model: Model, metric: Any) -> tuple[BoundMetric | None, str]:
+    """The panel's readout bound to the model (tokens checked now), and its default name."""
+    if metric is None:
+        return None, ""
+    if isinstance(metric, str):
+        bound = prob(metric).on(model)
+        return bound, f"P({metric!r})"
+    bound = metric if isinstance(metric, BoundMetric) else as_metric(metric).on(model)
+    m = bound.metric
+    if m.kind == "prob" and isinstance(m.answer, (str, int)):
+        return bound, f"P({m.answer!r})"
+    if m.kind == "logit_diff" and isinstance(m.answer, (str, int)) and isinstance(m.wrong, (str, int)):
+        return bound, f"logit {m.answer!r} − {m.wrong!r}"
+    return bound, "KL from the baseline" if m.kind == "kl" else m.name
+

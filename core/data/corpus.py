@@ -23,6 +23,7 @@ import subprocess
 import tarfile
 import tempfile
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -176,13 +177,34 @@ def iter_texts(corpus: Any) -> Iterator[str]:
     raise TypeError(f"Cannot read a corpus from {type(corpus).__name__}.")
 
 
-def token_windows(tokenizer: Any, corpus: Any, context_size: int) -> Iterator[list[int]]:
+@dataclass
+class CorpusCount:
+    """What :func:`token_windows` has read so far: documents, tokens (EOS separators included), windows."""
+
+    documents: int = 0
+    tokens: int = 0
+    windows: int = 0
+
+    def describe(self, context_size: int) -> str:
+        """``"1,234 tokens in 10 documents (9 windows of 128)"``: for "the corpus ran out" messages."""
+        return (
+            f"{self.tokens:,} tokens in {self.documents:,} documents "
+            f"({self.windows:,} windows of {context_size})"
+        )
+
+
+def token_windows(
+    tokenizer: Any, corpus: Any, context_size: int, count: CorpusCount | None = None
+) -> Iterator[list[int]]:
     """Cut the tokenised corpus into windows of ``context_size`` tokens, each starting with BOS.
 
-    Documents are joined with EOS (when the tokenizer has one) before cutting.
+    Documents are joined with EOS (when the tokenizer has one) before cutting; the tokens of a last
+    partial window are dropped. ``count``, when given, is updated as the corpus is read, so a caller
+    can say how large a corpus was once it ran out.
 
     >>> next(token_windows(model.tokenizer, "default", 128))[:3]
     """
+    count = CorpusCount() if count is None else count
     bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
     prefix = [bos] if bos is not None else []
     body = context_size - len(prefix)
@@ -193,6 +215,9 @@ def token_windows(tokenizer: Any, corpus: Any, context_size: int) -> Iterator[li
         del buffer[:start]
         start = 0
         buffer.extend(ids + ([eos] if eos is not None else []))
+        count.documents += 1
+        count.tokens += len(ids) + (eos is not None)
         while len(buffer) - start >= body:
+            count.windows += 1
             yield prefix + buffer[start : start + body]
             start += body

@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from ..atomic import atomic_path, write_json
 from ..checks import check_int, check_positive_int
-from .corpus import token_windows
+from .corpus import CorpusCount, token_windows
 
 if TYPE_CHECKING:
     from ..sites import Site
@@ -212,7 +212,8 @@ def cache_activations(
     write_json(root / MANIFEST, manifest)
 
     store_dtype = _STORE_DTYPES[dtype]
-    windows = token_windows(model.tokenizer, corpus, context_size)
+    count = CorpusCount()
+    windows = token_windows(model.tokenizer, corpus, context_size, count)
     # Every window stores exactly `body` tokens, so the stored tokens are a prefix of the stream:
     # skip the whole windows already stored, then the stored part of the next one.
     body = context_size - skip
@@ -255,7 +256,11 @@ def cache_activations(
     finally:
         bar.close()
     if exhausted:
-        logger.warning("The corpus ran out after %d tokens (asked for %d).", manifest["n_tokens"], n_tokens)
+        logger.warning(
+            "The corpus ran out: it holds %s; %s tokens were stored (BOS positions are not), %s asked for. "
+            "Give a larger corpus for more.",
+            count.describe(context_size), f"{manifest['n_tokens']:,}", f"{n_tokens:,}",
+        )
     manifest["exhausted"] = exhausted
     manifest["complete"] = True
     write_json(root / MANIFEST, manifest)

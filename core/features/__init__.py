@@ -8,13 +8,21 @@ Example
 -------
 >>> data = ilab.feature_data(sae, model, "default", n_tokens=200_000, path="dash/")
 >>> ilab.features.latents_for_token(data, model, " afternoon").ids[:5]
+>>> ilab.features.search_latents(data, "Sunday")      # what the dashboard's search box finds
 >>> ilab.features.set_label(sae, 123, "French city names")
 """
 
 from .compute import feature_data
 from .data import FeatureData
 from .labels import load_labels, set_label, suggest_label
-from .search import active_latents, latent_activations, latents_for_token, logit_effects, nearest_latents
+from .search import (
+    active_latents,
+    latent_activations,
+    latents_for_token,
+    logit_effects,
+    nearest_latents,
+    search_latents,
+)
 
 __all__ = [
     "FeatureData",
@@ -25,6 +33,7 @@ __all__ = [
     "load_labels",
     "logit_effects",
     "nearest_latents",
+    "search_latents",
     "set_label",
     "suggest_label",
 ]

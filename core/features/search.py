@@ -1,9 +1,11 @@
 """Finding latents: which fire on a text, which promote a token, which point the same way.
 
-Logit effects come from the weights alone: a latent's decoder row, multiplied by the final
-norm's weight (Gemma's RMSNorm scales by ``1 + weight``; a LayerNorm also centres), then
-through the unembedding. The per-token normalisation is a positive scale and is left out, as
-is Gemma's final logit softcap (monotone: it would not change which tokens rank first).
+Logit effects come from the weights alone: a latent's decoder row normalised to unit length (as
+sae_vis and Neuronpedia do, so effects compare across latents and SAEs whatever the decoder's
+scale), multiplied by the final norm's weight (Gemma's RMSNorm scales by ``1 + weight``; a
+LayerNorm also centres), then through the unembedding. The per-token normalisation is a positive
+scale and is left out, as is Gemma's final logit softcap (monotone: it would not change which
+tokens rank first).
 
 Example
 -------
@@ -42,12 +44,17 @@ class RankedLatents(NamedTuple):
     values: np.ndarray  # float32
 
 
+def _unit_decoder(sae: SAE) -> torch.Tensor:
+    W = sae.W_dec.detach().float()
+    return W / W.norm(dim=1, keepdim=True).clamp_min(1e-12)
+
+
 def decoder_through_norm(sae: SAE, model: Model) -> torch.Tensor:
-    """Decoder rows as the unembedding sees them [d_sae, d_model]: times the final norm's weight."""
+    """Unit-norm decoder rows as the unembedding sees them [d_sae, d_model]: times the final norm's weight."""
     norm, _ = model.readout_modules()
-    W_dec = sae.W_dec.detach().float()
-    if W_dec.shape[1] != model.d_model:
-        raise ValueError(f"Logit effects need decoder rows of width d_model={model.d_model}; got {W_dec.shape[1]}.")
+    if sae.W_dec.shape[1] != model.d_model:
+        raise ValueError(f"Logit effects need decoder rows of width d_model={model.d_model}; got {sae.W_dec.shape[1]}.")
+    W_dec = _unit_decoder(sae)
     weight = getattr(norm, "weight", None)
     if "layernorm" in type(norm).__name__.lower() or isinstance(norm, torch.nn.LayerNorm):
         W_dec = W_dec - W_dec.mean(1, keepdim=True)  # a LayerNorm removes the mean before scaling
@@ -91,11 +98,6 @@ def logit_effects(sae: SAE, model: Model, n: int = 10, chunk: int = 8192) -> dic
         "logit_bottom_ids": bot_i.numpy().astype(np.int32),
         "logit_bottom_values": bot_v.numpy().astype(np.float32),
     }
-
-
-def _unit_decoder(sae: SAE) -> torch.Tensor:
-    W = sae.W_dec.detach().float()
-    return W / W.norm(dim=1, keepdim=True).clamp_min(1e-12)
 
 
 def all_neighbours(sae: SAE, n: int = 10, chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
@@ -175,3 +177,27 @@ def latent_activations(sae: SAE, model: Model, text: str, latents: Any = None) -
     if latents is not None:
         acts = acts[:, [int(i) for i in latents]]
     return model.to_str_tokens(enc["input_ids"][0, start:]), acts.float().numpy()
+
+
+def search_latents(data: FeatureData, query: str) -> np.ndarray:
+    """Latents a dashboard search finds, by id: an id starting with the digits typed, a label containing the
+    text, or a top token (the token at the max of one of its top examples) containing it, case and spaces
+    aside. The dashboard's search box applies the same rule in the browser (it works in exported HTML too).
+
+    >>> search_latents(data, "Sunday")     # latents whose top tokens include ' Sunday'
+    """
+    if not isinstance(query, str):
+        raise TypeError(f"query is a string, got {type(query).__name__}: {query!r}.")
+    q = query.strip().lower()
+    if not q:
+        return np.arange(data.d_sae, dtype=np.int64)
+    found = np.zeros(data.d_sae, dtype=bool)
+    if q.isdigit():
+        found |= np.char.startswith(np.arange(data.d_sae).astype(str), q)
+    for i, label in data.labels.items():
+        found[i] |= q in label.lower()
+    max_ids = np.where(data.top_max > 0, data.top_tokens[:, :, data.lead], -1)
+    hits = [t for t in np.unique(max_ids[max_ids >= 0]).tolist() if q in data.token_str(t).strip().lower()]
+    found |= np.isin(max_ids, hits).any(1)
+    return np.flatnonzero(found).astype(np.int64)
+

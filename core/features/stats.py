@@ -4,7 +4,9 @@ Per latent it keeps: firing count, sum and max; a fine histogram whose range dou
 larger value arrives (exact: bins are powers of two apart, so merging pairs of bins equals
 re-binning from scratch); the ``n_top`` highest-activating tokens with their context windows;
 and a uniform reservoir of firing tokens (the ``n_reservoir`` largest hash keys of
-``(token, latent)``), from which examples across the activation quantiles are picked at the end.
+``(token, latent)``), from which examples across the activation quantiles are picked at the end,
+among the sampled tokens *below* the top examples (so they never repeat one: a latent that fired
+no more than ``n_top`` times has all its firings shown as top examples and no quantile examples).
 Work per batch is proportional to the number of firing (token, latent) pairs, not to
 ``tokens x d_sae``, apart from one pass to find them.
 
@@ -278,10 +280,14 @@ class FeatureAccumulator:
         return out
 
     def _quantile_picks(self) -> torch.Tensor:
-        """Reservoir slot of each quantile example [M, n_quantile] (-1 = none): spread over the sorted sample."""
+        """Reservoir slot of each quantile example [M, n_quantile] (-1 = none): spread over the sorted sample
+        of firing tokens below the top examples (activation under the smallest top one, with the top slots full)."""
         res = self.res
-        order = torch.sort(res.val, dim=1, descending=True, stable=True).indices  # ties: larger key first
-        filled = (res.val > 0).sum(1, keepdim=True)
+        floor = self.top.val[:, -1:]  # the smallest top example; 0 while the top slots are not full
+        below = (res.val > 0) & (res.val < floor)
+        key = torch.where(below, res.val, torch.tensor(-float("inf")))
+        order = torch.sort(key, dim=1, descending=True, stable=True).indices  # ties: larger key first
+        filled = below.sum(1, keepdim=True)
         j = torch.arange(self.n_quantile)[None, :]
         spread = ((2 * j + 1) * filled) // (2 * self.n_quantile)
         rank = torch.where(filled >= self.n_quantile, spread, torch.where(j < filled, j, -1))

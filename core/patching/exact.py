@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 from ..checks import check_int, check_texts
 from ..metrics import BoundMetric, Metric, as_metric
 from ..sites import KINDS, read_site, site_name, write_site
+from . import cached
 from .prompts import PromptPairs, check_aligned
 from .result import PatchingResult
 
@@ -228,6 +229,7 @@ def grid(
     direction: str = "denoise",
     batch_size: int | None = None,
     top_k: int = 5,
+    reuse_cache: bool | None = None,
 ) -> PatchingResult:
     """Exact activation patching over every layer and position (or head).
 
@@ -235,6 +237,13 @@ def grid(
     behaviour one cell restores); ``noise`` patches corrupted activations into the clean run.
     With several pairs the metric is averaged over them. ``site="heads"`` patches one head's
     ``attn.hook_z`` at ``positions`` (all by default) and gives a [layers, heads] grid.
+
+    With ``reuse_cache`` each cell's pass runs only from the patched layer and position on, reusing the
+    base run's keys and values before it (:mod:`.cached`; a transformers ``DynamicCache`` travels with the
+    request); ``False`` runs every cell's prompt from its first token (the same values, several times the
+    work). ``None`` (default): reuse it, except on a real NDIF server (``remote=True`` or a URL), where
+    full passes are the path known to work (``remote="local"`` runs the cached path through nnsight's
+    remote serialisation).
 
     >>> r = ilab.patching.grid(model, "When Mary and John went to the store, John gave a drink to",
     ...                        "When Mary and John went to the store, Mary gave a drink to",
@@ -246,6 +255,21 @@ def grid(
     positions_ = check_positions(positions, prep.n_pos)
     check_int("top_k", top_k, minimum=0)
     kind = site
+    batch = batch_size or auto_batch_size(model, prep.n_pos)
+    k = min(top_k, int(model.module.config.vocab_size) if hasattr(model.module, "config") else top_k)
+    if reuse_cache is None:
+        reuse_cache = model.remote in (False, "local")
+    if reuse_cache and cached.supported(model):
+        denoise = direction == "denoise"
+        base_ids, src_ids = (prep.ids_corrupt, prep.ids_clean) if denoise else (prep.ids_clean, prep.ids_corrupt)
+        clean_logits, corrupt_logits, values, top_ids, top_probs = cached.grid_cached(
+            model, base_ids, src_ids, denoise, prep.metric, kind, positions_, batch, k
+        )
+        return layer_grid(
+            model, prep, site, "exact", direction, values.numpy(), baselines(prep, clean_logits, corrupt_logits),
+            positions_, top_ids=top_ids.numpy() if k else None, top_probs=top_probs.numpy() if k else None,
+            top_tokens=[model.tokenizer.decode([int(t)]) for t in top_ids.flatten()] if k else [],
+        )  # fmt: skip
     clean_acts, clean_logits = collect(model, prep.ids_clean, [kind])
     corrupt_acts, corrupt_logits = collect(model, prep.ids_corrupt, [kind])
     clean_base, corrupt_base = baselines(prep, clean_logits, corrupt_logits)
@@ -255,9 +279,7 @@ def grid(
         else (prep.ids_clean, clean_acts[kind], corrupt_acts[kind], clean_logits)
     )
     cols = list(range(model.n_heads)) if site == "heads" else positions_
-    batch = batch_size or auto_batch_size(model, prep.n_pos)
     values = torch.zeros(model.n_layers, len(cols))
-    k = min(top_k, int(clean_logits.shape[-1]))
     top_ids = torch.zeros(model.n_layers, len(cols), k, dtype=torch.long)
     top_probs = torch.zeros(model.n_layers, len(cols), k)
     steps = [(i, layer) for i in range(prep.n_pairs) for layer in range(model.n_layers)]

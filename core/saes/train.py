@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -24,10 +24,11 @@ from tqdm.auto import tqdm
 
 from ..atomic import atomic_path
 from ..checks import check_int, check_positive_int
-from ..data.corpus import token_windows
+from ..data.corpus import CorpusCount, token_windows
 from ..data.store import ActivationStore
 from ..model import Model
 from .base import SAE, SAEConfig, arch_class, provide
+from .quality import warn_quality
 
 logger = logging.getLogger(__name__)
 
@@ -93,50 +94,81 @@ def _store_stream(store: ActivationStore, sites: list[str], batch_size: int, see
         epoch += 1
 
 
-#: A model stream shuffles tokens within buffers of about this many batches.
+#: A model stream shuffles tokens within buffers of at most this many batches.
 BUFFER_BATCHES = 8
+
+
+def buffer_sizes(n_steps: int | None = None) -> Iterator[int]:
+    """Batches per shuffle buffer of a model stream: 1, 2, 4, then ``BUFFER_BATCHES``, never past ``n_steps``.
+
+    The first buffer is one batch, so training starts after one batch of forward passes (not eight);
+    the schedule depends only on ``n_steps``, so a resumed run meets the same buffers.
+
+    >>> list(buffer_sizes(20))
+    [1, 2, 4, 8, 5]
+    """
+    index, done = 0, 0
+    while n_steps is None or done < n_steps:
+        size = min(2**index, BUFFER_BATCHES)
+        if n_steps is not None:
+            size = min(size, n_steps - done)
+        yield size
+        index, done = index + 1, done + size
 
 
 def _model_stream(
     model: Model, corpus: Any, sites: list[str], batch_size: int, seed: int, start_step: int = 0,
-    context_size: int = 128,
+    context_size: int = 128, n_steps: int | None = None, on_tokens: Callable[[int], None] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Batches straight from the model, shuffled within buffers of about ``BUFFER_BATCHES`` batches.
+    """Batches straight from the model, shuffled within buffers sized by :func:`buffer_sizes`.
 
-    Every buffer holds the same number of windows and is shuffled by its own seed, so the stream
-    from ``start_step`` on is the same as an uninterrupted one: the windows of earlier buffers are
-    skipped (tokenised, not run) and the batches already used from the current buffer are dropped.
+    The corpus's windows (BOS dropped) make one stream of tokens; each buffer takes the next
+    ``size * batch_size`` of them, running only the windows they lie in (a window split between two
+    buffers runs twice), and is shuffled by its own seed. So the stream from ``start_step`` on is the
+    same as an uninterrupted one: the windows of earlier buffers are skipped (tokenised, not run) and
+    the batches already used from the current buffer are dropped. ``on_tokens(n)`` is called after
+    each forward pass with the tokens it gave (for a progress bar).
     """
     parsed = model.parse_sites(sites)
     skip = 1 if model.tokenizer.bos_token_id is not None else 0
     body = context_size - skip
-    per_buffer = -(-BUFFER_BATCHES * batch_size // body)  # windows per buffer
-    batches_per_buffer = per_buffer * body // batch_size
-    buffer_index, drop = divmod(start_step, batches_per_buffer)
-    windows = token_windows(model.tokenizer, corpus, context_size)
-    seen = sum(1 for _ in islice(windows, buffer_index * per_buffer))
-    while True:
-        chunk = list(islice(windows, per_buffer))
-        seen += len(chunk)
-        if len(chunk) < per_buffer:
+    count = CorpusCount()
+    windows = token_windows(model.tokenizer, corpus, context_size, count)
+    last: list[int] = []  # the last window read: the next buffer may start inside it
+    n_read = step = 0  # windows read so far; steps before this buffer
+    for buffer_index, size in enumerate(buffer_sizes(n_steps)):
+        first, end = step * batch_size, (step + size) * batch_size  # this buffer's range of the token stream
+        w0, w1 = first // body, -(-end // body)  # the windows it lies in; w0 is n_read or n_read - 1
+        chunk = [last] if w0 < n_read else []
+        run = step + size > start_step  # a buffer used before a resume is skipped without running it
+        for window in islice(windows, w1 - n_read):
+            n_read, last = n_read + 1, window
+            if run:
+                chunk.append(window)
+        if n_read < w1:
             raise ValueError(
-                f"The corpus ran out after {seen * body:,} tokens ({seen} windows of {context_size}); training "
-                f"needs {batch_size * BUFFER_BATCHES:,} more for the next buffer. Give a larger corpus or fewer "
-                "n_tokens."
+                f"The corpus ran out: it holds {count.describe(context_size)}; training used {first:,} tokens "
+                f"before this buffer, which needs {end - first:,} more. Give a larger corpus or fewer n_tokens."
             )
+        if not run:
+            step += size
+            continue
         parts: dict[str, list[torch.Tensor]] = {s: [] for s in sites}
-        for start in range(0, per_buffer, 8):
+        for start in range(0, len(chunk), 8):
             ids = torch.tensor(chunk[start : start + 8])
             values = model.run_sites({"input_ids": ids, "attention_mask": torch.ones_like(ids)}, parsed)
             for s, v in zip(sites, values, strict=True):
                 parts[s].append(v[:, skip:].reshape(-1, v.shape[-1]).float())
-        pool = {s: torch.cat(v) for s, v in parts.items()}
+            if on_tokens is not None:
+                on_tokens(len(ids) * body)
+        offset = first - w0 * body
+        pool = {s: torch.cat(v)[offset : offset + end - first] for s, v in parts.items()}
         gen = torch.Generator().manual_seed(seed * 1_000_003 + buffer_index)
-        perm = torch.randperm(per_buffer * body, generator=gen)
-        for j in range(drop, batches_per_buffer):
+        perm = torch.randperm(end - first, generator=gen)
+        for j in range(max(0, start_step - step), size):
             idx = perm[j * batch_size : (j + 1) * batch_size]
             yield {s: p[idx] for s, p in pool.items()}
-        buffer_index, drop = buffer_index + 1, 0
+        step += size
 
 
 @torch.no_grad()
@@ -198,14 +230,15 @@ def train_saes(
         model_name, dims = source.name, {s: source.site_dim(s) for s in available}
     else:
         raise TypeError(f"source must be an ActivationStore, a store path or a Model, got {type(source).__name__}.")
-    check_positive_int("batch_size", batch_size)
-    check_int(f"n_tokens (at least one batch: >= batch_size={batch_size})", n_tokens, minimum=batch_size)
     default_site = site or (available[0] if len(available) == 1 else None)
     if default_site is None and any("site" not in spec for spec in specs):
         raise ValueError(f"This source holds several sites; pass site= (or a site per spec), one of {available}.")
     if not specs:
         raise ValueError("Give at least one SAE spec, e.g. dict(arch='batchtopk', width=4096, k=32).")
     specs = [_check_spec(s, default_site, available) for s in specs]
+    # after the specs: a wrong architecture or k is the error to see first
+    check_positive_int("batch_size", batch_size)
+    check_int(f"n_tokens (at least one batch: >= batch_size={batch_size})", n_tokens, minimum=batch_size)
     sites = sorted({s["site"] for s in specs}, key=available.index)
     n_steps = n_tokens // batch_size
     dead_tokens = dead_tokens or max(batch_size, min(10_000_000, n_tokens // 4))
@@ -247,7 +280,10 @@ def train_saes(
         for _ in range(step):
             next(stream)
     else:
-        stream = _model_stream(source, corpus, sites, batch_size, seed, start_step=step)
+        # the model's forward passes, counted as they run: progress shows from the first second
+        feed = tqdm(desc="activations from the model", unit="tok", unit_scale=True, disable=not progress)
+        stream = _model_stream(source, corpus, sites, batch_size, seed, start_step=step, n_steps=n_steps,
+                               on_tokens=feed.update)  # fmt: skip
     bar = tqdm(
         total=n_steps * batch_size,
         initial=step * batch_size,
@@ -256,6 +292,8 @@ def train_saes(
         unit_scale=True,
         disable=not progress,
     )
+    tail_start = n_steps - max(1, n_steps // 10)  # explained variance is measured on the last 10% of steps
+    tail = [[0.0, 0.0] for _ in saes]  # per SAE: summed squared error, summed variance
     try:
         while step < n_steps:
             batch = next(stream)
@@ -279,11 +317,14 @@ def train_saes(
                 if type(sae).resample_dead and step and step % resample_every == 0 and step < 0.8 * n_steps:
                     _resample(sae, opt, since_fired[i] > dead_tokens, x, info["recon"].detach(),
                               seed * 1_000_003 + step * 101 + i)
+                var = float((x - x.mean(0)).pow(2).sum(-1).mean())
+                if step >= tail_start:
+                    tail[i][0] += float(info["mse"])
+                    tail[i][1] += var
                 if i == 0:
-                    var = (x - x.mean(0)).pow(2).sum(-1).mean()
                     postfix = {
                         "mse": f"{info['mse']:.3g}",
-                        "fvu": f"{info['mse'] / float(var):.3f}",
+                        "fvu": f"{info['mse'] / var:.3f}",
                         "L0": f"{info['l0']:.1f}",
                         "dead": f"{float(dead.float().mean()):.2%}",
                     }
@@ -294,16 +335,22 @@ def train_saes(
                 _save_checkpoint(ckpt, saes, opts, since_fired, scales, step, specs, n_tokens, batch_size)
     finally:
         bar.close()
-    for sae, fired in zip(saes, since_fired, strict=True):
+        if not isinstance(source, ActivationStore):
+            feed.close()
+    for sae, fired, (err, var) in zip(saes, since_fired, tail, strict=True):
         sae.fold_input_scale(scales[sae.site])
+        dead_fraction = float((fired > dead_tokens).float().mean())
+        explained = 1.0 - err / var if var > 0 else None
         sae.cfg.metadata.update(
             {
                 "training_tokens": n_steps * batch_size,
                 "input_scale": scales[sae.site],
-                "dead_fraction": float((fired > dead_tokens).float().mean()),
+                "dead_fraction": dead_fraction,
+                "explained_variance": explained,
             }
         )
         sae.eval()
+        warn_quality(sae, explained, dead_fraction, n_steps * batch_size)
     return saes
 
 

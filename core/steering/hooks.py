@@ -2,7 +2,9 @@
 
 The live panel streams tokens through :func:`stream`; :func:`generate_hooked` is the hook twin of
 :func:`interplab.core.steering.traces.generate` (same tokens, greedy; ``generate(..., backend="hooks")``).
-Hooks steer only the thread that applied them and are removed on exit.
+Hooks steer only the thread that applied them and are removed on exit. Generations hold
+``model.lock``, so a panel generating in a background thread and the notebook's nnsight traces
+take turns (see :mod:`interplab.core.model`).
 
 Example
 -------
@@ -46,6 +48,10 @@ def _hook(p: SitePlan, state: dict[str, Any]) -> Callable[..., Any]:
 
     def pre(_mod: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if threading.get_ident() != state["thread"]:
+            return None
+        if p.io == "stream":  # the block keeps this very tensor as its residual stream: change it in place
+            x = args[0] if args else kwargs.get("hidden_states", next(iter(kwargs.values())))
+            x.copy_(steer(x))
             return None
         if args:
             return (steer(args[0]), *args[1:]), kwargs
@@ -151,9 +157,9 @@ def stream(
             return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
 
     inputs = {k: v.to(model.device) for k, v in enc.items()}
-    kwargs = _sampling(temperature, seed)
     pad = model.tokenizer.pad_token_id
-    with torch.no_grad(), apply(model, steering, mask):
+    with model.lock, torch.no_grad(), apply(model, steering, mask):
+        kwargs = _sampling(temperature, seed)  # seeded under the lock: no other run draws in between
         ids = model.module.generate(
             **inputs,
             max_new_tokens=max_new_tokens,
@@ -182,7 +188,7 @@ def generate_hooked(
     mask = start_mask(enc["attention_mask"].sum(1), width, start, left_padded=True)
     inputs = {k: v.to(model.device) for k, v in enc.items()}
     pad = model.tokenizer.pad_token_id
-    with torch.no_grad(), apply(model, steering, mask):
+    with model.lock, torch.no_grad(), apply(model, steering, mask):
         ids = model.module.generate(
             **inputs,
             max_new_tokens=max_new_tokens,
@@ -191,3 +197,21 @@ def generate_hooked(
             **kwargs,
         )
     return model.tokenizer.batch_decode(ids[:, width:].cpu(), skip_special_tokens=True)
+
+
+def next_token_logits(model: Model, prompt: str, steering: Steering | None) -> torch.Tensor:
+    """The next-token logits [vocab] after ``prompt`` under ``steering`` (torch hooks, as :func:`stream` steers).
+
+    They are the distribution the first generated token is drawn from; metrics of the steering panel read them.
+
+    >>> p = next_token_logits(model, "The film was", vec * 4.0).softmax(-1)[good_id]
+    """
+    (prompt,) = check_texts([prompt])
+    steering = [] if steering is None else steering
+    plan(model, steering)
+    enc = model.to_tokens([prompt])
+    inputs = {k: v.to(model.device) for k, v in enc.items()}
+    with model.lock, torch.no_grad(), apply(model, steering):
+        logits = model.module(**inputs).logits
+    return logits[0, -1].detach().float().cpu()
+

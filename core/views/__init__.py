@@ -1,7 +1,10 @@
 """Views: plain data shaped for display (what a widget draws), prepared here so widgets stay thin.
 
 ``heatmap.py`` turns tokens and per-token values into :class:`HeatmapData` (documents, a
-deduplicated vocabulary, top features per token).
+deduplicated vocabulary, top features per token); ``attention.py`` reads one text's attention
+patterns into :class:`AttentionData`. ``colors.py`` resolves the colour scale of
+every heatmap-like widget (``scale``, ``vmin``, ``vmax``, ``center``; BOS left out), which
+``widgets/js/shared.js`` draws (``ilabColor(value, scale)``, ``ilabLegend(scale)``).
 
 Example
 -------
@@ -9,6 +12,16 @@ Example
 >>> data = heatmap_data([["The", " cat"]], torch.rand(2, 8))
 """
 
+from .attention import AttentionData, attention_data
+from .colors import ColorScale, color_scale
 from .heatmap import HeatmapData, heatmap_data, heatmap_data_from_activations
 
-__all__ = ["HeatmapData", "heatmap_data", "heatmap_data_from_activations"]
+__all__ = [
+    "AttentionData",
+    "ColorScale",
+    "HeatmapData",
+    "attention_data",
+    "color_scale",
+    "heatmap_data",
+    "heatmap_data_from_activations",
+]

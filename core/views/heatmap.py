@@ -12,12 +12,13 @@ Example
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from ..activations import Activations
+from .colors import ColorScale, bos_mask, column_scales
 
 TOP_K = 5
 
@@ -28,7 +29,10 @@ class HeatmapData:
 
     ``values`` is [n_tokens, n_features] float32; ``doc_starts`` [n_docs + 1] marks where
     each document's tokens begin in the flat token order; ``vocab`` holds each distinct
-    token string once and ``token_ids`` [n_tokens] indexes it.
+    token string once and ``token_ids`` [n_tokens] indexes it. ``top_features`` holds, per
+    token, the ids of its ``k`` largest features: among the columns, or among every feature of
+    the source (all latents of an SAE) when the heatmap shows only some. ``bos`` marks the
+    BOS tokens that colour scales leave out by default.
     """
 
     vocab: list[str]
@@ -37,8 +41,14 @@ class HeatmapData:
     values: np.ndarray  # float32 [n_tokens, n_features]
     feature_ids: list[int]
     labels: list[str]
-    top_features: np.ndarray  # int32 [n_tokens, k]: column indexes into values
+    top_features: np.ndarray  # int32 [n_tokens, k]: feature ids, largest value first
     top_values: np.ndarray  # float32 [n_tokens, k]
+    bos: np.ndarray | None = None  # bool [n_tokens]: BOS at a document's start (left out of colour scales)
+    top_labels: dict[int, str] = field(default_factory=dict)  # labels of top features that are not columns
+
+    def __post_init__(self) -> None:
+        if self.bos is None:
+            self.bos = bos_mask(self.tokens(), self.doc_starts)
 
     @property
     def n_tokens(self) -> int:
@@ -57,6 +67,22 @@ class HeatmapData:
     def tokens(self) -> list[str]:
         """Every token's text, flat."""
         return [self.vocab[i] for i in self.token_ids.tolist()]
+
+    def color_scales(
+        self,
+        scale: str = "auto",
+        vmin: float | None = None,
+        vmax: float | None = None,
+        center: float | None = None,
+        exclude_bos: bool = True,
+    ) -> list[ColorScale]:
+        """One colour scale per feature column (see :mod:`~interplab.core.views.colors`); BOS left out by default.
+
+        >>> heatmap_data(["<bos>", " a", " b"], [50.0, 1.0, 2.0]).color_scales()[0].vmax
+        2.0
+        """
+        exclude = self.bos if exclude_bos else None
+        return column_scales(self.values, scale=scale, vmin=vmin, vmax=vmax, center=center, exclude_T=exclude)
 
     def __repr__(self) -> str:
         return f"HeatmapData({self.n_docs} docs, {self.n_tokens} tokens, {self.n_features} features)"
@@ -82,11 +108,14 @@ def heatmap_data(
     values: torch.Tensor | np.ndarray | Sequence[float],
     feature_ids: Sequence[int] | None = None,
     labels: Sequence[str] | None = None,
+    top: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> HeatmapData:
     """Build heatmap data from string tokens (one list per document, or one flat document).
 
     ``values`` is [n_tokens] (one scalar per token) or [n_tokens, n_features], flat in
     document order. ``feature_ids`` name the columns (default 0..n-1); ``labels`` label them.
+    ``top`` gives each token's top feature ids and values ([n_tokens, k] each) over more
+    features than the columns (default: the top columns).
     """
     if not tokens:
         raise ValueError("tokens is empty: give at least one token.")
@@ -114,11 +143,15 @@ def heatmap_data(
     token_ids = np.fromiter((vocab.setdefault(t, len(vocab)) for t in flat), dtype=np.int32, count=len(flat))
     starts = np.zeros(len(docs) + 1, dtype=np.int32)
     starts[1:] = np.cumsum([len(d) for d in docs])
-    k = min(TOP_K, n_features)
-    top = np.argpartition(-arr, k - 1, axis=1)[:, :k] if n_features > k else np.tile(np.arange(k), (len(flat), 1))
-    top_vals = np.take_along_axis(arr, top, 1)
-    order = np.argsort(-top_vals, axis=1, kind="stable")
-    top = np.take_along_axis(top, order, 1).astype(np.int32)
+    if top is None:
+        top_ids, top_vals = top_columns(arr)
+        top_ids = np.asarray(ids, dtype=np.int32)[top_ids]
+    else:
+        top_ids, top_vals = (np.ascontiguousarray(a) for a in top)
+        if top_ids.shape != top_vals.shape or top_ids.ndim != 2 or top_ids.shape[0] != len(flat):
+            raise ValueError(
+                f"top must be two [n_tokens={len(flat)}, k] arrays; got {top_ids.shape} and {top_vals.shape}."
+            )
     return HeatmapData(
         vocab=list(vocab),
         token_ids=token_ids,
@@ -126,9 +159,23 @@ def heatmap_data(
         values=arr,
         feature_ids=ids,
         labels=names,
-        top_features=np.ascontiguousarray(top),
-        top_values=np.ascontiguousarray(np.take_along_axis(top_vals, order, 1)),
+        top_features=np.ascontiguousarray(top_ids, dtype=np.int32),
+        top_values=np.ascontiguousarray(top_vals, dtype=np.float32),
     )
+
+
+def top_columns(values_TF: np.ndarray | torch.Tensor, k: int = TOP_K) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's ``k`` largest columns and their values, largest first: [n, k] ids (int32) and values."""
+    if isinstance(values_TF, torch.Tensor):
+        vals, idx = values_TF.float().topk(min(k, values_TF.shape[1]), dim=1)
+        return idx.numpy().astype(np.int32), vals.numpy().astype(np.float32)
+    arr = values_TF
+    n, n_features = arr.shape
+    k = min(k, n_features)
+    top = np.argpartition(-arr, k - 1, axis=1)[:, :k] if n_features > k else np.tile(np.arange(k), (n, 1))
+    top_vals = np.take_along_axis(arr, top, 1)
+    order = np.argsort(-top_vals, axis=1, kind="stable")
+    return np.take_along_axis(top, order, 1).astype(np.int32), np.take_along_axis(top_vals, order, 1)
 
 
 def heatmap_data_from_activations(

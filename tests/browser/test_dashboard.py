@@ -90,6 +90,12 @@ def test_dashboard_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab_serv
     assert float(lead.get_attribute("data-v") or "nan") == pytest.approx(top, rel=1e-6)
     assert card.locator("svg.ilab-dash-hist rect").count() > 0
     assert card.locator(".ilab-dash-logit").count() > 0
+    # logit effects (unit decoder rows) with their trailing zeros and a sign, two decimals: "-0.90", not "-0.9"
+    shown = card.locator(".ilab-dash-logitv").all_text_contents()
+    code = f"v = np.stack([data.logit_top_values[{a}], data.logit_bottom_values[{a}]]); print(json.dumps(v.tolist()))"
+    want = [f"{x:+.2f}" if x else "0.00" for side in json.loads(kernel_eval(page, code)) for x in side]
+    assert shown == want
+    assert all(abs(float(x)) < 50 for x in shown)  # through the unit decoder row: not ~1e3
     near_ids = card.locator(".ilab-dash-near .ilab-dash-nearbtn").evaluate_all("els => els.map(e => +e.dataset.latent)")
     assert near_ids == json.loads(kernel_eval(page, f"print(json.dumps(data.neighbour_ids[{a}].tolist()))"))
 
@@ -97,8 +103,20 @@ def test_dashboard_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab_serv
     assert card.locator(".ilab-tok", has_text="<img src=x onerror=alert(1)>").count() >= 1
     assert root.locator("img").count() == 0
 
-    # The search box filters by label and by id.
+    # The list has a header naming its columns.
+    expect(root.locator(".ilab-dash-listhead")).to_have_text("latent · labeldensity")
+
+    # The search box filters by label, by id and by top token; Enter opens the first match.
     search = root.locator("input.ilab-search")
+    word = kernel_eval(page, f"print(next(t.strip() for t in data.max_tokens({a}) if len(t.strip()) >= 3))")
+    search.fill(word.lower())
+    code = f"print(json.dumps(ilab.features.search_latents(data, {word.lower()!r}).tolist()))"
+    want_rows = json.loads(kernel_eval(page, code))  # the browser's search applies the same rule
+    assert a in want_rows and 0 < len(want_rows) <= 200
+    expect(rows).to_have_count(len(want_rows))
+    assert sorted(int(r) for r in rows.evaluate_all("els => els.map(e => e.dataset.latent)")) == want_rows
+    search.press("Enter")
+    wait_for_python(page, "dash.selected", rows.first.get_attribute("data-latent") or "")
     search.fill("zebra")
     expect(rows).to_have_count(1)
     assert rows.first.get_attribute("data-latent") == str(b)
@@ -142,6 +160,10 @@ def test_dashboard_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab_serv
     wait_for_python(page, f"dash.data.labels.get({a})", "densest one")
     search.fill("densest")
     expect(rows).to_have_count(1)
+    # ... and reaches the linked heatmap (its feature list shows the label)
+    wait_for_python(page, f"heat.labels[heat.feature_ids.index({a})]", "densest one")
+    heat_out = cell_output_locator(page, cells[1]["index"], cells[1]["panel_id"])
+    expect(heat_out.locator("select.ilab-select option", has_text="densest one")).to_have_count(1)
 
     # "Try your text": the kernel runs model + SAE and returns per-token activations.
     text = "The cat sat on the mat. <img src=x onerror=alert(1)>"

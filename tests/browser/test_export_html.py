@@ -26,7 +26,8 @@ _SPANS = """(root) => Array.from(root.querySelectorAll('.ilab-tok'), (e) => {
   const r = e.getBoundingClientRect();
   const cs = getComputedStyle(e);
   return {text: e.textContent, cls: e.className, bg: e.style.background || cs.backgroundColor,
-          w: r.width, h: r.height, opacity: Number(cs.opacity), visibility: cs.visibility};
+          w: r.width, h: r.height, opacity: Number(cs.opacity), visibility: cs.visibility,
+          weight: Number(cs.fontWeight)};
 })"""
 
 
@@ -98,11 +99,11 @@ def test_exported_heatmap_renders_offline(page: Page, offline: Offline, tmp_path
     # untrusted token text stays text
     assert " <img src=x onerror=alert(1)>" in first.text_content()
     assert first.locator("img").count() == 0
-    # the newline token is a faint, visible symbol
+    # the newline token is a faint, visible symbol (a light glyph at full colour: readable on any heat colour)
     newline = spans[2]
     assert "ilab-faint" in newline["cls"] and "ilab-faint" not in spans[0]["cls"]
     assert newline["w"] > 0 and newline["h"] > 0 and newline["visibility"] == "visible"
-    assert 0 < newline["opacity"] < 1
+    assert newline["weight"] < spans[0]["weight"] and newline["opacity"] == 1
     # a token holding </script> did not break out of the page's state script
     assert [s["text"] for s in second.evaluate(_SPANS)] == SCRIPT_TOKENS
     runnable = "Array.from(document.scripts).filter((s) => !s.type && s.textContent.includes('alert(2)')).length"

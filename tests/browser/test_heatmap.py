@@ -20,10 +20,17 @@ pytestmark = pytest.mark.browser
 SMALL = """
 import numpy as np
 import interplab as ilab
-tokens = [["The", " cat", " <img src=x onerror=alert(1)>", "\\n", " sat"], ["A", " dog"]]
+tokens = [["The", " cat", " <img src=x onerror=alert(1)>", "\\n", ' "'], ["A", " dog"]]
 values = np.array([[0, 1], [1, 0], [2, 0.5], [0, 0], [3, -1], [0.5, 0], [0, 2]], dtype=np.float32)
 w = ilab.widgets.FeatureHeatmap(tokens, values, labels=["alpha", "beta"])
 w
+"""
+
+SPARSE = """
+sparse_values = np.zeros(3000, dtype=np.float32)
+sparse_values[[10, 2500]] = [1.0, 2.0]
+sparse = ilab.widgets.TokenHeatmap([f" t{i}" for i in range(3000)], sparse_values, label="rare")
+sparse
 """
 
 BIG = """
@@ -88,7 +95,7 @@ def test_heatmap_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab_server
     dialogs: list[str] = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     nb = scratch_dir / "heatmap.ipynb"
-    nb.write_text(json.dumps(_notebook(SMALL, BIG)))
+    nb.write_text(json.dumps(_notebook(SMALL, BIG, SPARSE)))
     cells = run_notebook(page, nb.relative_to(lab_server.root).as_posix(), timeout_s=240)
     assert not any(c["has_error"] for c in cells), json.dumps(cells, indent=1)
 
@@ -109,10 +116,22 @@ def test_heatmap_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab_server
 
     # Hover shows the value and the top features at that token.
     spans.nth(4).hover()
-    tip = small.locator(".ilab-tip")
-    expect(tip).to_be_visible()
+    tip = page.locator(".ilab-heat-tip:visible")  # hover boxes live in the page body
+    expect(tip).to_have_count(1)
     tip_text = tip.text_content() or ""
     assert "alpha: 3" in tip_text and "beta: -1" in tip_text, tip_text
+    # the token is shown as its text, not escaped (it was '" \\""')
+    assert tip_text.startswith(' "  (token 4, doc 0)'), tip_text
+    # the top features at a token leave zeros out (token 0: alpha is 0 there)
+    spans.nth(0).hover()
+    expect(tip).to_contain_text("top features here:\n  1 · beta: 1")
+    assert (tip.text_content() or "").split("top features here:")[1] == "\n  1 · beta: 1"
+    # the legend's maximum and the feature's name do not run into each other
+    gap = small.locator(".ilab-legend-box").evaluate(
+        "b => b.querySelector('.ilab-legend-name').getBoundingClientRect().left"
+        " - b.querySelector('.ilab-legend-max').getBoundingClientRect().right"
+    )
+    assert gap >= 6, gap
 
     # Click sets selected_token in Python.
     spans.nth(4).click()
@@ -127,9 +146,11 @@ def test_heatmap_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab_server
     assert recoloured[4].startswith("rgba(49, 130, 189"), recoloured  # -1: blue
     assert recoloured[6].startswith("rgba(230, 85, 13"), recoloured  # +2: orange
 
-    # The search box filters the list by label.
+    # The search box filters the list by label; Enter picks the only match.
     small.locator("input.ilab-search").fill("alp")
     expect(small.locator("select.ilab-select option")).to_have_count(1)
+    small.locator("input.ilab-search").press("Enter")
+    wait_for_python(page, "w.feature", "0")
 
     # Setting the feature from Python recolours the widget.
     kernel_eval(page, "w.feature = 0")
@@ -173,4 +194,19 @@ def test_heatmap_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab_server
     big.locator("button.ilab-next").click()
     wait_for_python(page, "big.page", "1")
     expect(big.locator(".ilab-page")).to_contain_text("tokens 2000–3999 of 100000")
+
+    # A sparse feature: jump from one activation to the next, across pages, and back.
+    sparse = cell_output_locator(page, cells[2]["index"], cells[2]["panel_id"])
+    expect(sparse.locator(".ilab-tok").first).to_be_visible(timeout=30_000)
+    sparse.locator("button.ilab-next-active").click()
+    wait_for_python(page, "sparse.selected_token", "10")
+    sparse.locator("button.ilab-next-active").click()
+    wait_for_python(page, "(sparse.selected_token, sparse.page)", "(2500, 1)")
+    expect(sparse.locator(".ilab-tok.ilab-selected")).to_have_text(" t2500")
+    sparse.locator("button.ilab-prev-active").click()
+    wait_for_python(page, "(sparse.selected_token, sparse.page)", "(10, 0)")
+    sparse.locator("button.ilab-next-active").click()
+    sparse.locator("button.ilab-next-active").click()  # past the last one: round to the first
+    wait_for_python(page, "sparse.selected_token", "10")
+    expect(sparse.locator(".ilab-status")).to_contain_text("wrapped around")
     assert not dialogs, dialogs

@@ -30,9 +30,14 @@ words = model.module.transformer.wte.weight.detach()  # tied unembedding: this d
 ids = model.tokenizer.convert_tokens_to_ids
 direction = (words[ids("cat")] - words[ids("dog")]) * 0.3
 vec = ilab.steering.SteeringVector("blocks.1.hook_resid_post", direction)
-panel = ilab.widgets.SteeringPanel(model, {{"alpha": vec}}, prompt="the cat sat on the mat", max_new_tokens=12)
+panel = ilab.widgets.SteeringPanel(model, {{"alpha": vec}}, prompt="the cat sat on the mat", max_new_tokens=12,
+                                   metric=" cat")
 panel
 """
+
+
+def steered_tokens(out) -> list[str]:
+    return out.locator(".ilab-steer-steered .ilab-steer-tok").all_text_contents()
 
 
 def steered_text(out) -> str:
@@ -60,6 +65,10 @@ def test_steering_panel_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab
     out = cell_output_locator(page, cells[0]["index"], cells[0]["panel_id"])
     slider = out.locator("input.ilab-steer-range")
     expect(slider).to_have_count(1, timeout=30_000)
+    # the slider's ends are written beside it
+    expect(out.locator(".ilab-steer-min")).to_have_text("-8")
+    expect(out.locator(".ilab-steer-max")).to_have_text("8")
+    expect(out.locator(".ilab-steer-max")).to_be_visible()
     wait_done(page)
     base_tokens = out.locator(".ilab-steer-baseline .ilab-steer-tok")
     expect(base_tokens).to_have_count(12, timeout=30_000)
@@ -77,7 +86,16 @@ def test_steering_panel_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab
     want = expected_tokens(page, shown)
     expect(out.locator(".ilab-steer-steered .ilab-steer-text")).to_have_text(want, timeout=30_000)
     assert want != baseline  # the steered text changed
-    assert out.locator(".ilab-steer-steered .ilab-steer-diff").count() > 0  # and differing tokens are marked
+    # only the first token where the texts part ways is marked (not every token after it)
+    first = next(i for i, (x, y) in enumerate(zip(base_tokens.all_text_contents(), steered_tokens(out))) if x != y)
+    expect(out.locator(".ilab-steer-steered .ilab-steer-diff")).to_have_count(1)
+    assert out.locator(".ilab-steer-steered .ilab-steer-diff").get_attribute("data-i") == str(first)
+    # the readout beside each text: P(' cat') next, as Python computed it
+    readout = json.loads(kernel_eval(page, "import json; print(json.dumps(panel.metric_values))"))
+    for side in ("baseline", "steered"):
+        text = out.locator(f".ilab-steer-{side} .ilab-steer-metric").text_content() or ""
+        assert text.startswith("P(' cat') = ")
+        assert float(text.split("= ")[1]) == pytest.approx(readout[side], rel=5e-3)
 
     # Keyboard: arrow keys move the slider by one step (JupyterLab must not swallow them).
     slider.focus()
@@ -117,3 +135,28 @@ def test_steering_panel_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab
     wait_for_python(page, "panel.values['alpha']", "0.0")
     wait_done(page)
     expect(out.locator(".ilab-steer-steered .ilab-steer-text")).to_have_text(baseline or "", timeout=30_000)
+
+    # A trace in another cell while the panel generates: they take turns (it used to raise
+    # "parent cannot be on a different thread" in that cell and leave the panel in error).
+    kernel_eval(page, "panel.values = {'alpha': 3.0}")
+    wait_done(page)
+    kernel_eval(page, "slow = model.module.register_forward_hook(lambda *_: time.sleep(0.08))")
+    out.locator("button.ilab-steer-run").click()  # the same prompt: Run starts a generation anyway
+    wait_for_python(page, "panel.status", "running")
+    code = "for _ in range(10): logits = model.logits('the dog')\nprint(panel.status, logits.shape)"
+    traced = kernel_eval(page, code)
+    assert traced.startswith("running") or traced.startswith("done"), traced  # no error in this cell
+    wait_done(page)
+    kernel_eval(page, "slow.remove()")
+    expect(out.locator(".ilab-steer-status")).to_contain_text("done")
+
+    # A failed generation shows in the panel; Run then starts again (it used to do nothing until a slider moved).
+    kernel_eval(page, "bad = model.module.transformer.h[0].register_forward_hook(lambda *_: 1 / 0)")
+    kernel_eval(page, "panel.values = {'alpha': 2.0}")  # a steered run (a baseline is cached: no forward)
+    expect(out.locator(".ilab-steer-status")).to_contain_text("error: ZeroDivisionError", timeout=30_000)
+    kernel_eval(page, "bad.remove()")
+    runs = int(kernel_eval(page, "print(len(panel.history))"))
+    out.locator("button.ilab-steer-run").click()
+    wait_for_python(page, "panel.wait(60) and (panel.status, len(panel.history))", f"('done', {runs + 1})")
+    expect(out.locator(".ilab-steer-status")).to_contain_text("done")
+

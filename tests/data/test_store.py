@@ -322,6 +322,10 @@ def test_exhausted_corpus_warns_and_completes(gpt2, tmp_path, monkeypatch, caplo
     assert store.complete and store.manifest["exhausted"] is True
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert any("ran out" in r.getMessage() and str(available) in r.getMessage() for r in warnings)
+    # and how large the corpus was (issue 12: the message did not say): every token and EOS it holds
+    corpus_tokens = sum(len(gpt2.tokenizer(d, add_special_tokens=False)["input_ids"]) + 1 for d in small)
+    said = next(r.getMessage() for r in warnings if "ran out" in r.getMessage())
+    assert f"it holds {corpus_tokens:,} tokens in 10 documents ({len(windows)} windows of {CONTEXT})" in said, said
     assert torch.equal(store.tokens(), torch.tensor([t for w in windows for t in w[1:]]))
 
     def boom(*args, **kwargs):

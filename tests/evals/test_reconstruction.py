@@ -381,7 +381,7 @@ def test_wrong_width_hook_z_names_both():
         ilab.evaluate(sae, model, TEXTS)
 
 
-@pytest.mark.parametrize("site", ["blocks.5.hook_resid_post", "blocks.0.hook_resid_mid", "resid"])
+@pytest.mark.parametrize("site", ["blocks.5.hook_resid_post", "blocks.0.attn.hook_q", "resid"])
 def test_site_the_model_lacks(site):
     model = tiny_model("llama")
     sae = SAE.create("topk", d_in=32, d_sae=64, k=4, site=site)

@@ -119,10 +119,13 @@ def test_pass_equals_brute_force(arch):
         tokens, acts = expected_examples(A, info, row_tokens, top, m, C, lead)
         np.testing.assert_array_equal(data.top_tokens[m, :k], tokens)
         np.testing.assert_array_equal(data.top_acts[m, :k], acts)
-        # quantiles: the sample of the n_reservoir largest hash keys, sorted by value, spread over ranks
+        # quantiles: the sample of the n_reservoir largest hash keys, below the top examples (none when
+        # the latent fired no more than n_top times), sorted by value, spread over ranks
         keys = hash_keys(torch.from_numpy(gid[idx]), torch.full((len(idx),), m), sae.d_sae).numpy()
         sample = idx[np.argsort(-keys)][: 4 * n_q]
         sample_keys = np.sort(keys)[::-1][: 4 * n_q]
+        below = A[sample, m] < (A[top[-1], m] if k == n_top else 0)
+        sample, sample_keys = sample[below], sample_keys[below]
         sample = sample[np.lexsort((-sample_keys, -A[sample, m]))]
         f = len(sample)
         picks = [((2 * j + 1) * f) // (2 * n_q) for j in range(n_q)] if f >= n_q else list(range(f))
@@ -144,6 +147,26 @@ def test_pass_equals_brute_force(arch):
     assert alive > sae.d_sae // 2  # the test exercised real latents
     assert (data.top_max[:, :-1] >= data.top_max[:, 1:]).all()
     assert (data.quantile_max[:, :-1] >= data.quantile_max[:, 1:]).all()
+
+
+def test_quantile_examples_never_repeat_top_examples():
+    """Quantile examples used to be drawn from every firing token, so they repeated the top examples."""
+    model = tiny_model("gemma3")
+    sae = make_sae("standard")
+    settings = {**SETTINGS, "n_top": 3, "n_quantile": 6}
+    data = feature_data(sae, model, CORPUS, progress=False, **settings)
+    checked = 0
+    for m in range(sae.d_sae):
+        top = {tuple(w) for w, v in zip(data.top_where[m].tolist(), data.top_max[m]) if v > 0}
+        quant = [tuple(w) for w, v in zip(data.quantile_where[m].tolist(), data.quantile_max[m]) if v > 0]
+        assert not top & set(quant), m
+        assert len(set(quant)) == len(quant)
+        if quant:
+            checked += 1
+            assert max(data.quantile_max[m]) < data.top_max[m, -1]  # all below the smallest top example
+        if data.top_max[m, -1] == 0:  # fired fewer than n_top times: everything is a top example already
+            assert not quant
+    assert checked > sae.d_sae // 4
 
 
 def test_where_points_at_the_max_token():
@@ -246,7 +269,7 @@ def test_logit_effects_match_dense(family):
     sae = make_sae()
     hf = model.module
     W_U = hf.lm_head.weight.detach()
-    W = sae.W_dec.detach()
+    W = torch.nn.functional.normalize(sae.W_dec.detach(), dim=1)  # unit decoder rows, as sae_vis / Neuronpedia
     if family == "gemma3":
         W = W * (1 + hf.model.norm.weight.detach())
     elif family == "gpt2":
@@ -276,6 +299,23 @@ def test_logit_effect_is_what_the_model_does(family):
         delta = hf.lm_head(norm(zero + 10 * sae.W_dec[5])) - hf.lm_head(norm(zero))
     predicted = decoder_through_norm(sae, model)[5] @ hf.lm_head.weight.detach().T
     assert torch.corrcoef(torch.stack([delta[0], predicted]))[0, 1] > 0.9999
+
+
+def test_logit_effects_do_not_depend_on_the_decoder_scale():
+    """Effects come from the unit decoder row: rescaling a latent's decoder (and its activations the other
+    way, the same SAE) leaves them unchanged, so they compare with sae_vis and Neuronpedia."""
+    model = tiny_model("gemma3")
+    sae = make_sae()
+    before = logit_effects(sae, model, n=5)
+    with torch.no_grad():
+        sae.W_dec[3] *= 250.0
+    after = logit_effects(sae, model, n=5)
+    for key in before:
+        np.testing.assert_allclose(after[key], before[key], rtol=1e-5, atol=1e-6)
+    norm = model.module.model.norm.weight.detach()
+    unit = sae.W_dec[3].detach() / sae.W_dec[3].detach().norm()
+    dense = (unit * (1 + norm)) @ model.module.lm_head.weight.detach().T
+    np.testing.assert_allclose(after["logit_top_values"][3], dense.topk(5).values.numpy(), rtol=1e-5)
 
 
 # --------------------------------------------------------------------- search
@@ -439,7 +479,7 @@ def test_embedded_layer6(embedded):
     paris = embedded.tokenizer(" Paris", add_special_tokens=False)["input_ids"][0]
     ranked = latents_for_token(sae, embedded, " Paris", top=3)
     hf = embedded.module
-    W = sae.W_dec.detach() * (1 + hf.model.norm.weight.detach())
+    W = torch.nn.functional.normalize(sae.W_dec.detach(), dim=1) * (1 + hf.model.norm.weight.detach())
     column = W @ hf.lm_head.weight[paris].detach()
     np.testing.assert_array_equal(ranked.ids, column.topk(3).indices.numpy())
     best = ranked.ids[0]  # its promoted list holds ' Paris' or tokens promoted even more
@@ -448,3 +488,26 @@ def test_embedded_layer6(embedded):
             ) or data.logit_top_values[best, -1] >= ranked.values[0] - 1e-4
     with pytest.raises(ValueError, match="not one"):
         latents_for_token(sae, embedded, " Parisians and Romans")
+
+
+def test_search_latents_by_id_label_and_top_token():
+    """The dashboard found ids and labels only ("Sunday" found nothing); top tokens count now."""
+    from interplab.core.features import search_latents
+
+    from tests.widgets.test_dashboard import hand_feature_data
+
+    data = hand_feature_data()  # latent i's top tokens are " tok{t}" for its context ids; latent 11 never fired
+    data.token_strings[23] = " Sunday"
+    lead = data.top_tokens[:, :, data.lead]
+    sunday = sorted({int(m) for m, j in zip(*np.nonzero(lead == 23)) if data.top_max[m, j] > 0})
+    assert sunday and search_latents(data, "Sunday").tolist() == sunday
+    assert search_latents(data, "  sUNDAY ").tolist() == sunday  # case and spaces aside
+    assert search_latents(data, "sund").tolist() == sunday  # part of a token
+    assert search_latents(data, "second").tolist() == [2]  # the label
+    assert {1, 10, 11} <= set(search_latents(data, "1").tolist())  # ids starting with the digits
+    assert set(range(data.d_sae)) == set(search_latents(data, "").tolist())
+    never = int(np.flatnonzero(data.top_max.max(1) == 0)[0])
+    data.token_strings[int(data.top_tokens[never, 0, data.lead])] = " Zanzibar"
+    assert never not in search_latents(data, "zanzibar")  # an empty example slot is no top token
+    with pytest.raises(TypeError, match="query is a string"):
+        search_latents(data, 5)

@@ -539,7 +539,7 @@ def test_grid_site_kinds_come_from_the_site_table():
     from interplab.core.patching.exact import ORDER, SITE_KIND, SITES, site_target
     from interplab.core.sites import KINDS
 
-    assert [SITE_KIND.get(k, k) for k in ORDER] == list(KINDS) and set(ORDER) == set(SITES)
+    assert [SITE_KIND.get(k, k) for k in ORDER] == list(KINDS) and set(SITES) <= set(ORDER)
     model = tiny_model("llama")
     for kind in SITES:
         envoy, io = site_target(model, kind, 1)

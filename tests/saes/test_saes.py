@@ -686,6 +686,27 @@ def test_train_from_tiny_model(gpt2):
         train_saes(gpt2, [{"arch": "topk", "width": 16, "k": 2}], n_tokens=256, batch_size=128)
 
 
+def test_model_stream_running_out_says_how_large_the_corpus_was(gpt2):
+    """Issue 12: "the corpus ran out" now gives the corpus's own size, not only what training used."""
+    corpus = ["the cat sat on the mat and the dog ran to the house"] * 5  # 13 tokens + EOS each
+    with pytest.raises(ValueError, match=r"The corpus ran out: it holds 70 tokens in 5 documents \(0 windows of 128\)"):
+        train_saes(gpt2, [{"arch": "topk", "width": 16, "k": 2}], site=SITE_A, corpus=corpus, n_tokens=256,
+                   batch_size=128, progress=False)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("spec", "match"),
+    [
+        ({"arch": "relu2", "width": 16}, r"relu2.*batchtopk"),
+        ({"arch": "topk", "width": 16, "k": 0}, r"k of a topk SAE"),
+    ],
+)
+def test_architecture_and_k_are_checked_before_n_tokens(store, spec, match):
+    """Issue 12: n_tokens < batch_size used to hide a wrong architecture or k behind its own error."""
+    with pytest.raises(ValueError, match=match):
+        train_saes(store, [spec], n_tokens=100, batch_size=BATCH, progress=False)
+
+
 def test_auxk_term_reconstructs_residual_with_dead_latents():
     sae = randomize(SAE.create("topk", d_in=16, d_sae=64, k=2), seed=5, scale=0.5)
     x = torch.randn(32, 16)

@@ -97,8 +97,11 @@ def test_payloads_are_binary_and_cards_follow_the_sort(data: FeatureData) -> Non
     assert logit.shape == (4, 2, N_LOGIT)
     assert logit[2, 0].tolist() == data.logit_top_ids[2].tolist()
     assert logit[2, 1].tolist() == data.logit_bottom_ids[2].tolist()
-    # every token the cards show has its string, markup kept as text
-    shown = set(tokens[tokens >= 0].tolist()) | set(logit.ravel().tolist())
+    # every token the cards show (and each latent's top tokens, for search) has its string, markup kept as text
+    max_tokens = arr(w.max_tokens)
+    assert max_tokens.shape == (D_SAE, N_TOP) and max_tokens[D_SAE - 1].tolist() == [-1] * N_TOP  # never fired
+    assert max_tokens[:-1].tolist() == data.top_tokens[:-1, :, data.lead].tolist()
+    shown = set(tokens[tokens >= 0].tolist()) | set(logit.ravel().tolist()) | set(max_tokens[max_tokens >= 0].tolist())
     assert {int(k) for k in w.token_strings} == shown
     assert w.token_strings["7"] == HTML_TOKEN
     # neighbours come from the data; without the SAE and model the box is not live

@@ -266,7 +266,11 @@ def test_values_travel_as_binary_feature_major(values: np.ndarray) -> None:
     assert sorted(w.vocab) == sorted({t for d in DOCS for t in d}) and len(w.vocab) == len(set(w.vocab))
     assert [w.vocab[i] for i in payload_array(w.token_ids)] == [t for d in DOCS for t in d]
     assert payload_array(w.doc_starts).tolist() == [0, 4, 7, 8]
-    np.testing.assert_array_equal(payload_array(w.column_max), np.abs(values).max(0))
+    # one colour scale per column: these columns have both signs, so diverging around 0, symmetric
+    scales = payload_array(w.scales)
+    assert scales.shape == (4, 4) and (scales[:, 0] == 1).all() and (scales[:, 2] == 0).all()
+    np.testing.assert_allclose(scales[:, 3], np.abs(values).max(0))
+    np.testing.assert_allclose(scales[:, 1], -np.abs(values).max(0))
     # every column is in the browser, so it finds the top features at a token itself: nothing extra sent
     assert w.top_features == {} and w.top_values == {}
     assert w.feature == 10 and w.feature_ids == [10, 20, 30, 40] and w.labels == ["a", "b", "c", "d"]
@@ -279,7 +283,7 @@ def test_no_array_is_sent_as_a_json_list(values: np.ndarray) -> None:
 
     w = FeatureHeatmap(DOCS, values)
     state, paths, buffers = _remove_buffers(w.get_state())
-    for trait in ("values", "token_ids", "doc_starts", "column_max"):
+    for trait in ("values", "token_ids", "doc_starts", "scales"):
         assert [trait, "view"] in paths, trait
     assert sum(len(b) for b in buffers) >= 4 * values.size
     assert state["sent_columns"] == [0, 1, 2, 3]
@@ -341,6 +345,59 @@ def test_scale(values: np.ndarray) -> None:
         FeatureHeatmap(DOCS, values, scale="log")
     with pytest.raises(ValueError, match="scale='log'"):
         TokenHeatmap(DOCS, values[:, 0], scale="log")
+
+
+def test_colour_options_per_feature_bos_left_out() -> None:
+    """vmin/vmax/center/scale on the widget; each feature gets its own scale; BOS does not set it."""
+    docs = [["<bos>", " a", " b"], ["<bos>", " c", " d"]]
+    values = np.array([[90, -668], [1, -610], [3, -300], [80, -420], [2, -57], [0.5, -500]], dtype=np.float32)
+    w = FeatureHeatmap(docs, values, labels=["act", "direction"])
+    assert payload_array(w.bos_tokens).tolist() == [0, 3]
+    first, second = w.color_scale(0), w.color_scale(1)
+    assert (first.kind, first.vmin, first.vmax) == ("sequential", 0.0, 3.0)  # not 90: BOS left out
+    assert (second.kind, second.vmin, second.vmax) == ("sequential", -610.0, -57.0)  # one sign: not all blue
+    np.testing.assert_array_equal(payload_array(w.scales), [s.to_list() for s in (first, second)])
+    w.exclude_bos = False
+    assert w.color_scale(0).vmax == 90.0 and payload_array(w.scales)[0, 3] == 90.0
+    assert w.set_scale("diverging", center=-400.0) is w
+    assert (w.scale, w.center, w.vmin, w.vmax) == ("diverging", -400.0, None, None)
+    s = w.color_scale(1)
+    assert (s.kind, s.center, s.vmin, s.vmax) == ("diverging", -400.0, -743.0, -57.0)
+    assert payload_array(w.scales)[1].tolist() == [1.0, -743.0, -400.0, -57.0]
+    w.vmax = 0.0  # one option at a time, when the result is valid
+    assert w.color_scale(1).vmax == 0.0
+    with pytest.raises(traitlets.TraitError, match=r"vmin=-100.0 must lie on its side of center=-400.0"):
+        w.vmin = -100.0
+    with pytest.raises(traitlets.TraitError, match=r"center=-400\.0 only applies to a diverging scale"):
+        w.scale = "sequential"
+    w.set_scale()  # back to "from the data"
+    assert (w.scale, w.center, w.vmax) == ("auto", None, None)
+    with pytest.raises(ValueError, match="vmin must be below vmax"):
+        FeatureHeatmap(docs, values, vmin=5, vmax=1)
+    with pytest.raises(ValueError, match=r"feature=7 is not among the features shown"):
+        w.color_scale(7)
+    t = TokenHeatmap(docs, values[:, 1], scale="diverging", center=-400.0, vmax=0.0)
+    assert t.color_scale() == s.__class__("diverging", -743.0, 0.0, -400.0)
+
+
+def test_sae_hover_lists_the_top_latents_over_all_of_them(tmp_path, monkeypatch) -> None:
+    """The hover's top features came from the offered latents only (zeros included): now from every latent."""
+    from interplab.core.features.labels import set_label
+    from interplab.core.saes import SAE
+
+    monkeypatch.setenv("INTERPLAB_CACHE", str(tmp_path))
+    acts = hand_activations(d=6)
+    sae = SAE.create("standard", d_in=6, d_sae=16, site=acts.sites[0])
+    sae.init_weights(seed=1)
+    latents = sae.encode(acts.flat(acts.sites[0])).detach()
+    top = latents.topk(TOP_K, dim=1)
+    outside = next(int(i) for i in top.indices[0].tolist() if i not in (3, 15))
+    set_label(sae, outside, "not offered")
+    w = FeatureHeatmap(acts, sae, features=[3, 15])
+    np.testing.assert_array_equal(w.data.top_features, top.indices.numpy())
+    np.testing.assert_allclose(w.data.top_values, top.values.numpy(), rtol=1e-6)
+    np.testing.assert_array_equal(payload_array(w.top_features), top.indices.numpy())  # sent: not computable there
+    assert w.top_labels == {str(outside): "not offered"}
 
 
 def test_token_heatmap() -> None:

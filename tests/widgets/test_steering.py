@@ -158,3 +158,81 @@ def test_panel_bad_input(gpt2):
     time.sleep(0.2)
     assert panel.history == []
     panel.close()
+
+
+def test_traces_in_the_main_thread_while_the_panel_generates(gpt2):
+    """The panel's generation and the notebook's traces used to collide: nnsight raised
+    "parent cannot be on a different thread" in the notebook's cell, and the panel showed an error."""
+    slow = gpt2.module.register_forward_hook(lambda *_: time.sleep(0.01))  # each generated token takes a while
+    try:
+        panel, vec, _ = panel_for(gpt2, max_new_tokens=20)
+        want_logits = gpt2.logits(PROMPT)
+        want_acts = gpt2.collect([PROMPT], sites=[SITE])[SITE]
+        for i in range(6):
+            panel.values = {"alpha": float(i % 3)}  # keep the panel generating
+            deadline = time.monotonic() + 0.3
+            while time.monotonic() < deadline:  # traces of every kind, in this (the main) thread
+                torch.testing.assert_close(gpt2.logits(PROMPT), want_logits)
+                torch.testing.assert_close(gpt2.collect([PROMPT], sites=[SITE])[SITE], want_acts)
+                gpt2.generate(PROMPT, max_new_tokens=2)
+        assert panel.wait(60)
+    finally:
+        slow.remove()
+    assert panel.status == "done", panel.status
+    assert panel.history[-1]["values"] == {"alpha": 2.0, "beta": 0.0}
+    steered = S.generate(gpt2, PROMPT, (vec, 2.0), max_new_tokens=20)[0]
+    assert panel.history[-1]["steered"] == steered
+
+
+def test_metric_readout_beside_the_texts(gpt2):
+    """The readout is the metric on the next-token logits after the prompt, baseline and steered."""
+    word = " cat"
+    panel, vec, _ = panel_for(gpt2, metric=word)
+    assert panel.metric_name == "P(' cat')"
+    assert panel.wait(60)
+    (cat,) = gpt2.tokenizer(word, add_special_tokens=False)["input_ids"]
+    base = gpt2.logits(PROMPT)[0, -1].softmax(-1)[cat]
+    assert panel.metric_values["baseline"] == pytest.approx(float(base), rel=1e-4)
+    assert panel.metric_values["steered"] == panel.metric_values["baseline"]  # sliders at 0
+    panel.values = {"alpha": 4.0}
+    assert panel.wait(60)
+    steered = S.logits(gpt2, PROMPT, vec * 4.0)[0, -1].softmax(-1)[cat]
+    assert panel.metric_values["steered"] == pytest.approx(float(steered), rel=1e-4)
+    assert panel.history[-1]["metric"] == panel.metric_values
+    # a metric from ilab.metrics, a function of logits, and KL from the baseline
+    diff, _, _ = panel_for(gpt2, metric=ilab.metrics.logit_diff(" cat", " dog"), autorun=False)
+    assert diff.metric_name == "logit ' cat' − ' dog'"
+    own, _, _ = panel_for(gpt2, metric=lambda logits: logits.max(-1).values, metric_name="top logit")
+    assert own.wait(60) and own.metric_name == "top logit"
+    assert own.metric_values["baseline"] == pytest.approx(float(gpt2.logits(PROMPT)[0, -1].max()), rel=1e-5)
+    kl, _, _ = panel_for(gpt2, metric=ilab.metrics.kl_to_clean())
+    assert kl.wait(60) and kl.metric_values == {"baseline": 0.0, "steered": 0.0}
+    kl.values = {"alpha": 4.0}
+    assert kl.wait(60) and kl.metric_values["steered"] > 0
+    with pytest.raises(ValueError, match="one token"):
+        panel_for(gpt2, metric=" not one token at all", autorun=False)
+
+
+def test_a_failed_generation_shows_in_the_panel_and_run_recovers(gpt2, capfd):
+    """The error is the panel's: nothing printed into whichever cell runs, and Run works again."""
+    panel, vec, _ = panel_for(gpt2)
+    assert panel.wait(60)
+
+    def boom(*_):
+        raise RuntimeError("a broken hook")
+
+    bad = gpt2.module.transformer.h[0].register_forward_hook(boom)
+    try:
+        panel.values = {"alpha": 2.0}
+        assert panel.wait(60)
+    finally:
+        bad.remove()
+    assert panel.status == "error: RuntimeError: a broken hook (Run tries again)"
+    assert isinstance(panel.last_error, RuntimeError)
+    out, err = capfd.readouterr()
+    assert "Traceback" not in out + err and "broken hook" not in out + err
+    n = len(panel.history)
+    panel._on_message(panel, {"type": "run"}, [])  # the Run button, nothing else changed
+    assert panel.wait(60)
+    assert panel.status == "done" and panel.last_error is None and len(panel.history) == n + 1
+    assert panel.history[-1]["steered"] == S.generate(gpt2, PROMPT, vec * 2.0, max_new_tokens=6)[0]

@@ -30,9 +30,11 @@ function render({ model, el }) {
   const docStarts = ilabDecode(model.get("doc_starts"));
   const topF = ilabDecode(model.get("top_features"));
   const topV = ilabDecode(model.get("top_values"));
-  const colMax = ilabDecode(model.get("column_max"));
+  const topLabels = model.get("top_labels") || {};
+  const bosSet = new Set(ilabDecode(model.get("bos_tokens")) || []);
+  let scales = ilabDecode(model.get("scales"));
   const featureIds = model.get("feature_ids");
-  const labels = model.get("labels");
+  let labels = model.get("labels");
   const nTokens = tokenIds.length;
   const k = topF && nTokens ? topF.length / nTokens : Math.min(5, featureIds.length);
   const columns = new Map();
@@ -61,15 +63,24 @@ function render({ model, el }) {
   prev.setAttribute("aria-label", "previous page");
   next.setAttribute("aria-label", "next page");
   const pageLabel = ilabEl("span", "ilab-page ilab-muted");
-  nav.append(prev, pageLabel, next);
+  const prevHit = ilabEl("button", "ilab-prev-active", "◂ active");
+  const nextHit = ilabEl("button", "ilab-next-active", "active ▸");
+  prevHit.title = "the previous token where this feature is not zero (any page)";
+  nextHit.title = "the next token where this feature is not zero (any page)";
+  prevHit.setAttribute("aria-label", "previous token where the feature is active");
+  nextHit.setAttribute("aria-label", "next token where the feature is active");
+  nav.append(prevHit, prev, pageLabel, next, nextHit);
   bar.append(picker, legendBox, nav);
   const docsBox = ilabFocusBox("ilab-docs", "grid", "tokens: arrow keys move, Enter selects");
   const status = ilabEl("div", "ilab-status ilab-muted");
-  const tip = ilabEl("div", "ilab-tip");
-  root.append(bar, docsBox, status, tip);
+  const tip = ilabTip(root, "ilab-heat-tip");
+  root.append(bar, docsBox, status);
   [search, select, docsBox].forEach(ilabKeepKeys);
 
   const label = (c) => (labels[c] ? `${featureIds[c]} · ${labels[c]}` : `${featureIds[c]}`);
+  const columnOf = new Map(featureIds.map((f, c) => [f, c]));
+  const idLabel = (id) => (columnOf.has(id) ? label(columnOf.get(id)) : topLabels[id] ? `${id} · ${topLabels[id]}` : `${id}`);
+  const tokenShown = (i) => ilabTokenText(vocab[tokenIds[i]]).text; // the text itself, as drawn (no escapes)
   const colIndex = () => Math.max(0, featureIds.indexOf(model.get("feature")));
   let pages = pagesFor(docStarts, nTokens, Math.max(50, model.get("page_tokens")));
   let spans = [];
@@ -91,12 +102,6 @@ function render({ model, el }) {
     }
   }
 
-  function scaleInfo(col) {
-    const values = columns.get(col);
-    let diverging = model.get("scale") === "diverging";
-    if (model.get("scale") === "auto" && values) diverging = values.some((v) => v < 0);
-    return { values, vmax: colMax[col], diverging };
-  }
 
   const NOT_EXPORTED = "Values of this feature were not exported; run the notebook to see them.";
 
@@ -133,7 +138,8 @@ function render({ model, el }) {
 
   function colour() {
     const col = colIndex();
-    const { values, vmax, diverging } = scaleInfo(col);
+    const values = columns.get(col);
+    const scale = ilabScaleAt(scales, col);
     if (!values) {
       request(col);
       status.textContent = `loading feature ${featureIds[col]}…`;
@@ -141,11 +147,11 @@ function render({ model, el }) {
     }
     for (let j = 0; j < spans.length; j++) {
       const v = values[pageStart + j];
-      spans[j].style.background = ilabColor(v, vmax, diverging);
+      spans[j].style.background = ilabColor(v, scale);
       spans[j].dataset.v = String(v);
     }
-    const name = featureIds.length === 1 && !labels[0] ? "" : ` ${label(col)}`;
-    legendBox.replaceChildren(ilabLegend(diverging ? -vmax : 0, vmax, diverging), ilabEl("span", "ilab-muted", name));
+    legendBox.replaceChildren(ilabLegend(scale));
+    if (featureIds.length > 1 || labels[0]) legendBox.appendChild(ilabEl("span", "ilab-legend-name", label(col)));
   }
 
   function drawPage() {
@@ -184,36 +190,38 @@ function render({ model, el }) {
       const col = colIndex();
       const values = columns.get(col);
       const v = values ? ilabFmt(values[sel]) : "…";
-      status.textContent = `selected token ${sel}: ${JSON.stringify(vocab[tokenIds[sel]])} = ${v}`;
+      status.textContent = `selected token ${sel}: ${tokenShown(sel)} = ${v}`;
     }
   }
 
   function topAt(i) {
-    // The top features at token i: sent by Python when over the cap, else computed here.
-    if (topF) return Array.from({ length: k }, (_, j) => [topF[i * k + j], topV[i * k + j]]);
-    const all = [];
-    for (const [c, values] of columns) all.push([c, values[i]]);
-    return all.sort((a, b) => b[1] - a[1]).slice(0, k);
+    // The top features at token i, as [feature id, value], zeros left out: sent by Python when over
+    // the cap or drawn from more features than offered (every latent of an SAE), else computed here.
+    let all;
+    if (topF) all = Array.from({ length: k }, (_, j) => [topF[i * k + j], topV[i * k + j]]);
+    else {
+      all = [];
+      for (const [c, values] of columns) all.push([featureIds[c], values[i]]);
+      all = all.sort((a, b) => b[1] - a[1]).slice(0, k);
+    }
+    return all.filter(([, v]) => v !== 0 && Number.isFinite(v));
   }
 
   function tipText(i) {
     const col = colIndex();
     const values = columns.get(col);
-    const lines = [`${JSON.stringify(vocab[tokenIds[i]])}  (token ${i}, doc ${docOf[i]})`];
+    const lines = [`${tokenShown(i)}  (token ${i}, doc ${docOf[i]}${bosSet.has(i) ? ", BOS: outside the colour scale" : ""})`];
     lines.push(`${label(col)}: ${values ? ilabFmt(values[i]) : "…"}`);
-    if (featureIds.length > 1) {
-      lines.push("top features here:");
-      for (const [c, v] of topAt(i)) lines.push(`  ${label(c)}: ${ilabFmt(v)}`);
+    if (featureIds.length > 1 || topF) {
+      const top = topAt(i);
+      lines.push(top.length ? "top features here:" : "no feature is active here");
+      for (const [f, v] of top) lines.push(`  ${idLabel(f)}: ${ilabFmt(v)}`);
     }
     return lines.join("\n");
   }
 
   function showTip(span) {
-    tip.textContent = tipText(Number(span.dataset.i));
-    const r = span.getBoundingClientRect();
-    tip.style.left = `${Math.round(r.left)}px`;
-    tip.style.top = `${Math.round(r.bottom + 4)}px`;
-    tip.style.display = "block";
+    tip.show(span, tipText(Number(span.dataset.i)));
   }
 
   function select_(i) {
@@ -232,11 +240,38 @@ function render({ model, el }) {
     showTip(span);
   }
 
+  /** Select the next (dir 1) or previous (-1) token where the feature is not zero, turning pages as needed. */
+  function jumpActive(dir) {
+    const col = colIndex();
+    const values = columns.get(col);
+    if (!values) return request(col);
+    const sel = model.get("selected_token");
+    const from = sel >= 0 ? sel : dir > 0 ? pageStart - 1 : pageStart + spans.length;
+    for (let n = 1; n <= nTokens; n++) {
+      const i = (((from + dir * n) % nTokens) + nTokens) % nTokens;
+      if (values[i] === 0 || !Number.isFinite(values[i]) || bosSet.has(i)) continue;
+      const p = pages.findIndex(([a, b]) => i >= a && i < b);
+      if (p !== model.get("page")) {
+        model.set("page", p); // redraws (change:page) before the selection below
+        model.save_changes();
+      }
+      select_(i);
+      const span = spans[i - pageStart];
+      if (span) {
+        span.scrollIntoView({ block: "nearest" });
+        showTip(span);
+      }
+      if ((dir > 0 && i <= from) || (dir < 0 && i >= from)) status.textContent += " (wrapped around)";
+      return;
+    }
+    status.textContent = `${label(col)} is zero on every token.`;
+  }
+
   docsBox.addEventListener("mouseover", (e) => {
     const span = e.target.closest && e.target.closest(".ilab-tok");
     if (span) showTip(span);
   });
-  docsBox.addEventListener("mouseleave", () => (tip.style.display = "none"));
+  docsBox.addEventListener("mouseleave", () => tip.hide());
   docsBox.addEventListener("click", (e) => {
     const span = e.target.closest && e.target.closest(".ilab-tok");
     if (span) select_(Number(span.dataset.i));
@@ -248,8 +283,15 @@ function render({ model, el }) {
     else return;
     e.preventDefault();
   });
-  docsBox.addEventListener("blur", () => (tip.style.display = "none"));
+  docsBox.addEventListener("blur", () => tip.hide());
   search.addEventListener("input", fillOptions);
+  search.addEventListener("keydown", (e) => {
+    // Enter picks the only match (or the first of several)
+    if (e.key !== "Enter" || !select.options.length) return;
+    e.preventDefault();
+    model.set("feature", Number(select.options[0].value));
+    model.save_changes();
+  });
   select.addEventListener("change", () => {
     model.set("feature", Number(select.value));
     model.save_changes();
@@ -260,6 +302,8 @@ function render({ model, el }) {
   };
   prev.addEventListener("click", () => turn(-1));
   next.addEventListener("click", () => turn(1));
+  prevHit.addEventListener("click", () => jumpActive(-1));
+  nextHit.addEventListener("click", () => jumpActive(1));
 
   const onMsg = (msg, buffers) => {
     if (msg && msg.type === "pong") live = true;
@@ -275,6 +319,11 @@ function render({ model, el }) {
     colour();
     markSelected();
   };
+  const onLabels = () => {
+    labels = model.get("labels"); // a linked dashboard's labels arrive here
+    fillOptions();
+    colour();
+  };
   const onScheme = () => ilabTheme(root, model.get("scheme"));
   const onPageTokens = () => {
     pages = pagesFor(docStarts, nTokens, Math.max(50, model.get("page_tokens")));
@@ -283,13 +332,17 @@ function render({ model, el }) {
   const handlers = {
     "msg:custom": onMsg,
     "change:feature": onFeature,
-    "change:scale": colour,
+    "change:labels": onLabels,
+    "change:scales": () => {
+      scales = ilabDecode(model.get("scales"));
+      colour();
+    },
     "change:selected_token": markSelected,
     "change:page": drawPage,
     "change:page_tokens": onPageTokens,
     "change:scheme": onScheme,
   };
-  return ilabListen(model, handlers, () => {
+  const stop = ilabListen(model, handlers, () => {
     picker.style.display = model.get("show_picker") ? "" : "none";
     onScheme();
     try {
@@ -302,6 +355,10 @@ function render({ model, el }) {
     // the frame after next has been painted with the first page
     requestAnimationFrame(() => requestAnimationFrame(() => performance.mark("ilab-heatmap-painted")));
   });
+  return () => {
+    stop();
+    tip.remove();
+  };
 }
 
 export default { render };

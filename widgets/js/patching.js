@@ -13,10 +13,11 @@ function render({ model, el }) {
   const legendBox = ilabEl("div", "ilab-legend-box");
   const info = ilabEl("div", "ilab-pg-info ilab-muted");
   bar.append(normLabel, legendBox, info);
+  const prompts = ilabEl("div", "ilab-pg-prompts");
   const gridBox = ilabFocusBox("ilab-pg-grid", "grid", "patching grid: arrow keys move, Enter selects");
   const detail = ilabEl("div", "ilab-pg-detail");
-  const tip = ilabEl("div", "ilab-tip ilab-pg-tip");
-  root.append(groupsBar, methodsBar, bar, gridBox, detail, tip);
+  const tip = ilabTip(root, "ilab-pg-tip");
+  root.append(groupsBar, methodsBar, bar, prompts, gridBox, detail);
   [gridBox, normBox].forEach(ilabKeepKeys);
 
   let cells = [];
@@ -36,7 +37,16 @@ function render({ model, el }) {
     };
   }
 
+  /** Whether [row id, column id] names the same cell in both grids (one site's method tabs). */
+  function sameCells(a, b) {
+    const key = (g) => JSON.stringify([g.group, g.row_name, g.col_name, g.rows, g.cols]);
+    return key(a) === key(b);
+  }
+
   function setTab(key) {
+    const before = currentGrid();
+    const after = grids().find((g) => g.key === key);
+    if (after && !sameCells(before, after)) model.set("selected", []); // those ids would mean another cell
     model.set("tab", key);
     model.save_changes();
   }
@@ -70,13 +80,61 @@ function render({ model, el }) {
     }
   }
 
-  function colText(g, c) {
-    if (g.col_name !== "position") return g.cols[c];
-    return ilabTokenText(g.col_tokens[c]).text;
+  /** The clean and corrupted prompts, one token each with its position; tokens that differ are marked. */
+  function drawPrompts(g) {
+    prompts.replaceChildren();
+    const clean = g.prompt || [];
+    const corrupt = g.corrupt_prompt || [];
+    if (!clean.length && !corrupt.length) return;
+    for (const [name, toks, other] of [["clean", clean, corrupt], ["corrupted", corrupt, clean]]) {
+      if (!toks.length) continue;
+      const line = ilabEl("div", `ilab-pg-prompt ilab-pg-prompt-${name}`);
+      line.appendChild(ilabEl("span", "ilab-pg-promptname ilab-muted", `${name}:`));
+      toks.forEach((tok, p) => {
+        const shown = ilabTokenText(tok);
+        const span = ilabEl("span", "ilab-pg-ptok" + (shown.faint ? " ilab-faint" : ""), shown.text);
+        span.title = `position ${p}`;
+        span.dataset.pos = String(p);
+        if (other.length && other[p] !== tok) span.classList.add("ilab-pg-pdiff");
+        line.appendChild(span);
+      });
+      prompts.appendChild(line);
+    }
+  }
+
+  function rowTitle(g, r) {
+    const text = (g.row_text || [])[r];
+    const head = g.row_name === "layer" ? `L${g.rows[r]}` : `latent ${g.rows[r]}`;
+    return text ? `${head} · ${text}` : head;
+  }
+
+  function colLabel(g, c) {
+    const label = ilabEl("div", "ilab-pg-collabel");
+    if (g.col_name !== "position") {
+      label.appendChild(ilabEl("span", "ilab-pg-coltok", g.cols[c]));
+      label.title = g.cols[c];
+      return label;
+    }
+    const tok = ilabTokenText(g.col_tokens[c]);
+    label.append(
+      ilabEl("span", "ilab-pg-colpos ilab-muted", g.cols[c]),
+      ilabEl("span", "ilab-pg-coltok" + (tok.faint ? " ilab-faint" : ""), tok.text),
+    );
+    const corrupt = (g.corrupt_tokens || [])[c];
+    label.title = `position ${g.cols[c]}: ${tok.text}` + (corrupt !== undefined && corrupt !== g.col_tokens[c]
+      ? ` (corrupted: ${ilabTokenText(corrupt).text})` : "");
+    if (corrupt !== undefined && corrupt !== g.col_tokens[c]) label.classList.add("ilab-pg-coldiff");
+    return label;
   }
 
   function cellValue(d, i) {
     return model.get("normalized") ? d.normalized[i] : d.values[i];
+  }
+
+  function currentScale(g) {
+    const s = (model.get("scales") || {})[g.key];
+    if (!s) return ilabScale(1, true);
+    return ilabScale(model.get("normalized") ? s.normalized : s.values);
   }
 
   function drawGrid() {
@@ -84,18 +142,23 @@ function render({ model, el }) {
     const d = decoded(g);
     current = { g, d };
     const [R, C] = g.values.shape;
-    let vmax = 0;
-    for (let i = 0; i < R * C; i++) vmax = Math.max(vmax, Math.abs(cellValue(d, i)) || 0);
-    if (model.get("normalized")) vmax = Math.max(vmax, 1);
-    legendBox.replaceChildren(ilabLegend(-vmax, vmax, true));
+    const scale = currentScale(g);
+    legendBox.replaceChildren(ilabLegend(scale));
     info.textContent = `${g.method} ${g.site} · ${g.metric}: clean ${ilabFmt(g.clean)}, corrupted ${ilabFmt(g.corrupt)}`;
+    drawPrompts(g);
     gridBox.replaceChildren();
-    gridBox.style.gridTemplateColumns = `auto repeat(${C}, minmax(22px, 1fr))`;
+    gridBox.style.gridTemplateColumns = `auto repeat(${C}, minmax(38px, 1fr))`;
+    gridBox.dataset.rows = g.row_name;
     cells = [];
     for (let r = 0; r < R; r++) {
       const text = (g.row_text || [])[r];
-      const label = ilabEl("div", "ilab-pg-rowlabel", `${g.row_name === "layer" ? "L" : "#"}${g.rows[r]}${text ? ` · ${text}` : ""}`);
-      if (text) label.title = text;
+      const label = ilabEl("div", "ilab-pg-rowlabel", rowTitle(g, r));
+      label.dataset.row = String(g.rows[r]);
+      if (g.row_name === "latent") {
+        label.classList.add("ilab-pg-latent");
+        label.setAttribute("role", "button");
+        label.title = `latent ${g.rows[r]}${text ? ` · ${text}` : ""}: click to open its card in a linked dashboard`;
+      } else if (text) label.title = text;
       gridBox.appendChild(label);
       for (let c = 0; c < C; c++) {
         const i = r * C + c;
@@ -103,17 +166,18 @@ function render({ model, el }) {
         cell.dataset.i = String(i);
         cell.dataset.v = String(cellValue(d, i));
         cell.setAttribute("role", "gridcell");
-        cell.style.background = ilabColor(cellValue(d, i), vmax, true);
+        cell.style.background = ilabColor(cellValue(d, i), scale);
         gridBox.appendChild(cell);
         cells.push(cell);
       }
     }
-    gridBox.appendChild(ilabEl("div", "ilab-pg-corner ilab-muted", g.col_name === "position" ? "" : ""));
-    for (let c = 0; c < C; c++) {
-      const label = ilabEl("div", "ilab-pg-collabel", colText(g, c));
-      label.title = g.col_name === "position" ? `position ${g.cols[c]}` : g.cols[c];
-      gridBox.appendChild(label);
-    }
+    gridBox.appendChild(ilabEl("div", "ilab-pg-rowtitle ilab-muted", `${g.row_name} ↓`));
+    for (let c = 0; c < C; c++) gridBox.appendChild(colLabel(g, c));
+    const colTitle = g.col_name === "position" ? "position → (index, clean token)" : `${g.col_name} →`;
+    const axis = ilabEl("div", "ilab-pg-coltitle ilab-muted", colTitle);
+    axis.style.gridColumn = `2 / span ${C}`;
+    gridBox.appendChild(ilabEl("div", "ilab-pg-corner"));
+    gridBox.appendChild(axis);
     markSelected();
   }
 
@@ -126,10 +190,15 @@ function render({ model, el }) {
   }
 
   function describe(g, d, i) {
-    const { r, c, rowId } = cellIds(g, i);
-    const where = g.col_name === "position" ? `position ${g.cols[c]} ${JSON.stringify(g.col_tokens[c])}` : g.cols[c];
-    const rowText = (g.row_text || [])[r] ? ` (${g.row_text[r]})` : "";
-    return `${g.row_name} ${rowId}${rowText} · ${where}\nvalue ${ilabFmt(d.values[i])} · normalized ${ilabFmt(d.normalized[i])}`;
+    const { r, c } = cellIds(g, i);
+    let where = g.cols[c];
+    if (g.col_name === "position") {
+      where = `position ${g.cols[c]} ${ilabTokenText(g.col_tokens[c]).text}`;
+      const corrupt = (g.corrupt_tokens || [])[c];
+      if (corrupt !== undefined && corrupt !== g.col_tokens[c]) where += ` (corrupted: ${ilabTokenText(corrupt).text})`;
+    }
+    const row = g.row_name === "layer" ? `layer ${g.rows[r]}` : rowTitle(g, r);
+    return `${row} · ${where}\nvalue ${ilabFmt(d.values[i])} · normalized ${ilabFmt(d.normalized[i])}`;
   }
 
   function markSelected() {
@@ -166,6 +235,7 @@ function render({ model, el }) {
   function select(i) {
     const ids = cellIds(current.g, i);
     model.set("selected", [ids.rowId, ids.colId]);
+    if (current.g.row_name === "latent") model.set("latent", ids.rowId);
     model.save_changes();
     markSelected();
   }
@@ -178,19 +248,18 @@ function render({ model, el }) {
 
   gridBox.addEventListener("mouseover", (e) => {
     const cell = e.target.closest(".ilab-pg-cell");
-    if (!cell) return;
-    tip.textContent = describe(current.g, current.d, Number(cell.dataset.i));
-    tip.style.display = "block";
-    const rect = cell.getBoundingClientRect();
-    tip.style.left = `${rect.right + 6}px`;
-    tip.style.top = `${rect.top}px`;
+    if (!cell) return tip.hide();
+    tip.show(cell, describe(current.g, current.d, Number(cell.dataset.i)));
   });
-  gridBox.addEventListener("mouseleave", () => {
-    tip.style.display = "none";
-  });
+  gridBox.addEventListener("mouseleave", () => tip.hide());
   gridBox.addEventListener("click", (e) => {
     const cell = e.target.closest(".ilab-pg-cell");
-    if (cell) select(Number(cell.dataset.i));
+    if (cell) return select(Number(cell.dataset.i));
+    const row = e.target.closest(".ilab-pg-latent");
+    if (row) {
+      model.set("latent", Number(row.dataset.row));
+      model.save_changes();
+    }
   });
   gridBox.addEventListener("keydown", (e) => {
     const C = current.g.values.shape[1];
@@ -216,17 +285,22 @@ function render({ model, el }) {
     drawGrid();
   }
 
-  return ilabListen(
+  const stop = ilabListen(
     model,
     {
       "change:tab": drawAll,
       "change:grids": drawAll,
       "change:normalized": drawAll,
+      "change:scales": drawAll,
       "change:scheme": drawAll,
       "change:selected": markSelected,
     },
     drawAll,
   );
+  return () => {
+    stop();
+    tip.remove();
+  };
 }
 
 export default { render };

@@ -21,6 +21,8 @@ function render({ model, el }) {
     const [lo, hi, step] = model.get("ranges")[name];
     const row = ilabEl("label", "ilab-steer-slider");
     const label = ilabEl("span", "ilab-steer-name", name);
+    const min = ilabEl("span", "ilab-steer-min ilab-muted", ilabFmt(lo));
+    const max = ilabEl("span", "ilab-steer-max ilab-muted", ilabFmt(hi));
     const input = ilabEl("input", "ilab-steer-range");
     input.type = "range";
     input.min = String(lo);
@@ -29,7 +31,7 @@ function render({ model, el }) {
     input.dataset.name = name;
     input.setAttribute("aria-label", `scale of ${name}`);
     const value = ilabEl("span", "ilab-steer-value");
-    row.append(label, input, value);
+    row.append(label, min, input, max, value);
     sliders.appendChild(row);
     inputs.set(name, input);
     shown.set(name, value);
@@ -63,16 +65,22 @@ function render({ model, el }) {
 
   // --- outputs
   const outs = ilabEl("div", "ilab-steer-outs");
-  const col = (title, cls) => {
+  const readouts = new Map();
+  const col = (title, cls, key) => {
     const box = ilabEl("div", `ilab-steer-col ${cls}`);
     const text = ilabEl("div", "ilab-steer-text");
-    box.append(ilabEl("div", "ilab-steer-title ilab-muted", title), text);
+    const head = ilabEl("div", "ilab-steer-head");
+    const readout = ilabEl("span", "ilab-steer-metric");
+    readouts.set(key, readout);
+    head.append(ilabEl("span", "ilab-steer-title ilab-muted", title), readout);
+    box.append(head, text);
     outs.appendChild(box);
     return text;
   };
-  const baseText = col("baseline", "ilab-steer-baseline");
-  const steerText = col("steered", "ilab-steer-steered");
+  const baseText = col("baseline", "ilab-steer-baseline", "baseline");
+  const steerText = col("steered", "ilab-steer-steered", "steered");
   const status = ilabEl("div", "ilab-steer-status ilab-muted");
+  const tip = ilabTip(root, "ilab-steer-tip");
   root.append(promptRow, sliders, settings, outs, status);
   [prompt, site, temp, seed, ...inputs.values()].forEach(ilabKeepKeys);
 
@@ -98,8 +106,16 @@ function render({ model, el }) {
     sendValues();
   });
   const sendPrompt = () => {
-    model.set("prompt", prompt.value);
-    model.save_changes();
+    if (prompt.value !== model.get("prompt")) {
+      model.set("prompt", prompt.value); // a new prompt runs by itself
+      model.save_changes();
+      return;
+    }
+    try {
+      model.send({ type: "run" }); // the same prompt: run again (after an error, or to resample)
+    } catch (err) {
+      status.textContent = "no kernel: run the notebook to generate";
+    }
   };
   go.addEventListener("click", sendPrompt);
   prompt.addEventListener("keydown", (e) => {
@@ -128,23 +144,53 @@ function render({ model, el }) {
   });
 
   // --- drawing
+  /** The first position where the two texts differ (-1: none yet). */
+  const firstDiff = (a, b) => {
+    if (!a || !b) return -1;
+    const n = Math.min(a.length, b.length);
+    for (let i = 0; i < n; i++) if (a[i] !== b[i]) return i;
+    return -1;
+  };
   const drawTokens = (box, tokens, other) => {
     box.replaceChildren();
+    const diff = firstDiff(tokens, other);
     tokens.forEach((tok, i) => {
       const t = ilabTokenText(tok);
       const span = ilabEl("span", "ilab-steer-tok", t.text);
-      if (t.faint) span.classList.add("ilab-muted");
-      if (other && tok !== other[i]) span.classList.add("ilab-steer-diff");
+      span.dataset.i = String(i);
+      if (t.faint) span.classList.add("ilab-faint");
+      if (i === diff) span.classList.add("ilab-steer-diff"); // where the texts part ways
+      else if (diff >= 0 && i > diff) span.classList.add("ilab-steer-after");
       box.appendChild(span);
       if (t.newline) box.appendChild(document.createElement("br"));
     });
   };
+  const drawReadout = () => {
+    const name = model.get("metric_name");
+    const vals = model.get("metric_values") || {};
+    for (const [key, el] of readouts) {
+      el.style.display = name ? "" : "none";
+      el.textContent = name ? `${name} = ${key in vals ? ilabFmt(vals[key]) : "…"}` : "";
+    }
+  };
+  outs.addEventListener("mouseover", (e) => {
+    const span = e.target.closest && e.target.closest(".ilab-steer-tok");
+    if (!span) return tip.hide();
+    const i = Number(span.dataset.i);
+    const base = model.get("baseline_tokens")[i];
+    const steered = model.get("steered_tokens")[i];
+    const show = (t) => (t === undefined ? "–" : ilabTokenText(t).text);
+    const same = base === steered ? "same in both" : "the texts differ here";
+    tip.show(span, `generated token ${i + 1}\nbaseline: ${show(base)}\nsteered:  ${show(steered)}\n${same}`);
+  });
+  outs.addEventListener("mouseleave", () => tip.hide());
   const drawText = () => {
     const base = model.get("baseline_tokens");
     const steered = model.get("steered_tokens");
     drawTokens(baseText, base, steered.length ? steered : null);
     drawTokens(steerText, steered, base);
     steerText.dataset.run = String(model.get("run_id"));
+    drawReadout();
   };
   const drawControls = () => {
     if (document.activeElement !== prompt) prompt.value = model.get("prompt");
@@ -169,7 +215,7 @@ function render({ model, el }) {
     drawText();
     drawStatus();
   };
-  return ilabListen(
+  const stop = ilabListen(
     model,
     {
       "change:baseline_tokens": drawText,
@@ -179,6 +225,8 @@ function render({ model, el }) {
         drawStatus();
       },
       "change:status": drawStatus,
+      "change:metric_values": drawReadout,
+      "change:metric_name": drawReadout,
       "change:values": drawControls,
       "change:prompt": drawControls,
       "change:site": drawControls,
@@ -188,6 +236,10 @@ function render({ model, el }) {
     },
     draw,
   );
+  return () => {
+    stop();
+    tip.remove();
+  };
 }
 
 export default { render };

@@ -39,15 +39,22 @@ function histogramSvg(card) {
 }
 
 /** The card column: `draw()` shows the selected latent (or asks the kernel for its card). */
-function dashCard(model, store, names, select) {
+function dashCard(model, store, names, select, tip) {
   const el = ilabEl("div", "ilab-dash-card");
+  el.addEventListener("mouseover", (e) => {
+    const span = e.target.closest && e.target.closest(".ilab-dash-tokens .ilab-tok");
+    if (!span) return tip.hide();
+    const lead = span.classList.contains("ilab-dash-lead") ? " (this example's max)" : "";
+    tip.show(span, `${ilabTokenText(span.dataset.tok).text}\nactivation ${ilabFmt(Number(span.dataset.v))}${lead}`);
+  });
+  el.addEventListener("mouseleave", () => tip.hide());
 
   function tokenRow(tokens, acts, from, to, vmax, lead) {
     const line = ilabEl("div", "ilab-dash-tokens");
     for (let t = from; t < to; t++) {
       if (tokens[t] < 0) continue;
-      const span = ilabTokenSpan(store.tokenText(tokens[t]), acts[t], vmax, false);
-      span.title = ilabFmt(acts[t]);
+      const span = ilabTokenSpan(store.tokenText(tokens[t]), acts[t], { kind: "sequential", vmin: 0, center: 0, vmax });
+      span.dataset.tok = store.tokenText(tokens[t]);
       if (t - from === lead) span.classList.add("ilab-dash-lead"); // the example's max
       line.appendChild(span);
     }
@@ -80,7 +87,7 @@ function dashCard(model, store, names, select) {
         const id = c.logitIds[side * c.nLogit + j];
         const v = c.logitVals[side * c.nLogit + j];
         const line = ilabEl("div", "ilab-dash-logit");
-        line.append(ilabTokenSpan(store.tokenText(id)), ilabEl("span", "ilab-dash-logitv ilab-muted", ilabFmt(v)));
+        line.append(ilabTokenSpan(store.tokenText(id)), ilabEl("span", "ilab-dash-logitv", ilabFmtSigned(v)));
         col.appendChild(line);
       }
       table.appendChild(col);

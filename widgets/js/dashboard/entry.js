@@ -29,9 +29,10 @@ function render({ model, el }) {
     model.set("selected", i);
     model.save_changes();
   };
+  const tip = ilabTip(root, "ilab-dash-tip");
   const list = dashList(model, store, names, select);
-  const card = dashCard(model, store, names, select);
-  const tryIt = dashTry(model, store, names, select);
+  const card = dashCard(model, store, names, select, tip);
+  const tryIt = dashTry(model, store, names, select, tip);
   const status = ilabEl("div", "ilab-status ilab-muted");
   const right = ilabEl("div", "ilab-dash-right");
   right.append(card.el, tryIt.el, status);
@@ -81,6 +82,7 @@ function render({ model, el }) {
     store.events.removeEventListener("live", onLive);
     store.events.removeEventListener("card", onCard);
     store.events.removeEventListener("try", onTry);
+    tip.remove();
   };
 }
 

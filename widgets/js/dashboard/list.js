@@ -3,15 +3,31 @@
 /** The list column: search box, sort menu, count and rows. `names.name(i)` shows an id with its label. */
 function dashList(model, store, names, select) {
   const el = ilabEl("div", "ilab-dash-list");
-  const search = ilabSearchBox("search latents by id or label", "search latents");
+  const search = ilabSearchBox("search by id, label or top token", "search latents by id, label or top token");
   const sortSel = ilabEl("select", "ilab-dash-sort");
   sortSel.setAttribute("aria-label", "sort latents");
   const count = ilabEl("div", "ilab-dash-count ilab-muted");
+  const head = ilabEl("div", "ilab-dash-listhead");
+  const headName = ilabEl("span", "ilab-dash-name", "latent · label");
+  const headStat = ilabEl("span", "ilab-dash-stat");
+  head.append(headName, headStat);
   const rows = ilabFocusBox("ilab-dash-rows", "listbox", "latents: arrow keys move");
-  el.append(search, sortSel, count, rows);
+  el.append(search, sortSel, count, head, rows);
   [search, sortSel, rows].forEach(ilabKeepKeys);
   const d = model.get("d_sae");
+  const maxTokens = ilabDecode(model.get("max_tokens"));
+  const nTop = maxTokens ? maxTokens.length / Math.max(1, d) : 0;
+  let tokenText = null; // per latent: its top tokens, stripped and lower-cased, joined (built on first search)
 
+  /** The distinct tokens at the max of each of a latent's top examples. */
+  function topTokens(i) {
+    const seen = new Set();
+    for (let j = 0; j < nTop; j++) {
+      const t = maxTokens[i * nTop + j];
+      if (t >= 0) seen.add(store.tokenText(t));
+    }
+    return [...seen];
+  }
   function fillSorts() {
     const opts = [["density", "density"], ["max_act", "max activation"], ["id", "id"]];
     if (model.get("score_values") && model.get("score_values").view) opts.splice(2, 0, ["score", model.get("score_name")]);
@@ -37,13 +53,22 @@ function dashList(model, store, names, select) {
   function matches(i, q) {
     if (!q) return true;
     if (/^\d+$/.test(q) && String(i).startsWith(q)) return true;
-    return names.label(i).toLowerCase().includes(q);
+    if (names.label(i).toLowerCase().includes(q)) return true;
+    if (!maxTokens) return false;
+    if (!tokenText) tokenText = Array.from({ length: d }, (_, j) => "\u0001" + topTokens(j).map((t) => t.trim().toLowerCase()).join("\u0001"));
+    return tokenText[i].includes(q.trim());
+  }
+
+  function statName() {
+    const sort = model.get("sort");
+    return sort === "score" ? model.get("score_name") : sort === "max_act" ? "max act" : "density";
   }
 
   function fill() {
     const q = search.value.trim().toLowerCase();
     const sort = model.get("sort");
     const scores = sort === "score" ? ilabDecode(model.get("score_values")) : null;
+    headStat.textContent = statName();
     rows.replaceChildren();
     let n = 0;
     for (const i of order()) {
@@ -54,7 +79,9 @@ function dashList(model, store, names, select) {
       row.dataset.latent = String(i);
       row.setAttribute("role", "option");
       if (i === model.get("selected")) row.classList.add("ilab-selected");
-      row.appendChild(ilabEl("span", "ilab-dash-name", names.name(i)));
+      const name = ilabEl("span", "ilab-dash-name", names.name(i));
+      if (maxTokens) name.title = `top tokens: ${topTokens(i).map((t) => ilabTokenText(t).text).join(" | ")}`;
+      row.appendChild(name);
       const stat = scores
         ? ilabFmt(scores[i])
         : sort === "max_act"
@@ -93,6 +120,13 @@ function dashList(model, store, names, select) {
     const next = all[Math.max(0, Math.min(all.length - 1, at + (e.key === "ArrowDown" ? 1 : -1)))];
     if (next) select(Number(next.dataset.latent));
     e.preventDefault();
+  });
+  search.addEventListener("keydown", (e) => {
+    // Enter opens the only match (or the first of several)
+    if (e.key !== "Enter") return;
+    e.preventDefault();
+    const first = rows.querySelector(".ilab-dash-row");
+    if (first) select(Number(first.dataset.latent));
   });
   search.addEventListener("input", () => {
     model.set("query", search.value);

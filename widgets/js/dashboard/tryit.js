@@ -1,7 +1,13 @@
 // FeatureDashboard, part 4: "try your text" (needs a live kernel with the model and the SAE).
 
-function dashTry(model, store, names, select) {
+function dashTry(model, store, names, select, tip) {
   const el = ilabEl("div", "ilab-dash-try");
+  el.addEventListener("mouseover", (e) => {
+    const span = e.target.closest && e.target.closest(".ilab-dash-trytokens .ilab-tok");
+    if (!span) return tip.hide();
+    tip.show(span, `${ilabTokenText(span.dataset.tok).text}\nactivation ${ilabFmt(Number(span.dataset.v))}`);
+  });
+  el.addEventListener("mouseleave", () => tip.hide());
   const area = ilabEl("textarea", "ilab-dash-text");
   area.rows = 2;
   area.placeholder = "try your text: which latents fire, and how much the selected one does";
@@ -43,8 +49,8 @@ function dashTry(model, store, names, select) {
     out.appendChild(ilabEl("div", "ilab-dash-h", `latent ${names.name(msg.latent)} on your text`));
     const line = ilabEl("div", "ilab-dash-tokens ilab-dash-trytokens");
     msg.tokens.forEach((tok, t) => {
-      const span = ilabTokenSpan(tok, acts[t], vmax, false);
-      span.title = ilabFmt(acts[t]);
+      const span = ilabTokenSpan(tok, acts[t], { kind: "sequential", vmin: 0, center: 0, vmax });
+      span.dataset.tok = tok;
       line.appendChild(span);
     });
     out.appendChild(line);

@@ -1,0 +1,44 @@
+"""Attention implementations: attention patterns exist only where attention runs eagerly.
+
+Hugging Face models run ``sdpa`` attention by default, which never builds the [heads, query, key]
+probabilities; ``attn.hook_pattern`` needs the eager implementation. :func:`eager_attention` switches a
+local model to it for the passes that read patterns and back afterwards (the same values up to
+rounding; sdpa is faster on long texts). A model on a remote server runs as the server loaded it.
+
+Example
+-------
+>>> with eager_attention(model.module):
+...     ...   # traces reading attn.hook_pattern
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+
+
+@contextlib.contextmanager
+def eager_attention(module: torch.nn.Module, needed: bool = True) -> Iterator[None]:
+    """Inside the block ``module`` (a transformers model) runs eager attention, then its own again."""
+    before = getattr(getattr(module, "config", None), "_attn_implementation", None)
+    switch = needed and before not in (None, "eager") and hasattr(module, "set_attn_implementation")
+    if switch:
+        module.set_attn_implementation("eager")
+    try:
+        yield
+    finally:
+        if switch:
+            module.set_attn_implementation(before)
+
+
+def check_patterns(saved: Sequence[Any], config: Any) -> None:
+    """A clear error when a pattern came back empty: the model ran attention that builds none (a remote server)."""
+    if any(s is None for s in saved):
+        raise RuntimeError(
+            f"The model ran attention without materialising its patterns (attn_implementation "
+            f"{getattr(config, '_attn_implementation', None)!r}); attn.hook_pattern needs eager attention. "
+            "A remote model must be served with attn_implementation='eager'."
+        )

@@ -1,0 +1,160 @@
+"""LogitLens and AttentionPattern in a real JupyterLab and in exported HTML: cells and thumbnails drawn,
+tooltips inside the viewport next to what is hovered, clicks reach Python, untrusted token text stays text."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from playwright.sync_api import Locator, Page, expect
+
+from tests.test_export import export_code
+
+from .conftest import REPO_ROOT, cell_output_locator
+from .test_export_html import Offline, offline  # noqa: F401  (the `offline` fixture)
+from .test_heatmap import kernel_eval, wait_for_python
+from .test_tour import _notebook
+
+if TYPE_CHECKING:
+    from .conftest import LabServer, RunNotebook
+
+pytestmark = pytest.mark.browser
+
+SETUP = f"""
+import sys
+sys.path.insert(0, {str(REPO_ROOT)!r})
+import numpy as np
+import torch
+import interplab as ilab
+from interplab.core.lens import LensView
+from interplab.core.views.attention import AttentionData
+from tests.tiny import tiny_model
+torch.set_num_threads(1)
+model = tiny_model("llama")
+text = "Mary and John went to the store and John gave a drink to"
+lens = ilab.logit_lens(model, text)
+"""
+LENS = "lens"  # displays as the LogitLens view by itself
+WIDGETS = """
+w = ilab.widgets.LogitLens(lens, token="Mary")
+attn = ilab.widgets.AttentionPattern(model, text)
+display(w, attn)
+"""
+EVIL = """
+evil = '<img src=x onerror=alert(1)>'
+tokens = ["<bos>", evil, " and"]
+view = LensView(tokens=tokens, top_ids=np.array([[[0, 1], [1, 0], [0, 1]]]), top_probs=np.full((1, 3, 2), 0.5),
+                candidates=np.array([0, 1]), candidate_tokens=[evil, " ok"], candidate_probs=np.full((1, 3, 2), 0.5),
+                layers=[0])
+pattern = np.tril(np.ones((1, 1, 3, 3), dtype=np.float32)); pattern /= pattern.sum(-1, keepdims=True)
+display(ilab.widgets.LogitLens(view), ilab.widgets.AttentionPattern(AttentionData(tokens, [0], pattern)))
+"""
+
+
+def assert_tip_near(page: Page, tip: Locator, target: Locator, slack: float = 40) -> None:
+    """The tooltip is visible, inside the viewport, and within ``slack`` px of the hovered element."""
+    expect(tip).to_be_visible()
+    t, c = tip.bounding_box(), target.bounding_box()
+    vp = page.viewport_size
+    assert t and c and vp
+    assert t["x"] >= 0 and t["y"] >= 0, t
+    assert t["x"] + t["width"] <= vp["width"] and t["y"] + t["height"] <= vp["height"], (t, vp)
+    dx = max(0.0, t["x"] - (c["x"] + c["width"]), c["x"] - (t["x"] + t["width"]))
+    dy = max(0.0, t["y"] - (c["y"] + c["height"]), c["y"] - (t["y"] + t["height"]))
+    assert math.hypot(dx, dy) <= slack, (t, c)
+
+
+def check_lens(page: Page, out: Locator, n_pos: int) -> None:
+    """Cells drawn; a hover box next to the hovered cell; a click lists the cell's top-10."""
+    cells = out.locator(".ilab-lens-cell")
+    expect(cells).to_have_count(2 * n_pos, timeout=30_000)
+    cell = cells.nth(n_pos + n_pos - 1)  # layer 1, last position
+    cell.hover()
+    tip = page.locator(".ilab-lens-tip:visible")  # hover boxes live in document.body (ilabTip)
+    assert_tip_near(page, tip, cell)
+    assert "layer 1 · after position" in (tip.text_content() or "")
+    cell.click()
+    expect(out.locator(".ilab-lens-topitem")).to_have_count(10)
+
+
+def check_attention(page: Page, out: Locator, n_heads: int) -> None:
+    """Thumbnails drawn; hover boxes next to a token and over the matrix; a thumbnail click shows its head."""
+    expect(out.locator(".ilab-attn-thumb")).to_have_count(n_heads, timeout=30_000)
+    strip = out.locator(".ilab-attn-from .ilab-attn-tok")
+    token = strip.nth(4)
+    token.hover()
+    tip = page.locator(".ilab-attn-tip:visible")
+    assert_tip_near(page, tip, token)
+    matrix = out.locator(".ilab-attn-matrix")
+    box = matrix.bounding_box()
+    assert box and box["width"] > 50
+    matrix.hover(position={"x": box["width"] * 0.9, "y": box["height"] * 0.95})
+    expect(tip).to_contain_text("attention")
+    out.locator(".ilab-attn-thumb").nth(2).click()
+    expect(out.locator(".ilab-attn-title")).to_contain_text("H2")
+
+
+def test_lens_and_attention_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab_server: LabServer,
+                                          scratch_dir: Path):  # fmt: skip
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    nb = scratch_dir / "lens.ipynb"
+    nb.write_text(json.dumps(_notebook(SETUP, LENS, WIDGETS, EVIL)))
+    cells = run_notebook(page, nb.relative_to(lab_server.root).as_posix(), timeout_s=240)
+    assert not any(c["has_error"] for c in cells), json.dumps(cells, indent=1)
+    n_pos = 14
+
+    # `lens` on its own displays as the LogitLens view
+    shown = cell_output_locator(page, cells[1]["index"], cells[1]["panel_id"])
+    expect(shown.locator(".ilab-lens-cell")).to_have_count(2 * n_pos, timeout=30_000)
+
+    out = cell_output_locator(page, cells[2]["index"], cells[2]["panel_id"])
+    lens_out, attn_out = out.locator(".ilab-lens"), out.locator(".ilab-attn")
+    check_lens(page, lens_out, n_pos)
+    wait_for_python(page, "w.selected", f"[1, {n_pos - 1}]")
+    assert kernel_eval(page, "print(w.selected_top == w.view.top(1, 13))") == "True"
+    # the cells are coloured by P("Mary"): the values drawn are the view's
+    drawn = lens_out.locator(".ilab-lens-cell").evaluate_all("els => els.map(e => Number(e.dataset.v))")
+    want = json.loads(kernel_eval(page, "import json; print(json.dumps(w.view.prob('Mary').ravel().tolist()))"))
+    assert max(abs(a - b) for a, b in zip(drawn, want, strict=True)) < 1e-6
+    # choose another token in the picker: Python follows, and the other way round
+    other = kernel_eval(page, "print(w.vocab_ids[w.colour_index[1]])")
+    lens_out.locator(".ilab-lens-token").select_option(other)
+    wait_for_python(page, "w.token_id", other)
+    kernel_eval(page, "w.token = 'Mary'")
+    expect(lens_out.locator(".ilab-lens-token")).to_have_value(kernel_eval(page, "print(w.token_id)"))
+
+    check_attention(page, attn_out, 4)
+    wait_for_python(page, "attn.head", "2")
+    row = attn_out.locator(".ilab-attn-from .ilab-attn-tok")
+    row.nth(5).click()
+    wait_for_python(page, "attn.selected_token", "5")
+    drawn = row.evaluate_all("els => els.map(e => Number(e.dataset.v))")
+    want = json.loads(kernel_eval(page, "import json; print(json.dumps(attn.pattern[5].tolist()))"))
+    assert max(abs(a - b) for a, b in zip(drawn, want, strict=True)) < 1e-6  # where token 5 attends, head 2
+    kernel_eval(page, "attn.layer = 1")
+    expect(attn_out.locator(".ilab-attn-title")).to_contain_text("L1 H2")
+    kernel_eval(page, "attn.set_scale(vmax=0.25); w.set_scale(vmax=0.05)")  # the shared colour scales
+    expect(attn_out.locator(".ilab-legend-max")).to_have_text("0.25")
+    expect(lens_out.locator(".ilab-legend-max")).to_have_text("0.05")
+
+    # untrusted token text is text
+    evil = cell_output_locator(page, cells[3]["index"], cells[3]["panel_id"])
+    expect(evil.locator(".ilab-lens-cell")).to_have_count(3, timeout=30_000)
+    assert evil.locator(".ilab-lens-top").first.text_content() == "<img src=x onerror=alert(1)>"
+    assert evil.locator(".ilab-attn-tok").nth(1).text_content() == "<img src=x onerror=alert(1)>"
+    assert evil.locator("img").count() == 0 and not dialogs
+
+
+def test_exported_lens_and_attention_render_offline(page: Page, offline: Offline, tmp_path: Path):  # noqa: F811
+    """Both render from the saved widget state with no kernel and no network; hover and head switch work."""
+    html = export_code(tmp_path, "lens", SETUP + WIDGETS + EVIL)
+    page.goto(html.as_uri())
+    lens_out, attn_out = page.locator(".ilab-lens").first, page.locator(".ilab-attn").first
+    check_lens(page, lens_out, 14)
+    check_attention(page, attn_out, 4)
+    assert page.locator(".ilab-lens-top").nth(2 * 14).text_content() == "<img src=x onerror=alert(1)>"
+    assert not offline.blocked and not offline.dialogs and not offline.errors, offline.problems()

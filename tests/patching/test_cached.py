@@ -1,0 +1,123 @@
+"""Exact grids that reuse the base run's keys and values (core/patching/cached.py) give the values of full
+passes (``reuse_cache=False``) for every family, site, direction and metric, at a fraction of the work.
+
+The tiny Gemma 3 has a sliding window of 8 tokens, shorter than these prompts: its cache must keep
+every position for a pass that starts late (``activate_past_recording``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import interplab as ilab
+from tests.tiny import tiny_model
+
+CLEAN = ["Mary and John went to the store and John gave a drink to",
+         "cat and dog went to the house and dog gave a drink to"]  # fmt: skip
+CORRUPT = ["Mary and John went to the store and Mary gave a drink to",
+           "cat and dog went to the house and cat gave a drink to"]  # fmt: skip
+ANSWERS = ilab.patching.logit_diff([" Mary", " dog"], [" John", " cat"])
+
+
+@pytest.fixture
+def model(family):
+    """A tiny model of each family with weights large enough (std 0.25) that patches move the logits by units."""
+    m = tiny_model(family)
+    with torch.no_grad():
+        for p in m.module.parameters():
+            if p.ndim > 1:
+                p.mul_(0.25 / p.std())
+    return m
+
+
+def both(model, **kwargs):
+    kwargs = {"clean": CLEAN, "corrupt": CORRUPT, "metric": ANSWERS, **kwargs}
+    return ilab.patching.grid(model, **kwargs), ilab.patching.grid(model, reuse_cache=False, **kwargs)
+
+
+def assert_same(fast, full):
+    np.testing.assert_allclose(fast.values, full.values, atol=1e-5)
+    assert fast.clean_baseline == pytest.approx(full.clean_baseline, abs=1e-6)
+    assert fast.corrupt_baseline == pytest.approx(full.corrupt_baseline, abs=1e-6)
+    np.testing.assert_allclose(fast.top_probs, full.top_probs, atol=1e-5)
+    agree = fast.top_ids == full.top_ids
+    assert agree.mean() > 0.99, agree.mean()  # ids may swap only where two probabilities tie to 1e-6
+
+
+@pytest.mark.parametrize("site", ilab.patching.SITES)
+def test_cached_grid_equals_full_passes(model, site):
+    fast, full = both(model, site=site)
+    assert_same(fast, full)
+    assert np.abs(full.values - full.corrupt_baseline).max() > 0.01  # the grid has signal, far above 1e-5
+
+
+@pytest.mark.parametrize("site", ["resid_pre", "heads", "mlp_out"])
+def test_noising_positions_and_kl(site):
+    model = tiny_model("gemma3")
+    assert_same(*both(model, site=site, direction="noise", positions=[-1, 3, 9]))
+    fast, full = both(model, site="resid_post", metric=ilab.metrics.kl_to_clean(), batch_size=3)
+    assert_same(fast, full)
+    assert fast.values[-1, -1] == pytest.approx(0.0, abs=1e-5)  # the clean run's own last-layer output
+
+
+def test_remote_local_runs_the_cached_path():
+    local = tiny_model("llama")
+    remote = tiny_model("llama", remote="local")
+    for site in ("resid_pre", "attn_out"):
+        a, b = ilab.patching.grid(local, CLEAN, CORRUPT, ANSWERS, site=site), ilab.patching.grid(
+            remote, CLEAN, CORRUPT, ANSWERS, site=site)  # fmt: skip
+        np.testing.assert_allclose(a.values, b.values, atol=1e-6)
+
+
+def _mlp_tokens(model, run) -> int:
+    """Token rows that really went through an MLP (skipped blocks run none) while ``run()`` ran."""
+    seen = [0]
+    mlps = [model.module.get_submodule(f"{model.family.layers}.{i}.{model.family.mlp_out}")
+            for i in range(model.n_layers)]  # fmt: skip
+
+    def count(_mod, args):
+        x = args[0]
+        seen[0] += int(x.shape[0] * x.shape[1])
+
+    handles = [m.register_forward_pre_hook(count) for m in mlps]
+    try:
+        run()
+    finally:
+        for h in handles:
+            h.remove()
+    return seen[0]
+
+
+def test_cells_run_only_from_their_layer_and_position(family):
+    """The work of a resid_pre grid: each cell's pass covers positions p.. from layer l on."""
+    model = tiny_model(family)
+    metric = ilab.patching.logit_diff(" Mary", " John")
+    fast = _mlp_tokens(model, lambda: ilab.patching.grid(model, CLEAN[0], CORRUPT[0], metric))
+    full = _mlp_tokens(model, lambda: ilab.patching.grid(model, CLEAN[0], CORRUPT[0], metric, reuse_cache=False))
+    # 14 tokens; the prompts differ at position 9, so layer 0 has one changed cell (9) and layer 1 five (9..13).
+    # Both paths first run the two prompts through both blocks: 2 x 2 x 14 = 56 token rows.
+    # Full passes: layer 0, cell 9 through both blocks (2 x 14); layer 1, the base prompt through block 0 and
+    # the five cells through block 1 (14 + 5 x 14).
+    assert full == 56 + 2 * 14 + (14 + 5 * 14) == 168
+    # Cached passes: layer 0, cell 9 from position 9 (5 tokens) through both blocks; layer 1, cells 9 and 10
+    # share a pass from 9 (2 x 5), 11 and 12 one from 11 (2 x 3), 13 its own (1), through block 1 only.
+    assert fast == 56 + 2 * 5 + (2 * 5 + 2 * 3 + 1) == 83
+
+
+def test_a_real_remote_model_runs_full_passes_unless_asked(monkeypatch):
+    """On an NDIF server (remote=True or a URL) the cached path is not the default: full passes are known to work."""
+    import interplab.core.patching.cached as cached_mod
+
+    model = tiny_model("llama")
+    monkeypatch.setattr(model, "remote", "https://ndif.example")
+    monkeypatch.setattr(type(model), "trace_kwargs", property(lambda self: {}))  # run here all the same
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the cached path ran")
+
+    monkeypatch.setattr(cached_mod, "grid_cached", refuse)
+    ilab.patching.grid(model, CLEAN[0], CORRUPT[0], ilab.patching.logit_diff(" Mary", " John"), positions=[-1])
+    with pytest.raises(AssertionError, match="cached path ran"):
+        ilab.patching.grid(model, CLEAN[0], CORRUPT[0], ilab.patching.logit_diff(" Mary", " John"), reuse_cache=True)
