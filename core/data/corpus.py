@@ -115,17 +115,27 @@ def prepare_default_corpus(force: bool = False) -> Path:
 
 def _jsonl_texts(file: Path) -> Iterator[str]:
     """The ``text`` of each line of a JSON-lines file; a bad line is named with its number."""
-    with open(file, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                text = json.loads(line)["text"]
-            except (json.JSONDecodeError, KeyError, TypeError):
-                text = None
-            if not isinstance(text, str):
-                raise ValueError(f"{file}:{lineno}: expected a JSON object with a 'text' string, got {line[:80]!r}")
-            yield text
+    try:
+        with open(file, encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    text = json.loads(line)["text"]
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    text = None
+                if not isinstance(text, str):
+                    raise ValueError(
+                        f"{file}:{lineno}: expected a JSON object with a 'text' string, got {line[:80]!r}"
+                    )
+                yield text
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{file}: not UTF-8 text ({err}).") from None
+
+
+def check_jsonl(file: Path) -> int:
+    """Read a JSON-lines corpus once and name its first bad line, before any work uses it; the line count."""
+    return sum(1 for _ in _jsonl_texts(file))
 
 
 def default_corpus() -> list[str]:
@@ -145,15 +155,10 @@ def iter_texts(corpus: Any) -> Iterator[str]:
         yield from default_corpus()
         return
     if isinstance(corpus, (str, Path)):
-        path = Path(corpus)
-        if not path.exists():
-            raise FileNotFoundError(
-                f"Corpus path {str(path)!r} does not exist; give a .txt/.jsonl file, a folder of them, "
-                "'default', or a list of strings."
-            )
-        files = sorted(p for p in path.rglob("*") if p.suffix in (".txt", ".jsonl")) if path.is_dir() else [path]
-        if not files:
-            raise ValueError(f"Corpus folder {str(path)!r} holds no .txt or .jsonl files.")
+        files = corpus_files(Path(corpus))
+        for file in files:  # a broken line is named before any document is handed out
+            if file.suffix == ".jsonl":
+                check_jsonl(file)
         for file in files:
             if file.suffix == ".jsonl":
                 yield from _jsonl_texts(file)
@@ -176,10 +181,38 @@ def iter_texts(corpus: Any) -> Iterator[str]:
     raise TypeError(f"Cannot read a corpus from {type(corpus).__name__}.")
 
 
+def corpus_files(path: Path) -> list[Path]:
+    """The files of a corpus path: the file itself, or a folder's ``.txt`` and ``.jsonl`` files (sorted)."""
+    if not path.exists():
+        raise FileNotFoundError(
+            f"Corpus path {str(path)!r} does not exist; give a .txt/.jsonl file, a folder of them, "
+            "'default', or a list of strings."
+        )
+    files = sorted(p for p in path.rglob("*") if p.suffix in (".txt", ".jsonl") and p.is_file()) if (
+        path.is_dir()) else [path]  # fmt: skip
+    if not files:
+        raise ValueError(f"Corpus folder {str(path)!r} holds no .txt or .jsonl files.")
+    return files
+
+
+def describe_corpus(corpus: Any) -> str:
+    """A short description of a corpus for manifests and messages (its identity is checked by its tokens)."""
+    if corpus is None or (isinstance(corpus, str) and corpus == "default"):
+        return "the default corpus"
+    if isinstance(corpus, (str, Path)):
+        return f"the files at {str(Path(corpus).resolve())!r}"
+    if getattr(corpus, "column_names", None) is not None:
+        return f"a dataset ({getattr(corpus, '_fingerprint', '?')})"
+    if isinstance(corpus, (list, tuple)):
+        return f"a list of {len(corpus)} texts"
+    return f"an iterable ({type(corpus).__name__})"
+
+
 def token_windows(tokenizer: Any, corpus: Any, context_size: int) -> Iterator[list[int]]:
     """Cut the tokenised corpus into windows of ``context_size`` tokens, each starting with BOS.
 
-    Documents are joined with EOS (when the tokenizer has one) before cutting.
+    Documents are joined with EOS (when the tokenizer has one) before cutting; documents without any
+    token (empty strings) are left out, so an empty corpus gives no window at all.
 
     >>> next(token_windows(model.tokenizer, "default", 128))[:3]
     """
@@ -190,6 +223,8 @@ def token_windows(tokenizer: Any, corpus: Any, context_size: int) -> Iterator[li
     start = 0  # read position in buffer; the consumed prefix is trimmed once per document
     for doc in iter_texts(corpus):
         ids = tokenizer(doc, add_special_tokens=False)["input_ids"]
+        if not ids:
+            continue
         del buffer[:start]
         start = 0
         buffer.extend(ids + ([eos] if eos is not None else []))
