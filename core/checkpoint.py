@@ -59,9 +59,21 @@ def begin(folder: str | os.PathLike[str]) -> Path:
 
 # --------------------------------------------------------------------- inputs
 def differences(recorded: Mapping[str, Any], wanted: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """Keys whose values differ: ``{key: (recorded, wanted)}`` (a missing key counts as None)."""
-    keys = list(dict.fromkeys([*recorded, *wanted]))
-    return {k: (recorded.get(k), wanted.get(k)) for k in keys if _jsonable(recorded.get(k)) != _jsonable(wanted.get(k))}
+    """The values that differ, by path: ``{"specs[0].width": (32, 64)}`` (a missing key counts as None)."""
+    out: dict[str, tuple[Any, Any]] = {}
+    _diff(_jsonable(dict(recorded)), _jsonable(dict(wanted)), "", out)
+    return out
+
+
+def _diff(a: Any, b: Any, path: str, out: dict[str, tuple[Any, Any]]) -> None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in dict.fromkeys([*a, *b]):
+            _diff(a.get(k), b.get(k), f"{path}.{k}" if path else str(k), out)
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            _diff(x, y, f"{path}[{i}]", out)
+    elif a != b:
+        out[path] = (a, b)
 
 
 def _jsonable(value: Any) -> Any:
@@ -85,8 +97,8 @@ def check_inputs(
     if diff:
         parts = "; ".join(f"{k}: {_short(a)} there, {_short(b)} now" for k, (a, b) in diff.items())
         raise ValueError(
-            f"{str(where)!r} holds a {job} started with other inputs ({parts}). Resuming would mix them: "
-            "use another folder, or delete this one to start over."
+            f"{str(where)!r} was made with other inputs than this call's ({parts}); resuming this {job} would mix "
+            "them: use another folder, or delete this one to start over."
         )
 
 

@@ -161,22 +161,27 @@ class Fields:
             raise self._bad(key, "a list", value)
         return value
 
-    def str_map(self, key: str, default: Any = _MISSING, int_keys: bool = True) -> dict[Any, str]:
-        """A ``{"123": "text"}`` object as ``{123: "text"}`` (keys checked as integers when ``int_keys``)."""
+    def str_map(self, key: str, default: Any = _MISSING) -> dict[int, str]:
+        """A ``{"123": "text"}`` object as ``{123: "text"}``: keys integer ids, values strings."""
         value = self.raw(key, default)
         if not isinstance(value, dict):
             raise self._bad(key, "an object of strings", value)
-        out: dict[Any, str] = {}
-        for k, v in value.items():
-            if not isinstance(v, str):
-                raise FileError(self.file, f"{self.name(key)}[{k!r}]", f"must be a string, got {_show(v)}")
-            if int_keys:
-                if not (k.isdigit() or (k.startswith("-") and k[1:].isdigit())):
-                    raise FileError(self.file, f"{self.name(key)}[{k!r}]", "must be keyed by an integer id")
-                out[int(k)] = v
-            else:
-                out[k] = v
-        return out
+        return _int_str_map(self.file, self.name(key), value)
+
+    def str_map_all(self) -> dict[int, str]:
+        """The whole object as ``{int id: text}`` (a labels file)."""
+        return _int_str_map(self.file, self.where, self.data)
+
+
+def _int_str_map(file: Path, where: str, value: dict[str, Any]) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for k, v in value.items():
+        if not isinstance(v, str):
+            raise FileError(file, f"{where}[{k!r}]", f"must be a string, got {_show(v)}")
+        if not (k.isdigit() or (k.startswith("-") and k[1:].isdigit())) or len(k) > 18:
+            raise FileError(file, f"{where}[{k!r}]", "must be keyed by an integer id")
+        out[int(k)] = v
+    return out
 
 
 def _show(value: Any) -> str:

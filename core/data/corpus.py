@@ -15,6 +15,7 @@ Example
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -145,20 +146,29 @@ def default_corpus() -> list[str]:
 
 
 def iter_texts(corpus: Any) -> Iterator[str]:
-    """Yield documents from a corpus given in any common form.
+    """Documents from a corpus given in any common form (a missing path or a broken line fails here, at once).
 
     Accepts ``None`` or ``"default"`` (the default corpus), a path to a ``.txt`` file
     (one document), a ``.jsonl`` file (``{"text": ...}`` per line) or a folder of them,
     a Hugging Face ``datasets`` dataset (its ``text`` column), or any iterable of strings.
     """
-    if corpus is None or (isinstance(corpus, str) and corpus == "default"):
-        yield from default_corpus()
-        return
-    if isinstance(corpus, (str, Path)):
+    if isinstance(corpus, (str, Path)) and not (isinstance(corpus, str) and corpus == "default"):
         files = corpus_files(Path(corpus))
         for file in files:  # a broken line is named before any document is handed out
             if file.suffix == ".jsonl":
                 check_jsonl(file)
+        return _iter_texts(corpus, files)
+    if not (corpus is None or isinstance(corpus, str) or getattr(corpus, "column_names", None) is not None
+            or isinstance(corpus, Iterable)):  # fmt: skip
+        raise TypeError(f"Cannot read a corpus from {type(corpus).__name__}.")
+    return _iter_texts(corpus, [])
+
+
+def _iter_texts(corpus: Any, files: list[Path]) -> Iterator[str]:
+    if corpus is None or (isinstance(corpus, str) and corpus == "default"):
+        yield from default_corpus()
+        return
+    if isinstance(corpus, (str, Path)):
         for file in files:
             if file.suffix == ".jsonl":
                 yield from _jsonl_texts(file)
@@ -196,15 +206,21 @@ def corpus_files(path: Path) -> list[Path]:
 
 
 def describe_corpus(corpus: Any) -> str:
-    """A short description of a corpus for manifests and messages (its identity is checked by its tokens)."""
+    """A short description of a corpus for manifests, checkpoints and messages.
+
+    Lists are known by a digest of their texts, files by their place and size, datasets by their
+    fingerprint; a resume also checks the tokens themselves (:class:`interplab.core.checkpoint.TokenDigest`).
+    """
     if corpus is None or (isinstance(corpus, str) and corpus == "default"):
         return "the default corpus"
     if isinstance(corpus, (str, Path)):
-        return f"the files at {str(Path(corpus).resolve())!r}"
+        files = corpus_files(Path(corpus))
+        return f"the files at {str(Path(corpus).resolve())!r} ({sum(f.stat().st_size for f in files)} bytes)"
     if getattr(corpus, "column_names", None) is not None:
         return f"a dataset ({getattr(corpus, '_fingerprint', '?')})"
-    if isinstance(corpus, (list, tuple)):
-        return f"a list of {len(corpus)} texts"
+    if isinstance(corpus, (list, tuple)) and all(isinstance(t, str) for t in corpus):
+        digest = hashlib.sha256("\x00".join(corpus).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        return f"a list of {len(corpus)} texts (sha256 {digest})"
     return f"an iterable ({type(corpus).__name__})"
 
 
