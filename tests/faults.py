@@ -90,13 +90,12 @@ class FileOps:
 
         def open_(path: Any, flags: int, *args: Any, **kwargs: Any) -> Any:
             p = Path(path)
-            if flags == os.O_RDONLY and p.is_file() and atomic.TMP_MARK in p.name:
-                # just before a temporary file is synced: another library's write into it may be torn here
-                if self._step("torn", path):
-                    size = p.stat().st_size
-                    with open(p, "r+b") as f:
-                        f.truncate(size // 2)
-                    self._die()
+            # just before a temporary file is synced: another library's write into it may be torn here
+            if flags == os.O_RDONLY and p.is_file() and atomic.TMP_MARK in p.name and self._step("torn", path):
+                size = p.stat().st_size
+                with open(p, "r+b") as f:
+                    f.truncate(size // 2)
+                self._die()
             if self._step("open", path):
                 self._die()
             return real.open(path, flags, *args, **kwargs)
