@@ -287,7 +287,8 @@ def _npy_info(file: Path, member: str, fp: Any, size: int) -> ArrayInfo:
     except (ValueError, OSError, SyntaxError) as err:
         raise FileError(file, member, f"is not a valid .npy array ({err})") from None
     if dtype.hasobject or dtype.name not in _NP_NAMES:
-        raise FileError(file, member, f"has dtype {dtype}; only plain numeric arrays are read (never objects)")
+        raise FileError(file, member, f"has dtype {dtype}: pickled objects are refused, only plain numeric arrays "
+                                      "are read")  # fmt: skip
     info = ArrayInfo(_NP_NAMES[dtype.name], tuple(int(s) for s in shape))
     if info.nbytes > size:
         raise FileError(file, member, f"says {dtype} {list(shape)} ({info.nbytes} bytes) but holds {size} bytes")

@@ -164,12 +164,41 @@ class BoundMetric:
         return float(self(logits_BV, pair_B).mean())
 
 
+def check_answer(answer: Any, what: str) -> Any:
+    """Refuse an answer of the wrong kind when a metric is built (tokens are checked when it is bound)."""
+
+    def one(a: Any, where: str) -> None:
+        if isinstance(a, bool) or not isinstance(a, (str, int)):
+            raise TypeError(
+                f"{where} must be a token (a string or an id), a set of tokens or a list of them (one per pair); "
+                f"got {type(a).__name__}: {a!r:.80}."
+            )
+
+    if isinstance(answer, (set, frozenset)):
+        if not answer:
+            raise ValueError(f"{what} is an empty set; give at least one token.")
+        for a in answer:
+            one(a, f"each token of {what}")
+    elif isinstance(answer, (list, tuple)):
+        if not answer:
+            raise ValueError(f"{what} is an empty list; give one answer per pair, or one answer for all.")
+        for i, a in enumerate(answer):
+            if isinstance(a, (set, frozenset)):
+                check_answer(a, f"{what}[{i}]")
+            else:
+                one(a, f"{what}[{i}]")
+    else:
+        one(answer, what)
+    return answer
+
+
 def logit_diff(answer: Answer, wrong: Answer) -> Metric:
     """Logit of ``answer`` minus logit of ``wrong`` (a set: the mean logit of its tokens).
 
     >>> ilab.metrics.logit_diff(" Mary", " John")
     """
-    return Metric("logit_diff", "logit_diff", answer=answer, wrong=wrong)
+    return Metric("logit_diff", "logit_diff", answer=check_answer(answer, "answer"),
+                  wrong=check_answer(wrong, "wrong answer"))  # fmt: skip
 
 
 def prob(answer: Answer) -> Metric:
@@ -177,7 +206,7 @@ def prob(answer: Answer) -> Metric:
 
     >>> ilab.metrics.prob(" Paris")
     """
-    return Metric("prob", "prob", answer=answer)
+    return Metric("prob", "prob", answer=check_answer(answer, "answer"))
 
 
 def kl_to_clean() -> Metric:

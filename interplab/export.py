@@ -54,6 +54,24 @@ _TEMPLATE = """{%- extends 'index.html.j2' -%}
 _MATH = re.compile(r"\$[^$\n]+\$|\\\(|\\\[")
 
 
+def script_safe_json(text: str) -> str:
+    """JSON text safe inside an HTML ``<script>`` element, whatever strings it holds.
+
+    nbconvert only escapes ``/``, so a string holding ``<!--`` then ``<script`` (a prompt that quotes
+    HTML) switches the HTML parser into a state where ``</script>`` no longer ends the element, and
+    the page's widget state (every widget, not only that one) never parses. Escaping ``<``, ``>``
+    and ``&`` as ``\\u003c``-style JSON escapes (and the two JavaScript line separators) leaves the
+    same JSON value and no markup at all. Applied to the widget state and the widget views.
+
+    >>> script_safe_json('{"a": "<!--<script>"}')
+    '{"a": "\\u003c!--\\u003cscript\\u003e"}'
+    """
+    return (
+        text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    )  # fmt: skip
+
+
 def has_widget_state(nb: Any) -> bool:
     """Whether a notebook node carries stored widget state (with at least one model)."""
     state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {})
@@ -105,6 +123,8 @@ def export_html(
         raw_template=_TEMPLATE,
         require_js_url=f"{STATIC_DIR}/require.js",
         widget_renderer_url=f"{STATIC_DIR}/embed-amd.js",
+        # the lab template pipes the widget state and views through this filter, after json_dumps
+        filters={"escape_html_script": script_safe_json},
     )
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": src.stem}})
 
