@@ -257,10 +257,21 @@ def clean_leftovers(folder: str | os.PathLike[str]) -> list[str]:
     return targets
 
 
-def _fsync_tree(root: Path) -> None:
-    for dirpath, _dirs, files in os.walk(root):
+def _finish_tree(root: Path) -> None:
+    """Sync every file of a folder about to be published and give each the mode the umask gives new ones.
+
+    Some writers create private files whatever the umask (safetensors' ``save_file`` makes them 0600);
+    a file that was executable stays executable.
+    """
+    mask = umask()
+    for dirpath, dirs, files in os.walk(root):
         for name in files:
-            _fsync_file(Path(dirpath) / name)
+            file = Path(dirpath) / name
+            _fsync_file(file)
+            executable = 0o111 if os.stat(file).st_mode & 0o111 else 0
+            os.chmod(file, (0o666 | executable) & ~mask)
+        for name in dirs:
+            os.chmod(Path(dirpath) / name, 0o777 & ~mask)
         _fsync_dir(Path(dirpath))
 
 
@@ -281,7 +292,7 @@ def atomic_folder(path: str | os.PathLike[str]) -> Iterator[Path]:
     try:
         try:
             yield work
-            _fsync_tree(work)
+            _finish_tree(work)
             os.chmod(work, 0o777 & ~umask())  # mkdtemp makes it private; new folders follow the umask
             os.rename(work, new)
         except OSError as err:

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from interplab.core.atomic import write_bytes
+from interplab.core.atomic import make_dirs, write_bytes
 from interplab.web_assets import web_assets
 
 logger = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ def export_html(
     )
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": src.stem}})
 
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(out.parent)
     _copy_assets(assets, out.parent / STATIC_DIR)
     write_bytes(out, body.encode("utf-8"))
     return out
@@ -166,7 +166,7 @@ def _warn_about_limits(nb: Any, src: Path) -> None:
 
 
 def _copy_assets(assets: dict[str, Path], folder: Path) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
+    make_dirs(folder)
     for name, path in assets.items():
         data = path.read_bytes()
         dest = folder / name

@@ -20,6 +20,7 @@ import numpy as np
 import traitlets
 from interplab.core.charts import offline
 from interplab.core.checks import check_latent
+from interplab.core.features.labels import check_label
 
 from ._kit import Widget, array_payload, css, esm
 
@@ -108,6 +109,8 @@ class FeatureDashboard(Widget):
             raise TypeError(f"FeatureDashboard takes FeatureData or an SAE; got {type(source).__name__}.")
         if sae is not None and getattr(sae, "d_sae", data.d_sae) != data.d_sae:
             raise ValueError(f"The SAE has {sae.d_sae} latents but the feature data has {data.d_sae}.")
+        if sae is not None and getattr(data, "config", {}).get("sae") and hasattr(sae, "fingerprint"):
+            data.attach(sae)  # labels are kept where the SAE's are (never where a loaded folder says)
         self._data, self._sae, self._model = data, sae, model
         self._links: list[tuple[Any, Any]] = []
         self._scores: np.ndarray | None = None
@@ -170,7 +173,7 @@ class FeatureDashboard(Widget):
     def set_label(self, latent: int, label: str) -> None:
         """Label a latent (shown in the list, its card and its neighbours; saved with the data)."""
         i = self._check_latent(latent)
-        self.labels = {**self.labels, str(i): str(label)}
+        self.labels = {**self.labels, str(i): check_label(label)}
 
     def link(self, heatmap: Any) -> FeatureDashboard:
         """Follow a :class:`FeatureHeatmap`: picking a latent there opens its card here.

@@ -183,7 +183,7 @@ def _to_data(
     if isinstance(source, HeatmapData):
         return source
     if isinstance(source, Activations):
-        if values is not None and hasattr(values, "encode") and hasattr(values, "d_sae"):
+        if values is not None and hasattr(values, "encode") and hasattr(values, "site"):
             return _from_sae(source, values, features, labels)
         if values is not None:
             raise TypeError(
