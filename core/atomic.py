@@ -33,6 +33,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -142,14 +143,36 @@ def _commit_file(tmp: Path, path: Path) -> None:
     _fsync_dir(path.parent)
 
 
+#: A temporary file of a single-file write untouched for this long was left by a killed process.
+STALE_SECONDS = 15 * 60
+
+
+def clean_stale(path: str | os.PathLike[str], older_than: float = STALE_SECONDS) -> None:
+    """Remove temporary files of earlier writes of ``path`` untouched for ``older_than`` seconds.
+
+    A single file (labels, a result) may be written by several processes at once, so only stale
+    temporaries go; a job's own folder is cleaned whole by :func:`clean_leftovers` when it starts.
+    """
+    path = Path(path)
+    if not path.parent.is_dir():
+        return
+    now = time.time()
+    for stray in path.parent.glob(f".{glob_escape(path.name)}{TMP_MARK}*"):
+        with contextlib.suppress(OSError):
+            if now - stray.stat().st_mtime > older_than:
+                remove(stray)
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success it replaces ``path``, on error it is removed.
 
     ``suffix`` matters for writers that append their own extension (``np.savez`` adds ``.npz``).
+    Temporaries that killed writes of ``path`` left long ago are removed first (:func:`clean_stale`).
     """
     path = Path(path)
     make_dirs(path.parent)
+    clean_stale(path)
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}{TMP_MARK}", suffix=suffix)
     os.close(fd)
     tmp = Path(name)
