@@ -256,22 +256,23 @@ class FeatureData:
             raise FileError(file, "format", f"is {meta.raw('format', None)!r}, not interplab feature data")
         d_sae = meta.int("d_sae", minimum=1)
         context = meta.int("context", minimum=1)
-        infos = _check_arrays(root, d_sae, context)
+        config = meta.obj("config", {})
+        known = {key: config.int(key, None, minimum=1) for key in ("n_top", "n_quantile", "n_bins", "n_logit")}
+        infos = _check_arrays(root, d_sae, context, {k: v for k, v in known.items() if v is not None})
         check_memory(f"Loading feature data from {str(root)!r}", sum(i.nbytes for i in infos.values()))
         arrays = {name: load_npy(root / f"{name}.npy", info) for name, info in infos.items()}
         strings = meta.str_map("token_strings")
         labels = meta.str_map("labels", {})
-        config = meta.obj("config", {}).data
         data = cls(
             site=meta.str("site"), d_sae=d_sae, n_tokens=meta.int("n_tokens", minimum=0), context=context,
             lead=meta.int("lead", minimum=0, maximum=context - 1), **arrays,
             token_strings={k: v for k, v in strings.items() if k >= 0},
             labels={k: v for k, v in labels.items() if 0 <= k < d_sae}, model_name=meta.str("model_name", ""),
-            complete=meta.bool("complete", True), config=config,
+            complete=meta.bool("complete", True), config=config.data,
         )  # fmt: skip
         if sae is not None:
             return data.attach(sae)
-        fingerprint = config.get("sae")
+        fingerprint = config.data.get("sae")
         shared = cache_dir() / LABELS_DIR / f"{fingerprint}.json" if isinstance(fingerprint, str) and (
             _FINGERPRINT.match(fingerprint)) else None  # fmt: skip
         data.labels_path = str(shared if shared is not None and shared.exists() else
@@ -281,8 +282,12 @@ class FeatureData:
         return data
 
 
-def _check_arrays(root: Path, d_sae: int, context: int) -> dict[str, ArrayInfo]:
-    """Every array's header: there, its dtype, and shapes that agree with each other and the metadata."""
+def _check_arrays(root: Path, d_sae: int, context: int, known: dict[str, int]) -> dict[str, ArrayInfo]:
+    """Every array's header: there, its dtype, and shapes that agree with each other and the metadata.
+
+    ``known`` sizes (``n_top``, ``n_quantile``, ``n_bins``, ``n_logit`` from the saved settings) are the
+    reference; others are taken from the first array that has them.
+    """
     infos = {}
     for name, dtype in ARRAYS.items():
         file = root / f"{name}.npy"
@@ -292,7 +297,8 @@ def _check_arrays(root: Path, d_sae: int, context: int) -> dict[str, ArrayInfo]:
         if info.dtype != dtype_name(np.dtype(dtype)):
             raise FileError(file, name, f"has dtype {info.dtype}, expected {dtype_name(np.dtype(dtype))}")
         infos[name] = info
-    sizes: dict[str, int] = {}
+    sizes: dict[str, int] = {"bins": known["n_bins"]} if "n_bins" in known else {}
+    sizes.update({k: v for k, v in known.items() if k in ("n_top", "n_quantile", "n_logit")})
 
     def shape(name: str, *dims: Any) -> None:
         got = infos[name].shape
