@@ -28,6 +28,8 @@ import torch
 
 from .checks import single_token_id
 
+__all__ = ["Answer", "BoundMetric", "Metric", "as_metric", "kl_to_clean", "logit_diff", "prob"]
+
 Answer = str | int | set[str | int] | frozenset[str | int] | Sequence[Any]
 
 
@@ -70,6 +72,18 @@ def _ids_per_pair(tokenizer: Any, answer: Answer, n_pairs: int | None, what: str
     if n_pairs is not None and len(groups) == 1:
         ids, mask = ids.expand(n_pairs, -1), mask.expand(n_pairs, -1)
     return ids, mask
+
+
+def check_logits(logits_BV: Any) -> torch.Tensor:
+    """Final-position logits: a floating tensor [rows, vocab]; a clear error for anything else."""
+    if not isinstance(logits_BV, torch.Tensor) or not logits_BV.is_floating_point():
+        raise TypeError(f"A metric reads logits, a float tensor [rows, vocab]; got {type(logits_BV).__name__}.")
+    if logits_BV.ndim != 2:
+        raise ValueError(
+            f"A metric reads final-position logits [rows, vocab]; got shape {tuple(logits_BV.shape)} "
+            "(take [:, -1] of Model.logits)."
+        )
+    return logits_BV
 
 
 @dataclass
@@ -122,6 +136,7 @@ class BoundMetric:
 
     def set_clean(self, clean_logits_NV: torch.Tensor) -> None:
         """Give the clean run's final logits (needed by ``kl_to_clean``)."""
+        check_logits(clean_logits_NV)
         self.clean_logprobs = torch.log_softmax(clean_logits_NV.detach().float(), dim=-1)
 
     def _gather(self, logits_BV: torch.Tensor, key: str, pair_B: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -131,6 +146,7 @@ class BoundMetric:
         return logits_BV.gather(1, ids_BG), mask_BG
 
     def __call__(self, logits_BV: torch.Tensor, pair_B: torch.Tensor | None = None) -> torch.Tensor:
+        check_logits(logits_BV)
         kind = self.metric.kind
         logits_BV = logits_BV.float()
         if pair_B is None:

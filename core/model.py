@@ -27,6 +27,7 @@ torch.Size([1, 1, 262144])
 from __future__ import annotations
 
 import logging
+import operator
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -37,7 +38,7 @@ from tqdm.auto import tqdm
 
 from . import limits
 from .activations import Activations, pad_and_stack
-from .checks import check_memory, check_names, check_positive_int, check_texts
+from .checks import check_int, check_memory, check_names, check_positive_int, check_texts
 from .data.store import ActivationStore, cache_activations
 from .sites import MODEL_TYPES, Family, Site, family_for, parse_sites, read_site, resolve, site_module_path, site_names
 
@@ -68,12 +69,17 @@ def as_positions(positions: int | Sequence[int] | None) -> list[int] | None:
         list(positions.tolist() if isinstance(positions, torch.Tensor) else positions))  # fmt: skip
     if not items:
         raise ValueError("positions is empty: give a token index (-1 is each text's last), a list of them, or None.")
+    out = []
     for p in items:
-        if isinstance(p, bool) or not isinstance(p, int):
+        try:
+            if isinstance(p, bool):
+                raise TypeError
+            out.append(operator.index(p))
+        except TypeError:
             raise TypeError(
                 f"positions must be token indices (int, -1 is each text's last) or None, got {p!r} in {positions!r}."
-            )
-    return items
+            ) from None
+    return out
 
 
 class Model:
@@ -145,6 +151,7 @@ class Model:
     def block(self, layer: int) -> Any:
         """The nnsight module of block ``layer`` (its input is ``resid_pre``, its output ``resid_post``)."""
         family = self.check_mapped()
+        layer = check_int("layer", layer, 0, self.n_layers - 1)
         return resolve(self.nn, f"{family.layers}.{layer}")
 
     @property
@@ -197,6 +204,7 @@ class Model:
 
     def batches(self, texts: list[str], batch_size: int, desc: str) -> Iterator[list[str]]:
         """``texts`` in chunks of ``batch_size``, with a progress bar when there is more than one."""
+        check_positive_int("batch_size", batch_size)
         starts = range(0, len(texts), batch_size)
         for start in tqdm(starts, desc=desc, disable=len(starts) <= 1, leave=False):
             yield texts[start : start + batch_size]

@@ -140,6 +140,9 @@ class FeatureHeatmap(Widget):
 
     def column(self, feature: int) -> np.ndarray:
         """The values of one feature over all tokens, [n_tokens]."""
+        if feature not in self._data.feature_ids:
+            shown = _preview(self._data.feature_ids)
+            raise ValueError(f"feature={feature!r} is not among the features shown: {shown}.")
         return self._data.values[:, self._data.feature_ids.index(feature)]
 
     def _on_request(self, _widget: Any, content: dict[str, Any], _buffers: list[Any]) -> None:

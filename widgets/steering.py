@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import traitlets
-from interplab.core.checks import check_texts
+from interplab.core.checks import check_number, check_texts
 from interplab.core.steering.hooks import stream
 from interplab.core.steering.vectors import SteeringVector, check_direction
 
@@ -195,6 +195,7 @@ class SteeringPanel(Widget):
 
     def wait(self, timeout: float = 120.0) -> bool:
         """Block until the newest request has finished; False on timeout."""
+        timeout = check_number(timeout, "timeout")
         with self._wake:
             return self._wake.wait_for(lambda: self._done_gen >= self._gen, timeout=timeout)
 

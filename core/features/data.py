@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..atomic import atomic_folder, leftover_target, recover
-from ..checks import check_latent, check_memory
+from ..checks import check_int, check_latent, check_memory
 from ..embedded import cache_dir
 from ..files import ArrayInfo, Fields, FileError, dtype_name, inside, load_npy, npy_header, read_json
 from .labels import FILE as LABELS_FILE
@@ -105,6 +105,7 @@ class FeatureData:
 
     def token_str(self, token_id: int) -> str:
         """The decoded string of a token id ('' for padding)."""
+        token_id = check_int("token id", token_id)
         return "" if token_id < 0 else self.token_strings.get(int(token_id), f"<{token_id}>")
 
     # ------------------------------------------------------------- one latent

@@ -49,6 +49,8 @@ def sae_folder(sae: SAE) -> Path | None:
 
 def labels_path(sae: SAE) -> Path:
     """Where this SAE's labels are kept (see the module docstring)."""
+    if not hasattr(sae, "cfg") or not hasattr(sae, "W_dec"):
+        raise TypeError(f"Labels belong to an interplab SAE, got {type(sae).__name__}: {sae!r:.60}.")
     folder = sae_folder(sae)
     writable = folder is not None and folder.exists() and os.access(folder, os.W_OK)
     if writable and not folder.resolve().is_relative_to(_ENGINE):

@@ -65,7 +65,7 @@ class PromptPairs:
 
     def by_length(self, tokenizer: Any) -> dict[int, PromptPairs]:
         """Split into groups whose prompts have the same number of tokens (a grid needs one length)."""
-        tokenizer = getattr(tokenizer, "tokenizer", tokenizer)
+        tokenizer = _tokenizer(tokenizer)
         groups: dict[int, list[int]] = {}
         for i, text in enumerate(self.clean):
             groups.setdefault(len(tokenizer(text)["input_ids"]), []).append(i)

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..atomic import atomic_path
+from ..checks import check_int
 from ..files import Fields, FileError, expect_arrays, load_npz, npz_headers
 
 ROW_NAMES = ("layer", "latent")
@@ -93,6 +94,8 @@ class PatchingResult:
         """Top next tokens (text, probability) of the patched run at cell (row index, column index)."""
         if self.top_ids is None or self.top_probs is None:
             return []
+        rows, cols = self.values.shape
+        row, col = check_int("row", row, 0, rows - 1), check_int("col", col, 0, cols - 1)
         k = self.top_ids.shape[2]
         flat = (row * self.values.shape[1] + col) * k
         return [(self.top_tokens[flat + j], float(self.top_probs[row, col, j])) for j in range(k)]

@@ -217,6 +217,8 @@ class SAE(nn.Module):
 
     def decode(self, acts: torch.Tensor) -> torch.Tensor:
         """Reconstruction [..., d_in] from latent activations."""
+        if acts.shape[-1] != self.d_sae:
+            raise ValueError(f"This SAE has {self.d_sae} latents; decode got activations of last dim {acts.shape[-1]}.")
         return acts @ self.W_dec + self.b_dec
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -312,6 +314,8 @@ class SAE(nn.Module):
 
     def save(self, path: Any, dtype: torch.dtype = torch.float32) -> Any:
         """Write this SAE as a SAELens folder (``cfg.json`` + ``sae_weights.safetensors``)."""
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise TypeError(f"dtype must be a floating torch dtype such as torch.float32, got {dtype!r}.")
         return _provided("save")(self, path, dtype=dtype)
 
     def fingerprint(self) -> str:

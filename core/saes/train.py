@@ -249,8 +249,6 @@ def train_saes(
     if isinstance(source, ActivationStore):
         available, model_name = source.sites, source.model_name
         dims = {s: source.d(s) for s in available}
-        if source.n_tokens < batch_size:
-            raise ValueError(f"The store holds {source.n_tokens} tokens, fewer than one batch of {batch_size}.")
     elif isinstance(source, Model):
         if site is None and not any("site" in s for s in specs):
             raise ValueError("Training from a model needs site=, e.g. 'blocks.6.hook_resid_post'.")
@@ -266,6 +264,8 @@ def train_saes(
     if not specs:
         raise ValueError("Give at least one SAE spec, e.g. dict(arch='batchtopk', width=4096, k=32).")
     specs = [_check_spec(s, default_site, available) for s in specs]
+    if isinstance(source, ActivationStore) and source.n_tokens < batch_size:
+        raise ValueError(f"The store holds {source.n_tokens} tokens, fewer than one batch of {batch_size}.")
     check_memory(f"Training {len(specs)} SAE(s)", sum(
         4 * (4 * (2 * dims[sp["site"]] + 3) * sp["width"] + 3 * batch_size * (sp["width"] + dims[sp["site"]]))
         for sp in specs), "Train fewer or narrower SAEs at once, or use a smaller batch_size.")  # fmt: skip
