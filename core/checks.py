@@ -108,7 +108,7 @@ def check_texts(texts: str | Sequence[str]) -> list[str]:
 
 
 def check_names(name: str, value: Any, example: str) -> str | list[str]:
-    """``value`` as one name (a string) or a non-empty list of names; a clear TypeError for anything else.
+    """``value`` as one name (a string) or a list of names; a clear TypeError for anything else (None, a number).
 
     >>> check_names("sites", None, "'blocks.6.hook_resid_post'")
     Traceback (most recent call last):
@@ -116,8 +116,8 @@ def check_names(name: str, value: Any, example: str) -> str | list[str]:
     """
     if isinstance(value, str):
         return value
-    if isinstance(value, Sequence) and value and all(isinstance(v, str) for v in value):
-        return list(value)
+    if isinstance(value, (list, tuple)):
+        return list(value)  # each name (and an empty list) is checked where names are parsed
     raise TypeError(f"{name} must be a name or a non-empty list of names, e.g. {example}; got {value!r:.200}.")
 
 

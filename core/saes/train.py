@@ -70,7 +70,7 @@ def train_step(
     """One optimiser step: loss, backward, unit-norm-preserving update; updates ``since_fired`` in place."""
     loss, info = sae.training_loss(x, dead=dead)
     if not bool(torch.isfinite(loss.detach())):
-        raise FloatingPointError(f"the training loss of {sae!r} is {float(loss)}")
+        raise FloatingPointError(f"the training loss of {sae!r} is {float(loss.detach())}")
     opt.zero_grad(set_to_none=True)
     loss.backward()
     sae.remove_parallel_grad()

@@ -253,6 +253,14 @@ model.cache(CORPUS, SITES, {path!r}, **KW)
 """
 
 
+def _committed(path: Path) -> bool:
+    """Whether the child's manifest lists a shard (a shard file alone may not be committed yet)."""
+    try:
+        return json.loads((path / "manifest.json").read_text())["n_tokens"] > 0
+    except (FileNotFoundError, json.JSONDecodeError, KeyError):
+        return False
+
+
 def test_resume_after_sigkill(gpt2, ref_path, tmp_path):
     path = tmp_path / "killed"
     code = _CHILD.format(root=str(ROOT), path=str(path))
@@ -266,7 +274,7 @@ def test_resume_after_sigkill(gpt2, ref_path, tmp_path):
     )
     try:
         deadline = time.monotonic() + 60
-        while not (path / "shard_00000.safetensors").exists():
+        while not _committed(path):
             if proc.poll() is not None:
                 pytest.fail(f"child exited early ({proc.returncode}): {proc.stderr.read().decode()}")
             if time.monotonic() > deadline:
