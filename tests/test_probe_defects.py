@@ -94,7 +94,7 @@ def test_2_labels_follow_the_sae_the_dashboard_was_made_from(gpt2, tmp_path):
     sae = SAE.load(tmp_path / "my_sae")
     data = feature_data(sae, gpt2, CORPUS[:6], **FEATURES)
     data.save(tmp_path / "dash")
-    dash = ilab.widgets.FeatureDashboard(FeatureData.load(tmp_path / "dash"), sae=sae, n_cards=2)
+    dash = ilab.widgets.FeatureDashboard(FeatureData.load(tmp_path / "dash", sae=sae), sae=sae, n_cards=2)
     dash.set_label(2, "beside the SAE")
     assert json.loads((tmp_path / "my_sae" / "labels.json").read_text()) == {"2": "beside the SAE"}
     other = SAE.create("topk", d_in=32, d_sae=24, k=4, site=SITE)

@@ -109,8 +109,6 @@ class FeatureDashboard(Widget):
             raise TypeError(f"FeatureDashboard takes FeatureData or an SAE; got {type(source).__name__}.")
         if sae is not None and getattr(sae, "d_sae", data.d_sae) != data.d_sae:
             raise ValueError(f"The SAE has {sae.d_sae} latents but the feature data has {data.d_sae}.")
-        if sae is not None and getattr(data, "config", {}).get("sae") and hasattr(sae, "fingerprint"):
-            data.attach(sae)  # labels are kept where the SAE's are (never where a loaded folder says)
         self._data, self._sae, self._model = data, sae, model
         self._links: list[tuple[Any, Any]] = []
         self._scores: np.ndarray | None = None

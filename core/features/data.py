@@ -10,7 +10,6 @@ Example
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,15 +19,13 @@ import numpy as np
 
 from ..atomic import atomic_folder, leftover_target, recover
 from ..checks import check_int, check_latent, check_memory
-from ..embedded import cache_dir
 from ..files import ArrayInfo, Fields, FileError, dtype_name, inside, load_npy, npy_header, read_json
 from .labels import FILE as LABELS_FILE
-from .labels import LABELS_DIR, read_labels, update_label
+from .labels import read_labels, update_label
 
 FORMAT = "interplab-features"
 #: The running state of an unfinished pass, inside its output folder (one file, see interplab.core.checkpoint).
 CHECKPOINT = ".checkpoint.safetensors"
-_FINGERPRINT = re.compile(r"^[0-9a-f]{16}$")
 #: Array fields and their dtypes, in the order they are saved.
 ARRAYS: dict[str, Any] = {
     "density": np.float32, "max_act": np.float32, "mean_act": np.float32,
@@ -243,9 +240,10 @@ class FeatureData:
     def load(cls, path: str | Path, sae: Any = None) -> FeatureData:
         """Load a folder written by :meth:`save`, every field and array header checked before anything is read.
 
-        Labels: with ``sae`` (the SAE the data was made from) they are kept where that SAE's are;
-        without, in the cache file of the SAE's fingerprint when there is one, else in ``labels.json``
-        inside this folder. No path stored in the folder is ever followed.
+        Labels: those saved with the data, or those of ``labels.json`` inside this folder when it is
+        there (edits of a loaded copy are kept there). With ``sae`` (the SAE the data was made from)
+        they are kept where that SAE's are, whose labels file then is the reference (see :meth:`attach`).
+        No path stored in the folder is ever followed.
         """
         root = Path(path)
         recover(root)
@@ -273,13 +271,10 @@ class FeatureData:
         )  # fmt: skip
         if sae is not None:
             return data.attach(sae)
-        fingerprint = config.data.get("sae")
-        shared = cache_dir() / LABELS_DIR / f"{fingerprint}.json" if isinstance(fingerprint, str) and (
-            _FINGERPRINT.match(fingerprint)) else None  # fmt: skip
-        data.labels_path = str(shared if shared is not None and shared.exists() else
-                               inside(root, LABELS_FILE, file, "labels file"))  # fmt: skip
-        if Path(data.labels_path).exists():
-            data.labels = read_labels(Path(data.labels_path), d_sae)  # the labels file is the reference
+        own = inside(root, LABELS_FILE, file, "labels file")
+        data.labels_path = str(own)
+        if own.is_file():
+            data.labels = read_labels(own, d_sae)  # edits made after the save
         return data
 
 

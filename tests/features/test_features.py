@@ -328,7 +328,8 @@ def test_labels_saved_and_suggested(tmp_path):
     assert load_labels(sae) == {9: "nine"}
     data.save(tmp_path / "saved")
     set_label(sae, 2, "set after the save")
-    assert FeatureData.load(tmp_path / "saved").labels == {2: "set after the save", 9: "nine"}
+    assert FeatureData.load(tmp_path / "saved").labels == data.labels == {4: "cats and dogs", 9: "nine"}  # as saved
+    assert FeatureData.load(tmp_path / "saved", sae=sae).labels == {2: "set after the save", 9: "nine"}  # the SAE's
 
     folder = tmp_path / "my_sae"
     sae.save(folder)
