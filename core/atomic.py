@@ -107,6 +107,8 @@ def _fsync_file(path: Path) -> None:
 
 def _disk_error(err: OSError, path: Path, needed: int | None = None) -> OSError:
     """``err`` as a :class:`DiskFullError` when the disk (or quota) is full, else ``err`` itself."""
+    if isinstance(err, DiskFullError):
+        return err
     full = err.errno in (errno.ENOSPC, errno.EDQUOT)
     # numpy reports a short write as "N requested and M written" with no errno
     full = full or (err.errno is None and "requested and" in str(err) and "written" in str(err))
