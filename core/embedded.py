@@ -16,7 +16,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from .atomic import atomic_folder
+from .atomic import atomic_folder, make_dirs
 
 logger = logging.getLogger(__name__)
 
@@ -28,8 +28,7 @@ def cache_dir() -> Path:
     """The interplab cache folder: ``$INTERPLAB_CACHE`` or ``~/.cache/interplab``."""
     env = os.environ.get("INTERPLAB_CACHE")
     root = Path(env) if env else Path.home() / ".cache" / "interplab"
-    root.mkdir(parents=True, exist_ok=True)
-    return root
+    return make_dirs(root)
 
 
 def embedded_model_dir() -> Path:

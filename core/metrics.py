@@ -29,6 +29,8 @@ import torch
 
 from .checks import single_token_id
 
+__all__ = ["Answer", "BoundMetric", "Metric", "as_metric", "kl_to_clean", "logit_diff", "prob"]
+
 Answer = str | int | set[str | int] | frozenset[str | int] | Sequence[Any]
 
 
@@ -93,6 +95,18 @@ def _ids_per_pair(tokenizer: Any, answer: Answer, n_pairs: int | None, what: str
     return ids, mask
 
 
+def check_logits(logits_BV: Any) -> torch.Tensor:
+    """Final-position logits: a floating tensor [rows, vocab]; a clear error for anything else."""
+    if not isinstance(logits_BV, torch.Tensor) or not logits_BV.is_floating_point():
+        raise TypeError(f"A metric reads logits, a float tensor [rows, vocab]; got {type(logits_BV).__name__}.")
+    if logits_BV.ndim != 2:
+        raise ValueError(
+            f"A metric reads final-position logits [rows, vocab]; got shape {tuple(logits_BV.shape)} "
+            "(take [:, -1] of Model.logits)."
+        )
+    return logits_BV
+
+
 @dataclass
 class Metric:
     """An unbound metric; :meth:`bind` (or :meth:`on`) resolves its tokens for a tokenizer."""
@@ -143,6 +157,7 @@ class BoundMetric:
 
     def set_clean(self, clean_logits_NV: torch.Tensor) -> None:
         """Give the clean run's final logits (needed by ``kl_to_clean``)."""
+        check_logits(clean_logits_NV)
         self.clean_logprobs = torch.log_softmax(clean_logits_NV.detach().float(), dim=-1)
 
     def _gather(self, logits_BV: torch.Tensor, key: str, pair_B: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -152,6 +167,7 @@ class BoundMetric:
         return logits_BV.gather(1, ids_BG), mask_BG
 
     def __call__(self, logits_BV: torch.Tensor, pair_B: torch.Tensor | None = None) -> torch.Tensor:
+        check_logits(logits_BV)
         kind = self.metric.kind
         logits_BV = logits_BV.float()
         if pair_B is None:
@@ -185,12 +201,41 @@ class BoundMetric:
         return float(self(logits_BV, pair_B).mean())
 
 
+def check_answer(answer: Any, what: str) -> Any:
+    """Refuse an answer of the wrong kind when a metric is built (tokens are checked when it is bound)."""
+
+    def one(a: Any, where: str) -> None:
+        if isinstance(a, bool) or not isinstance(a, (str, int)):
+            raise TypeError(
+                f"{where} must be a token (a string or an id), a set of tokens or a list of them (one per pair); "
+                f"got {type(a).__name__}: {a!r:.80}."
+            )
+
+    if isinstance(answer, (set, frozenset)):
+        if not answer:
+            raise ValueError(f"{what} is an empty set; give at least one token.")
+        for a in answer:
+            one(a, f"each token of {what}")
+    elif isinstance(answer, (list, tuple)):
+        if not answer:
+            raise ValueError(f"{what} is an empty list; give one answer per pair, or one answer for all.")
+        for i, a in enumerate(answer):
+            if isinstance(a, (set, frozenset)):
+                check_answer(a, f"{what}[{i}]")
+            else:
+                one(a, f"{what}[{i}]")
+    else:
+        one(answer, what)
+    return answer
+
+
 def logit_diff(answer: Answer, wrong: Answer) -> Metric:
     """Logit of ``answer`` minus logit of ``wrong`` (a set: the mean logit of its tokens).
 
     >>> ilab.metrics.logit_diff(" Mary", " John")
     """
-    return Metric("logit_diff", "logit_diff", answer=answer, wrong=wrong)
+    return Metric("logit_diff", "logit_diff", answer=check_answer(answer, "answer"),
+                  wrong=check_answer(wrong, "wrong answer"))  # fmt: skip
 
 
 def prob(answer: Answer) -> Metric:
@@ -198,7 +243,7 @@ def prob(answer: Answer) -> Metric:
 
     >>> ilab.metrics.prob(" Paris")
     """
-    return Metric("prob", "prob", answer=answer)
+    return Metric("prob", "prob", answer=check_answer(answer, "answer"))
 
 
 def kl_to_clean() -> Metric:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import operator
 import threading
 import warnings
 import weakref
@@ -47,9 +48,10 @@ import torch
 from nnsight.intervention.envoy import Envoy
 from tqdm.auto import tqdm
 
+from . import limits
 from .activations import Activations, pad_and_stack, pad_patterns
 from .attention import check_patterns, eager_attention
-from .checks import check_positive_int, check_texts
+from .checks import check_int, check_memory, check_names, check_positive_int, check_texts
 from .data.store import ActivationStore, cache_activations
 from .sites import (
     KINDS,
@@ -85,10 +87,24 @@ def position_columns(lengths: torch.Tensor, positions: Sequence[int]) -> torch.T
 
 
 def as_positions(positions: int | Sequence[int] | None) -> list[int] | None:
-    """``positions`` as a list of ints (``None`` stays None: every position)."""
+    """``positions`` as a list of ints (``None`` stays None: every position); a clear error for anything else."""
     if positions is None:
         return None
-    return [positions] if isinstance(positions, int) else list(positions)
+    items = [positions] if not isinstance(positions, (Sequence, torch.Tensor)) or isinstance(positions, str) else (
+        list(positions.tolist() if isinstance(positions, torch.Tensor) else positions))  # fmt: skip
+    if not items:
+        raise ValueError("positions is empty: give a token index (-1 is each text's last), a list of them, or None.")
+    out = []
+    for p in items:
+        try:
+            if isinstance(p, bool):
+                raise TypeError
+            out.append(operator.index(p))
+        except TypeError:
+            raise TypeError(
+                f"positions must be token indices (int, -1 is each text's last) or None, got {p!r} in {positions!r}."
+            ) from None
+    return out
 
 
 class Model:
@@ -193,6 +209,7 @@ class Model:
     def block(self, layer: int) -> Any:
         """The nnsight module of block ``layer`` (its input is ``resid_pre``, its output ``resid_post``)."""
         family = self.check_mapped()
+        layer = check_int("layer", layer, 0, self.n_layers - 1)
         return resolve(self.nn, f"{family.layers}.{layer}")
 
     @property
@@ -220,18 +237,32 @@ class Model:
         if self.tokenizer is None:
             raise ValueError(f"{self.name!r} has no tokenizer; pass tokenizer= to load_model.")
         enc = self.tokenizer(texts, return_tensors="pt", padding=True, padding_side=padding_side)
+        self.check_lengths(enc["attention_mask"].sum(1).tolist())
         return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
 
     def to_str_tokens(self, text: str | Sequence[int] | torch.Tensor) -> list[str]:
         """String tokens of one text (with the tokenizer's special tokens) or of token ids."""
-        if isinstance(text, str):
-            ids = self.to_tokens(text)["input_ids"][0].tolist()
-        else:
-            ids = torch.as_tensor(text).flatten().tolist()
+        ids = self.to_tokens(text)["input_ids"][0].tolist() if isinstance(text, str) else self.check_token_ids(text)
         return [self.tokenizer.decode([i]) for i in ids]
+
+    def check_token_ids(self, ids: Sequence[int] | torch.Tensor) -> list[int]:
+        """Token ids as a flat list of ints inside the vocabulary; a clear error naming a bad one."""
+        try:
+            arr = torch.as_tensor(ids)
+        except (TypeError, ValueError, RuntimeError):
+            raise TypeError(f"Token ids must be integers, got {type(ids).__name__}: {ids!r:.80}.") from None
+        if arr.dtype.is_floating_point or arr.dtype == torch.bool or arr.dtype.is_complex:
+            raise TypeError(f"Token ids must be integers, got dtype {arr.dtype}.")
+        flat = arr.flatten().tolist()
+        vocab = len(self.tokenizer)
+        bad = [i for i in flat if not 0 <= i < vocab]
+        if bad:
+            raise ValueError(f"Token id {bad[0]} is outside the vocabulary (0..{vocab - 1}).")
+        return flat
 
     def batches(self, texts: list[str], batch_size: int, desc: str) -> Iterator[list[str]]:
         """``texts`` in chunks of ``batch_size``, with a progress bar when there is more than one."""
+        check_positive_int("batch_size", batch_size)
         starts = range(0, len(texts), batch_size)
         for start in tqdm(starts, desc=desc, disable=len(starts) <= 1, leave=False):
             yield texts[start : start + batch_size]
@@ -327,6 +358,31 @@ class Model:
         with self.lock if needed and here else contextlib.nullcontext(), eager_attention(self.module, needed and here):
             yield
 
+    # -------------------------------------------------------------- guards
+    @property
+    def max_positions(self) -> int | None:
+        """The longest input the model takes (``max_position_embeddings``), or None when it has no limit."""
+        return limits.max_positions(self.config)
+
+    def check_lengths(self, lengths: Sequence[int], what: str = "text") -> None:
+        """Refuse inputs longer than the model's context (``max_positions``) before any forward pass."""
+        limits.check_lengths(lengths, self.max_positions, self.name, what)
+
+    def forward_bytes(self, batch: int, length: int, n_logits: int | None = 1) -> int:
+        """A generous estimate of one forward pass's memory (logits at ``n_logits`` positions; None: all)."""
+        return limits.forward_bytes(self.config, self.d_model, self.n_heads, self.dtype.itemsize, batch, length,
+                                    n_logits)  # fmt: skip
+
+    def fit_batch(self, batch_size: int, length: int, what: str, n_logits: int | None = 1, split: bool = True) -> int:
+        """The batch size whose forward pass fits the memory budget; one row over it is refused (see
+        :func:`interplab.core.limits.fit_batch`)."""
+        return limits.fit_batch(lambda b: self.forward_bytes(b, length, n_logits), batch_size, length, what,
+                                full_logits=n_logits is None, split=split)  # fmt: skip
+
+    def fingerprint(self) -> str:
+        """A stable id of the weights (16 hex digits); long jobs record it so a resume with other weights is refused."""
+        return limits.module_fingerprint(self.name, self.module)
+
     # ------------------------------------------------------------- collect
     def collect(
         self, texts: str | Sequence[str], sites: str | Sequence[str], batch_size: int = 8
@@ -337,8 +393,14 @@ class Model:
         :class:`Activations` with one [batch, pos, d] tensor per site.
         """
         texts = check_texts(texts)
-        parsed = self.parse_sites(sites)
+        parsed = self.parse_sites(check_names("sites", sites, "'blocks.6.hook_resid_post'"))
         check_positive_int("batch_size", batch_size)
+        lengths_all = self.to_tokens(texts)["attention_mask"].sum(1).tolist()
+        width = sum(self.site_dim(s.name) for s in parsed)
+        check_memory(f"collect on {len(texts)} texts ({sum(lengths_all):,} tokens) at {len(parsed)} site(s)",
+                     sum(lengths_all) * width * 4, "Collect fewer texts at a time, or stream them to disk "
+                     "with model.cache(...).")  # fmt: skip
+        batch_size = self.fit_batch(batch_size, max(lengths_all), "collect")
         tokens, masks, per_site = [], [], {s.name: [] for s in parsed}
         for chunk in self.batches(texts, batch_size, "collect"):
             enc = self.to_tokens(chunk)
@@ -384,6 +446,8 @@ class Model:
         check_positive_int("batch_size", batch_size)
         self.check_mapped()
         pos_list = as_positions(positions)
+        longest = max(self.to_tokens(texts)["attention_mask"].sum(1).tolist())
+        batch_size = self.fit_batch(batch_size, longest, "logits", n_logits=None if pos_list is None else len(pos_list))
         out = []
         for chunk in self.batches(texts, batch_size, "logits"):
             out.append(self._logits_batch(self.to_tokens(chunk), pos_list, edit))
@@ -436,6 +500,9 @@ class Model:
         texts = check_texts(texts)
         check_positive_int("max_new_tokens", max_new_tokens)
         enc = self.to_tokens(texts, padding_side="left")
+        self.check_lengths([int(enc["input_ids"].shape[1]) + max_new_tokens], "the prompt and max_new_tokens")
+        self.fit_batch(len(texts), int(enc["input_ids"].shape[1]) + max_new_tokens, "generate", n_logits=1,
+                       split=False)  # fmt: skip
         inputs = {k: v.to(self.device) for k, v in enc.items()}
         with warnings.catch_warnings():
             # An open tracer.all() loop ends at the last step by design; nnsight warns about it.

@@ -11,6 +11,7 @@ Example
 from interplab import widgets
 from interplab.core import features, metrics, patching, steering
 from interplab.core.activations import Activations
+from interplab.core.checks import set_memory_budget
 from interplab.core.data import ActivationStore, default_corpus
 from interplab.core.evals import SAEEvaluation, evaluate
 from interplab.core.features import FeatureData, feature_data
@@ -46,6 +47,7 @@ __all__ = [
     "logit_lens",
     "metrics",
     "patching",
+    "set_memory_budget",
     "steering",
     "unload_ipython_extension",
     "widgets",

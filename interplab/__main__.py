@@ -23,6 +23,7 @@ def _prepare_web() -> None:
 
 
 def _export(notebooks: list[str], out: str | None, execute: bool | None) -> None:
+    from interplab.core.atomic import make_dirs
     from interplab.export import export_html
 
     if out is not None and len(notebooks) > 1 and Path(out).suffix == ".html":
@@ -33,7 +34,7 @@ def _export(notebooks: list[str], out: str | None, execute: bool | None) -> None
         elif Path(out).suffix == ".html":
             target = Path(out)
         else:
-            Path(out).mkdir(parents=True, exist_ok=True)
+            make_dirs(out)
             target = Path(out)
         logging.info("%s -> %s", nb, export_html(nb, target, execute=execute))
 

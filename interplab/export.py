@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from interplab.core.atomic import write_bytes
+from interplab.core.atomic import make_dirs, write_bytes
 from interplab.web_assets import web_assets
 
 logger = logging.getLogger(__name__)
@@ -52,6 +52,24 @@ _TEMPLATE = """{%- extends 'index.html.j2' -%}
 """.replace("STATIC", STATIC_DIR)
 
 _MATH = re.compile(r"\$[^$\n]+\$|\\\(|\\\[")
+
+
+def script_safe_json(text: str) -> str:
+    """JSON text safe inside an HTML ``<script>`` element, whatever strings it holds.
+
+    nbconvert only escapes ``/``, so a string holding ``<!--`` then ``<script`` (a prompt that quotes
+    HTML) switches the HTML parser into a state where ``</script>`` no longer ends the element, and
+    the page's widget state (every widget, not only that one) never parses. Escaping ``<``, ``>``
+    and ``&`` as ``\\u003c``-style JSON escapes (and the two JavaScript line separators) leaves the
+    same JSON value and no markup at all. Applied to the widget state and the widget views.
+
+    >>> script_safe_json('{"a": "<!--<script>"}')
+    '{"a": "\\u003c!--\\u003cscript\\u003e"}'
+    """
+    return (
+        text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    )  # fmt: skip
 
 
 def has_widget_state(nb: Any) -> bool:
@@ -105,10 +123,12 @@ def export_html(
         raw_template=_TEMPLATE,
         require_js_url=f"{STATIC_DIR}/require.js",
         widget_renderer_url=f"{STATIC_DIR}/embed-amd.js",
+        # the lab template pipes the widget state and views through this filter, after json_dumps
+        filters={"escape_html_script": script_safe_json},
     )
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": src.stem}})
 
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(out.parent)
     _copy_assets(assets, out.parent / STATIC_DIR)
     write_bytes(out, body.encode("utf-8"))
     return out
@@ -146,7 +166,7 @@ def _warn_about_limits(nb: Any, src: Path) -> None:
 
 
 def _copy_assets(assets: dict[str, Path], folder: Path) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
+    make_dirs(folder)
     for name, path in assets.items():
         data = path.read_bytes()
         dest = folder / name

@@ -29,7 +29,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from interplab.core.atomic import write_bytes, write_json
+from interplab.core.atomic import make_dirs, remove, write_bytes, write_json
 from interplab.core.embedded import cache_dir
 
 logger = logging.getLogger(__name__)
@@ -139,7 +139,7 @@ def prepare_web_assets(force: bool = False) -> Path:
     if web_assets_ready() and not force:
         return folder
     logger.warning("Preparing the offline web assets in %s (npm pack, once).", folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    make_dirs(folder)
     with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".web-") as tmp:
         work = Path(tmp)
         tarballs = _npm_pack([pkg.spec for pkg in PACKAGES.values()], work)
@@ -156,7 +156,7 @@ def prepare_web_assets(force: bool = False) -> Path:
                 if member is None:
                     raise WebAssetsError(f"{pkg.spec} has no file {pkg.member}")
                 staged[name] = member.read()
-        (folder / _MANIFEST).unlink(missing_ok=True)  # not ready while files change
+        remove(folder / _MANIFEST)  # not ready while files change
         for name, data in staged.items():
             write_bytes(folder / name, data)
         write_json(folder / _MANIFEST, _wanted_manifest())

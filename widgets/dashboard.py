@@ -20,6 +20,7 @@ import numpy as np
 import traitlets
 from interplab.core.charts import offline
 from interplab.core.checks import check_latent
+from interplab.core.features.labels import check_label
 
 from ._kit import Widget, array_payload, css, esm
 
@@ -175,7 +176,7 @@ class FeatureDashboard(Widget):
     def set_label(self, latent: int, label: str) -> None:
         """Label a latent (shown in the list, its card and its neighbours; saved with the data)."""
         i = self._check_latent(latent)
-        self.labels = {**self.labels, str(i): str(label)}
+        self.labels = {**self.labels, str(i): check_label(label)}
 
     def link(self, widget: Any) -> FeatureDashboard:
         """Follow a :class:`FeatureHeatmap` or a :class:`PatchingGrid` of SAE latents.

@@ -25,7 +25,13 @@ import traitlets
 from interplab.core.activations import Activations
 from interplab.core.features.labels import load_labels
 from interplab.core.views.colors import SCALES, bos_mask, check_scale_options, scales_payload
-from interplab.core.views.heatmap import HeatmapData, heatmap_data, heatmap_data_from_activations, top_columns
+from interplab.core.views.heatmap import (
+    HeatmapData,
+    check_features,
+    heatmap_data,
+    heatmap_data_from_activations,
+    top_columns,
+)
 
 from ._kit import OPTIONS, Widget, array_payload, css, esm
 
@@ -196,6 +202,14 @@ class FeatureHeatmap(Widget):
             raise traitlets.TraitError(f"feature={value} is not among the features shown: {shown}.")
         return value
 
+    @traitlets.validate("selected_token")
+    def _check_selected_token(self, proposal: dict[str, Any]) -> int:
+        value = proposal["value"]
+        n = self._data.n_tokens if hasattr(self, "_data") else None
+        if n is not None and not -1 <= value < n:
+            raise traitlets.TraitError(f"selected_token={value} is out of range: tokens are 0..{n - 1} (-1: none).")
+        return value
+
     @property
     def selected_text(self) -> str | None:
         """The text of the clicked token, or None."""
@@ -204,6 +218,9 @@ class FeatureHeatmap(Widget):
 
     def column(self, feature: int) -> np.ndarray:
         """The values of one feature over all tokens, [n_tokens]."""
+        if feature not in self._data.feature_ids:
+            shown = _preview(self._data.feature_ids)
+            raise ValueError(f"feature={feature!r} is not among the features shown: {shown}.")
         return self._data.values[:, self._data.feature_ids.index(feature)]
 
     def _on_request(self, _widget: Any, content: dict[str, Any], _buffers: list[Any]) -> None:
@@ -247,10 +264,13 @@ def _to_data(
     if isinstance(source, HeatmapData):
         return source
     if isinstance(source, Activations):
-        if values is not None and hasattr(values, "encode"):
+        if values is not None and hasattr(values, "encode") and hasattr(values, "site"):
             return _from_sae(source, values, features, labels)
         if values is not None:
-            raise TypeError("With Activations, the second argument is an SAE; use site=/features= to pick dimensions.")
+            raise TypeError(
+                f"With Activations, the second argument is an SAE (ilab.SAE), got {type(values).__name__}: "
+                f"{values!r:.60}; use site=/features= to pick dimensions."
+            )
         return heatmap_data_from_activations(source, site=site, features=features, labels=labels)
     if values is None:
         raise TypeError("Give values with string tokens: FeatureHeatmap(tokens, values).")
@@ -270,7 +290,7 @@ def _from_sae(acts: Activations, sae: Any, features: Sequence[int] | None, label
         # Default: the latents that fire most on these tokens (BOS left out), at most 32.
         peak = latents[torch.from_numpy(~bos)].max(0).values if (~bos).any() else latents.max(0).values
         features = torch.topk(peak, min(32, latents.shape[1])).indices.tolist()
-    features = [int(f) for f in features]
+    features = check_features(features)
     bad = [f for f in features if not 0 <= f < latents.shape[1]]
     if bad:
         raise ValueError(f"Latents {bad} are out of range for an SAE of width {latents.shape[1]}.")

@@ -222,6 +222,7 @@ class SteeringPanel(Widget):
 
     def wait(self, timeout: float = 120.0) -> bool:
         """Block until the newest request has finished; False on timeout."""
+        timeout = check_number(timeout, "timeout")
         with self._wake:
             return self._wake.wait_for(lambda: self._done_gen >= self._gen, timeout=timeout)
 

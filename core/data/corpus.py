@@ -15,6 +15,7 @@ Example
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -116,17 +117,27 @@ def prepare_default_corpus(force: bool = False) -> Path:
 
 def _jsonl_texts(file: Path) -> Iterator[str]:
     """The ``text`` of each line of a JSON-lines file; a bad line is named with its number."""
-    with open(file, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                text = json.loads(line)["text"]
-            except (json.JSONDecodeError, KeyError, TypeError):
-                text = None
-            if not isinstance(text, str):
-                raise ValueError(f"{file}:{lineno}: expected a JSON object with a 'text' string, got {line[:80]!r}")
-            yield text
+    try:
+        with open(file, encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    text = json.loads(line)["text"]
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    text = None
+                if not isinstance(text, str):
+                    raise ValueError(
+                        f"{file}:{lineno}: expected a JSON object with a 'text' string, got {line[:80]!r}"
+                    )
+                yield text
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{file}: not UTF-8 text ({err}).") from None
+
+
+def check_jsonl(file: Path) -> int:
+    """Read a JSON-lines corpus once and name its first bad line, before any work uses it; the line count."""
+    return sum(1 for _ in _jsonl_texts(file))
 
 
 def default_corpus() -> list[str]:
@@ -136,25 +147,29 @@ def default_corpus() -> list[str]:
 
 
 def iter_texts(corpus: Any) -> Iterator[str]:
-    """Yield documents from a corpus given in any common form.
+    """Documents from a corpus given in any common form (a missing path or a broken line fails here, at once).
 
     Accepts ``None`` or ``"default"`` (the default corpus), a path to a ``.txt`` file
     (one document), a ``.jsonl`` file (``{"text": ...}`` per line) or a folder of them,
     a Hugging Face ``datasets`` dataset (its ``text`` column), or any iterable of strings.
     """
+    if isinstance(corpus, (str, Path)) and not (isinstance(corpus, str) and corpus == "default"):
+        files = corpus_files(Path(corpus))
+        for file in files:  # a broken line is named before any document is handed out
+            if file.suffix == ".jsonl":
+                check_jsonl(file)
+        return _iter_texts(corpus, files)
+    if not (corpus is None or isinstance(corpus, str) or getattr(corpus, "column_names", None) is not None
+            or isinstance(corpus, Iterable)):  # fmt: skip
+        raise TypeError(f"Cannot read a corpus from {type(corpus).__name__}.")
+    return _iter_texts(corpus, [])
+
+
+def _iter_texts(corpus: Any, files: list[Path]) -> Iterator[str]:
     if corpus is None or (isinstance(corpus, str) and corpus == "default"):
         yield from default_corpus()
         return
     if isinstance(corpus, (str, Path)):
-        path = Path(corpus)
-        if not path.exists():
-            raise FileNotFoundError(
-                f"Corpus path {str(path)!r} does not exist; give a .txt/.jsonl file, a folder of them, "
-                "'default', or a list of strings."
-            )
-        files = sorted(p for p in path.rglob("*") if p.suffix in (".txt", ".jsonl")) if path.is_dir() else [path]
-        if not files:
-            raise ValueError(f"Corpus folder {str(path)!r} holds no .txt or .jsonl files.")
         for file in files:
             if file.suffix == ".jsonl":
                 yield from _jsonl_texts(file)
@@ -175,6 +190,39 @@ def iter_texts(corpus: Any) -> Iterator[str]:
             yield doc
         return
     raise TypeError(f"Cannot read a corpus from {type(corpus).__name__}.")
+
+
+def corpus_files(path: Path) -> list[Path]:
+    """The files of a corpus path: the file itself, or a folder's ``.txt`` and ``.jsonl`` files (sorted)."""
+    if not path.exists():
+        raise FileNotFoundError(
+            f"Corpus path {str(path)!r} does not exist; give a .txt/.jsonl file, a folder of them, "
+            "'default', or a list of strings."
+        )
+    files = sorted(p for p in path.rglob("*") if p.suffix in (".txt", ".jsonl") and p.is_file()) if (
+        path.is_dir()) else [path]  # fmt: skip
+    if not files:
+        raise ValueError(f"Corpus folder {str(path)!r} holds no .txt or .jsonl files.")
+    return files
+
+
+def describe_corpus(corpus: Any) -> str:
+    """A short description of a corpus for manifests, checkpoints and messages.
+
+    Lists are known by a digest of their texts, files by their place and size, datasets by their
+    fingerprint; a resume also checks the tokens themselves (:class:`interplab.core.checkpoint.TokenDigest`).
+    """
+    if corpus is None or (isinstance(corpus, str) and corpus == "default"):
+        return "the default corpus"
+    if isinstance(corpus, (str, Path)):
+        files = corpus_files(Path(corpus))
+        return f"the files at {str(Path(corpus).resolve())!r} ({sum(f.stat().st_size for f in files)} bytes)"
+    if getattr(corpus, "column_names", None) is not None:
+        return f"a dataset ({getattr(corpus, '_fingerprint', '?')})"
+    if isinstance(corpus, (list, tuple)) and all(isinstance(t, str) for t in corpus):
+        digest = hashlib.sha256("\x00".join(corpus).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        return f"a list of {len(corpus)} texts (sha256 {digest})"
+    return f"an iterable ({type(corpus).__name__})"
 
 
 @dataclass
@@ -199,7 +247,8 @@ def token_windows(
     """Cut the tokenised corpus into windows of ``context_size`` tokens, each starting with BOS.
 
     Documents are joined with EOS (when the tokenizer has one) before cutting; the tokens of a last
-    partial window are dropped. ``count``, when given, is updated as the corpus is read, so a caller
+    partial window are dropped; documents without any token (empty strings) are left out, so an empty
+    corpus gives no window at all. ``count``, when given, is updated as the corpus is read, so a caller
     can say how large a corpus was once it ran out.
 
     >>> next(token_windows(model.tokenizer, "default", 128))[:3]
@@ -212,6 +261,8 @@ def token_windows(
     start = 0  # read position in buffer; the consumed prefix is trimmed once per document
     for doc in iter_texts(corpus):
         ids = tokenizer(doc, add_special_tokens=False)["input_ids"]
+        if not ids:
+            continue
         del buffer[:start]
         start = 0
         buffer.extend(ids + ([eos] if eos is not None else []))

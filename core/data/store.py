@@ -2,8 +2,12 @@
 
 A store is a folder with ``manifest.json`` and ``shard_NNNNN.safetensors`` files.
 Each shard holds one [n, d] tensor per site plus the ``tokens`` [n] they came from.
-A shard is written to a temporary name and renamed, then the manifest is rewritten
-the same way, so a killed run never leaves a shard that a reader would see.
+Caching follows the crash-safety contract (:mod:`interplab.core.checkpoint`): the folder's
+leftovers are cleaned first; a shard is written atomically, then the manifest that lists it (the
+commit point); the manifest records what the store depends on (model and its weights, sites,
+context size, dtype) and a digest of the tokens stored, so resuming with another model or corpus
+is refused. Reading follows the validation contract (:mod:`interplab.core.files`): the manifest's
+fields and each shard's header are checked before any tensor is read.
 
 Example
 -------
@@ -14,8 +18,9 @@ Example
 
 from __future__ import annotations
 
-import json
+import itertools
 import logging
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -25,9 +30,11 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from tqdm.auto import tqdm
 
-from ..atomic import atomic_path, write_json
-from ..checks import check_int, check_positive_int
-from .corpus import CorpusCount, token_windows
+from ..atomic import atomic_path, remove, write_json
+from ..checkpoint import TokenDigest, begin, check_inputs, check_tokens
+from ..checks import check_int, check_memory, check_positive_int
+from ..files import Fields, FileError, expect_arrays, inside, read_json, safetensors_header
+from .corpus import CorpusCount, describe_corpus, token_windows
 
 if TYPE_CHECKING:
     from ..sites import Site
@@ -35,7 +42,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 FORMAT = "interplab-activations"
+VERSION = 2
 MANIFEST = "manifest.json"
+_SHARD_NAME = re.compile(r"^shard_\d{5,}\.safetensors$")
+_ST_DTYPES = {"float32": ("F32",), "float16": ("F16",), "bfloat16": ("BF16",)}
+_SITE_NAME = re.compile(r"^blocks\.\d+\.[a-z_.]+$")
 _FLOAT16_MAX = 65504.0
 _STORE_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -45,6 +56,10 @@ class Source(Protocol):
 
     name: str
     tokenizer: Any
+
+    def fingerprint(self) -> str: ...
+
+    def check_lengths(self, lengths: Sequence[int], what: str = "text") -> None: ...
 
     def parse_sites(self, sites: str | Sequence[str]) -> list[Site]: ...
 
@@ -61,9 +76,8 @@ class ActivationStore:
         manifest = self.path / MANIFEST
         if not manifest.exists():
             raise FileNotFoundError(f"{str(self.path)!r} is not an activation store: no {MANIFEST}.")
-        self.manifest: dict[str, Any] = json.loads(manifest.read_text())
-        if self.manifest.get("format") != FORMAT:
-            raise ValueError(f"{str(manifest)!r} is not an interplab activation manifest.")
+        self.manifest: dict[str, Any] = read_manifest(self.path)
+        self._checked: set[int] = set()
 
     @property
     def sites(self) -> list[str]:
@@ -119,11 +133,41 @@ class ActivationStore:
         """Leading tokens of each window not stored (1 when the windows start with BOS)."""
         return int(self.manifest.get("skipped_prefix", 0))
 
-    def shard(self, index: int, key: str) -> torch.Tensor:
-        """One shard's tensor: a site's activations [n, d] or ``"tokens"`` [n] (shards in store order)."""
+    @property
+    def tokens_digest(self) -> str | None:
+        """sha256 of the stored token ids in order (stores written before version 2 have none)."""
+        return self.manifest.get("tokens_sha256")
+
+    def identity(self) -> dict[str, Any]:
+        """What a job reading this store records to recognise it (its path does not count: it may move)."""
+        keys = ("model", "model_sha", "sites", "d", "dtype", "context_size", "n_tokens", "tokens_sha256")
+        ident = {k: self.manifest.get(k) for k in keys}
+        if not ident["tokens_sha256"]:  # an older store: known by its place and size only
+            ident["path"] = str(self.path.resolve())
+        return ident
+
+    def shard_file(self, index: int) -> Path:
+        """The file of shard ``index``, its header checked against the manifest (once per shard)."""
         index = check_int("shard index", index, 0, self.n_shards - 1)
         entry = self.manifest["shards"][index]
-        with safe_open(str(self.path / entry["file"]), framework="pt") as f:
+        file = inside(self.path, entry["file"], self.path / MANIFEST, f"shards[{index}].file")
+        if index not in self._checked:
+            header = safetensors_header(file)
+            n, dtypes = entry["n_tokens"], _ST_DTYPES[self.manifest["dtype"]]
+            wanted = {s: ((n, self.d(s)), dtypes) for s in self.sites}
+            wanted["tokens"] = ((n,), ("I64", "I32"))
+            expect_arrays(file, header.tensors, wanted)
+            self._checked.add(index)
+        return file
+
+    def shard(self, index: int, key: str) -> torch.Tensor:
+        """One shard's tensor: a site's activations [n, d] or ``"tokens"`` [n] (shards in store order)."""
+        file = self.shard_file(index)
+        if key != "tokens":
+            key = self._site(key)
+        n = self.manifest["shards"][index]["n_tokens"]
+        check_memory(f"Reading shard {index} of {str(self.path)!r}", n * (8 if key == "tokens" else 4 * self.d(key)))
+        with safe_open(str(file), framework="pt") as f:
             return f.get_tensor(key)
 
     def tokens(self) -> torch.Tensor:
@@ -147,11 +191,23 @@ class ActivationStore:
         """Yield [batch_size, d] training batches; the last partial batch is dropped.
 
         With ``shuffle`` the shard order is permuted and tokens are mixed across
-        ``buffer_shards`` shards at a time, so memory stays bounded.
+        ``buffer_shards`` shards at a time, so memory stays bounded. Arguments are checked
+        when called, before the first batch is asked for.
         """
         check_positive_int("batch_size", batch_size)
         check_positive_int("buffer_shards", buffer_shards)
+        check_int("seed", seed)
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise TypeError(f"dtype must be a floating torch dtype such as torch.float32, got {dtype!r}.")
         key = self._site(site)
+        largest = max((e["n_tokens"] for e in self.manifest["shards"]), default=0)
+        check_memory(f"store.batches with buffer_shards={buffer_shards}",
+                     (buffer_shards + 1) * largest * self.d(key) * 4, "Use fewer buffer_shards.")  # fmt: skip
+        return self._batches(batch_size, key, shuffle, seed, buffer_shards, dtype)
+
+    def _batches(
+        self, batch_size: int, key: str, shuffle: bool, seed: int, buffer_shards: int, dtype: torch.dtype
+    ) -> Iterator[torch.Tensor]:
         gen = torch.Generator().manual_seed(seed)
         n = self.n_shards
         order = torch.randperm(n, generator=gen).tolist() if shuffle else list(range(n))
@@ -181,30 +237,47 @@ def cache_activations(
     """Stream a model's activations at one or more sites into an on-disk store.
 
     Memory stays bounded by one shard per site. Re-running the same call after an
-    interruption continues where it stopped; a store holding other sites, another
-    model or another context size is refused. BOS positions are not stored.
+    interruption continues where it stopped; a store holding other sites, another model
+    (or other weights), another context size or dtype, or made from another corpus is refused.
+    BOS positions are not stored.
     """
     parsed = model.parse_sites(sites)
     names = [s.name for s in parsed]
     check_positive_int("n_tokens", n_tokens)
     check_int("context_size", context_size, minimum=2)
+    model.check_lengths([context_size], "context_size")
     if dtype not in _STORE_DTYPES:
         raise ValueError(f"dtype={dtype!r} is not valid; choose one of {sorted(_STORE_DTYPES)}.")
     check_positive_int("batch_size", batch_size)
     check_positive_int("shard_tokens", shard_tokens)
-    root = Path(path)
-    root.mkdir(parents=True, exist_ok=True)
+    width = sum(model.site_dim(n) for n in names)
+    check_memory(f"cache with shard_tokens={shard_tokens:,} at {len(names)} site(s)",
+                 2 * (shard_tokens + batch_size * context_size) * width * _STORE_DTYPES[dtype].itemsize,
+                 "Use a smaller shard_tokens.")  # fmt: skip
     skip = 1 if model.tokenizer.bos_token_id is not None else 0
+    body = context_size - skip
+    count = CorpusCount()
+    windows = token_windows(model.tokenizer, corpus, context_size, count)
+    root = Path(path)
     wanted = {
-        "format": FORMAT, "version": 1, "model": model.name, "sites": names,
+        "format": FORMAT, "version": VERSION, "model": model.name, "model_sha": model.fingerprint(), "sites": names,
         "d": {n: model.site_dim(n) for n in names}, "dtype": dtype, "context_size": context_size,
         "skipped_prefix": skip,
     }
     manifest = _open_or_start(root, wanted)
+    digest, windows = _skip_stored(windows, manifest, body, root)
+    first = next(windows, None)
+    if first is None and manifest["n_tokens"] == 0:
+        raise ValueError(
+            f"The corpus ({describe_corpus(corpus)}) gives no window of {context_size} tokens: it holds no text, or "
+            "too little. Give a larger corpus or a smaller context_size."
+        )
+    windows = itertools.chain([] if first is None else [first], windows)
+    begin(root)
+    _drop_unlisted_shards(root, manifest)
     manifest["n_tokens_target"] = n_tokens
-    for stray in root.glob("*.tmp"):
-        stray.unlink()
-    if manifest["n_tokens"] >= n_tokens or manifest.get("exhausted"):
+    manifest.setdefault("corpus", describe_corpus(corpus))
+    if manifest["n_tokens"] >= n_tokens or (manifest.get("exhausted") and first is None):
         manifest["complete"] = True
         write_json(root / MANIFEST, manifest)
         return ActivationStore(root)
@@ -212,13 +285,6 @@ def cache_activations(
     write_json(root / MANIFEST, manifest)
 
     store_dtype = _STORE_DTYPES[dtype]
-    count = CorpusCount()
-    windows = token_windows(model.tokenizer, corpus, context_size, count)
-    # Every window stores exactly `body` tokens, so the stored tokens are a prefix of the stream:
-    # skip the whole windows already stored, then the stored part of the next one.
-    body = context_size - skip
-    for _ in range(manifest["n_tokens"] // body):
-        next(windows, None)
     drop = manifest["n_tokens"] % body
     pending: dict[str, list[torch.Tensor]] = {n: [] for n in [*names, "tokens"]}
     pending_count, pending_windows = 0, 0
@@ -233,7 +299,9 @@ def cache_activations(
             ids = torch.tensor(batch)
             values = model.run_sites({"input_ids": ids, "attention_mask": torch.ones_like(ids)}, parsed)
             take = min(n_tokens - manifest["n_tokens"] - pending_count, len(batch) * body - drop)
-            pending["tokens"].append(ids[:, skip:].reshape(-1)[drop : drop + take])
+            kept_ids = ids[:, skip:].reshape(-1)[drop : drop + take]
+            pending["tokens"].append(kept_ids)
+            digest.update(kept_ids)
             for name, value in zip(names, values, strict=True):
                 flat = value[:, skip:].reshape(-1, value.shape[-1])
                 kept = flat[drop : drop + take]
@@ -248,10 +316,12 @@ def cache_activations(
             pending_windows += len(batch)
             bar.update(take)
             if pending_count >= shard_tokens:
+                manifest["tokens_sha256"] = digest.hexdigest()
                 _flush(root, manifest, pending, pending_count, pending_windows)
                 pending = {k: [] for k in pending}
                 pending_count = pending_windows = 0
         if pending_count:
+            manifest["tokens_sha256"] = digest.hexdigest()
             _flush(root, manifest, pending, pending_count, pending_windows)
     finally:
         bar.close()
@@ -267,25 +337,62 @@ def cache_activations(
     return ActivationStore(root)
 
 
+def _skip_stored(
+    windows: Iterator[list[int]], manifest: dict[str, Any], body: int, root: Path
+) -> tuple[TokenDigest, Iterator[list[int]]]:
+    """Advance ``windows`` past the tokens already stored, checking they are the ones this corpus gives.
+
+    Every window stores exactly ``body`` tokens, so the stored tokens are a prefix of the stream:
+    the whole windows already stored are skipped; the next window's first ``n_tokens % body`` are
+    stored too (they are dropped from it when it runs). Returns the digest of the stored tokens and
+    the windows left to run.
+    """
+    digest = TokenDigest()
+    stored, skip = manifest["n_tokens"], manifest["skipped_prefix"]
+    if not stored:
+        return digest, windows
+    for window in itertools.islice(windows, stored // body):
+        digest.update(window[skip:])
+    if stored % body:
+        peek = next(windows, None)
+        if peek is not None:
+            digest.update(peek[skip : skip + stored % body])
+            windows = itertools.chain([peek], windows)
+    if manifest.get("tokens_sha256"):
+        check_tokens({"n_tokens": stored, "sha256": manifest["tokens_sha256"]}, digest, root)
+    else:
+        logger.warning("%s was written before stores recorded their tokens: its corpus cannot be checked.", root)
+    return digest, windows
+
+
 def _open_or_start(root: Path, wanted: dict[str, Any]) -> dict[str, Any]:
-    path = root / MANIFEST
-    if not path.exists():
-        if any(root.glob("shard_*.safetensors")):
+    """The store's manifest when it exists and was made with the same inputs, else a new one (not yet written)."""
+    if not (root / MANIFEST).exists():
+        if root.is_dir() and any(root.glob("shard_*.safetensors")):
             raise ValueError(f"{str(root)!r} holds shards but no manifest; refusing to mix data. Use a new folder.")
         return {**wanted, "n_tokens": 0, "windows_done": 0, "shards": [], "complete": False}
-    manifest = json.loads(path.read_text())
-    for key, value in wanted.items():
-        if manifest.get(key) != value:
-            raise ValueError(
-                f"{str(root)!r} already holds a store with {key}={manifest.get(key)!r}, but this call "
-                f"asks for {key}={value!r}. Use another path, or delete the folder to start over."
-            )
+    manifest = read_manifest(root)
+    recorded = {k: manifest.get(k) for k in wanted}
+    if manifest.get("version") == 1:  # older stores recorded neither the weights nor the version as now
+        recorded["version"], recorded["model_sha"] = VERSION, wanted["model_sha"]
+        logger.warning("%s is a version-1 store: the weights it came from cannot be checked.", root)
+    check_inputs(recorded, wanted, root, "activation store")
+    manifest.update(wanted)
     return manifest
+
+
+def _drop_unlisted_shards(root: Path, manifest: dict[str, Any]) -> None:
+    """Remove shard files the manifest does not list (written just before a kill, never committed)."""
+    listed = {e["file"] for e in manifest["shards"]}
+    for shard in root.glob("shard_*.safetensors"):
+        if shard.name not in listed:
+            remove(shard)
 
 
 def _flush(
     root: Path, manifest: dict[str, Any], pending: dict[str, list[torch.Tensor]], count: int, windows: int
 ) -> None:
+    """Write one shard (atomically), then the manifest that lists it: the commit point."""
     index = len(manifest["shards"])
     name = f"shard_{index:05d}.safetensors"
     tensors = {k: torch.cat(v).contiguous() for k, v in pending.items()}
@@ -295,3 +402,36 @@ def _flush(
     manifest["n_tokens"] += count
     manifest["windows_done"] += windows
     write_json(root / MANIFEST, manifest)
+
+
+def read_manifest(root: Path) -> dict[str, Any]:
+    """A store's manifest with every field checked (types, sites, widths, shard list adding up)."""
+    file = root / MANIFEST
+    f = Fields(file, read_json(file))
+    if f.raw("format", None) != FORMAT:
+        raise FileError(file, "format", f"is {f.raw('format', None)!r}: not an interplab activation manifest")
+    f.int("version", minimum=1, maximum=VERSION)
+    sites = f.list("sites")
+    if not sites or not all(isinstance(x, str) and _SITE_NAME.match(x) for x in sites):
+        raise FileError(file, "sites", f"must be a non-empty list of site names, got {sites!r:.100}")
+    d = f.obj("d")
+    for site in sites:
+        d.int(site, minimum=1)
+    f.str("model")
+    f.str("dtype", choices=sorted(_STORE_DTYPES))
+    f.int("context_size", minimum=2)
+    f.int("skipped_prefix", 0, minimum=0, maximum=1)
+    n = f.int("n_tokens", minimum=0)
+    f.bool("complete")
+    total = 0
+    for i, entry in enumerate(f.list("shards")):
+        e = Fields(file, entry, f"shards[{i}]")
+        if not _SHARD_NAME.match(e.str("file")):
+            raise FileError(file, f"shards[{i}].file", f"must be a shard file name (shard_NNNNN.safetensors), "
+                                                        f"got {e.raw('file')!r}")  # fmt: skip
+        total += e.int("n_tokens", minimum=1)
+    if total != n:
+        raise FileError(file, "n_tokens", f"is {n} but its shards hold {total}")
+    if f.has("tokens_sha256"):
+        f.str("tokens_sha256")
+    return f.data

@@ -12,11 +12,16 @@ Example
 >>> data.table().sort_values("density").head()
 >>> data.latent(123)["top"][0]["tokens"]      # the strings around its strongest example
 >>> data = ilab.FeatureData.load("dash6/")     # no recomputation
+
+With ``path=`` the pass follows the crash-safety contract (:mod:`interplab.core.checkpoint`): its
+state is one file in that folder (``.checkpoint.safetensors``) with the inputs it depends on (SAE,
+model weights, corpus, settings) and a digest of the rows scanned; a resume refuses other inputs and
+another corpus; the finished result replaces the folder in one swap (finished by
+:func:`interplab.core.atomic.recover` if a kill splits it), so nothing is lost at any instruction.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections.abc import Iterable, Iterator
@@ -27,37 +32,45 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..checks import check_int, check_texts
-from ..data.corpus import iter_texts
+from ..atomic import recover
+from ..checkpoint import TokenDigest, begin, check_inputs, check_tokens, load_state, save_state
+from ..checks import check_int, check_memory, check_texts
+from ..data.corpus import describe_corpus, iter_texts
 from ..data.store import ActivationStore
+from ..files import FileError
 from ..model import Model
 from ..saes.base import sae_fingerprint
-from .data import CHECKPOINT, FeatureData, check_target, read_arrays, write_arrays
+from .data import CHECKPOINT, FeatureData, check_target
 from .labels import labels_path, load_labels
 from .rows import store_batches, text_batches
 from .search import all_neighbours, logit_effects
-from .stats import Batch, FeatureAccumulator
+from .stats import Batch, FeatureAccumulator, fine_bins
 
 if TYPE_CHECKING:
     from ..saes.base import SAE
 
 logger = logging.getLogger(__name__)
 
+JOB = "feature data"
+
 
 def _docs(texts: Any) -> tuple[Iterable[str], str]:
-    """The documents to scan and a fingerprint of them (for resuming)."""
+    """The documents to scan and a description of them (a missing path fails here, like everywhere)."""
     if texts is None:
         raise ValueError(
             "Give texts to scan: a list of strings, 'default' (the default corpus), a .txt/.jsonl file or folder, "
             "or a datasets.Dataset."
         )
-    if isinstance(texts, (str, Path)) and (str(texts) == "default" or Path(texts).exists()):
-        return iter_texts(texts), f"corpus:{texts}"
-    if isinstance(texts, (str, list, tuple)):
-        docs = check_texts(texts)
-        digest = hashlib.sha256("\x00".join(docs).encode()).hexdigest()[:16]
-        return docs, f"texts:{len(docs)}:{digest}"
-    return iter_texts(texts), f"iterable:{type(texts).__name__}"
+    if isinstance(texts, (list, tuple)):
+        docs = check_texts(list(texts))
+        return docs, describe_corpus(docs)
+    return iter_texts(texts), describe_corpus(texts)
+
+
+def accumulator_bytes(d_sae: int, n_top: int, n_quantile: int, context: int, n_bins: int) -> int:
+    """The memory a :class:`FeatureAccumulator` of these sizes holds (its slots dominate)."""
+    slots = (n_top + 4 * n_quantile) * d_sae
+    return int(slots * (context * 8 + 4 + 8 + 16) + d_sae * (fine_bins(n_bins) * 8 + 40))
 
 
 # ------------------------------------------------------------------- the pass
@@ -107,12 +120,21 @@ def feature_data(
         check_int("n_tokens", n_tokens, minimum=1)
     if max_batches is not None:
         check_int("max_batches", max_batches, minimum=1)
+    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, (int, float)) or checkpoint_every < 0:
+        raise ValueError(f"checkpoint_every must be a number of seconds >= 0, got {checkpoint_every!r}.")
+    if not hasattr(sae, "encode") or not hasattr(sae, "d_sae"):
+        raise TypeError(f"sae must be an interplab SAE, got {type(sae).__name__}.")
+    check_memory(f"feature_data with n_top={n_top}, n_quantile={n_quantile}, context={context} for {sae.d_sae} "
+                 "latents", accumulator_bytes(sae.d_sae, n_top, n_quantile, context, n_bins),
+                 "Use smaller n_top, n_quantile or context.")  # fmt: skip
     if isinstance(source, (str, Path)):
         source = ActivationStore(source)
     if isinstance(source, Model):
         model = source
         site = sae.check_fits(model)
+        model.check_lengths([seq_len], "seq_len")
         docs, corpus_id = _docs(texts)
+        corpus: Any = corpus_id
     elif isinstance(source, ActivationStore):
         if model is None or not isinstance(model, Model):
             raise ValueError("Reading an ActivationStore needs model= (the Model it came from) for tokens and logits.")
@@ -125,43 +147,46 @@ def feature_data(
             raise ValueError(f"This SAE reads {site!r}, which the store does not hold; it holds {source.sites}.")
         if source.n_tokens == 0:
             raise ValueError(f"The store at {str(source.path)!r} holds no tokens.")
-        docs, corpus_id = None, f"store:{source.path.resolve()}:{source.n_tokens}"
+        docs, corpus = None, source.identity()
     else:
         raise TypeError(f"source must be a Model or an ActivationStore, got {type(source).__name__}.")
 
     config = {
-        "sae": sae_fingerprint(sae), "model": model.name, "site": site, "corpus": corpus_id, "n_tokens": n_tokens,
-        "n_top": n_top, "n_quantile": n_quantile, "context": context, "lead": lead, "n_bins": n_bins,
-        "n_logit": n_logit, "seq_len": seq_len,
-    }
+        "sae": sae_fingerprint(sae), "model": model.name, "model_sha": model.fingerprint(), "site": site,
+        "corpus": corpus, "n_tokens": n_tokens, "n_top": n_top, "n_quantile": n_quantile, "context": context,
+        "lead": lead, "n_bins": n_bins, "n_logit": n_logit, "seq_len": seq_len,
+    }  # fmt: skip
     acc = FeatureAccumulator(sae.d_sae, n_top, n_quantile, context, lead, n_bins)
     rows_done = 0
     root = Path(path) if path is not None else None
+    digest = TokenDigest()
+    recorded_rows: dict[str, Any] | None = None
     if root is not None:
+        recover(root)  # a kill between the final renames: the finished result is put in place
         check_target(root)
         if (root / "meta.json").exists():
             done = FeatureData.load(root)
-            if done.config != config:
-                diff = {k: (done.config.get(k), v) for k, v in config.items() if done.config.get(k) != v}
-                raise ValueError(f"{str(root)!r} holds dashboards made with other settings {diff}; use another path.")
+            check_inputs(done.config, config, root, "feature data")
             return done
-        ckpt = root / CHECKPOINT
-        if (ckpt / "meta.json").exists():
-            meta, arrays = read_arrays(ckpt)
-            if meta["config"] != config:
-                raise ValueError(f"{str(ckpt)!r} is a checkpoint of a pass with other settings; use another path.")
-            acc.load_state({k: torch.from_numpy(v) for k, v in arrays.items()})
-            rows_done = int(meta["rows_done"])
-            logger.info("Resuming from %s: %d tokens done.", ckpt, acc.n_tokens)
+        begin(root)
+        state = load_state(root / CHECKPOINT, JOB, config)
+        if state is not None:
+            rows_done, recorded_rows = _restore(root / CHECKPOINT, acc, state)
+            logger.info("Resuming from %s: %d tokens done.", root / CHECKPOINT, acc.n_tokens)
 
     def save_checkpoint() -> None:
         if root is not None:
-            state = {k: v.numpy() for k, v in acc.state().items()}
-            write_arrays(root / CHECKPOINT, {"config": config, "rows_done": rows_done}, state)
+            state = {**acc.state(), "rows_done": rows_done, "corpus": digest.record() if docs is not None else None}
+            save_state(root / CHECKPOINT, JOB, config, state)
+
+    def after_skip() -> None:
+        if root is not None:
+            check_tokens(recorded_rows, digest, root / CHECKPOINT)
 
     if isinstance(source, Model):
         parsed = model.parse_sites(site)
-        batches: Iterator[tuple[Batch, Any]] = text_batches(model, docs, seq_len, batch_size, n_tokens, rows_done)
+        batches: Iterator[tuple[Batch, Any]] = text_batches(
+            model, docs, seq_len, batch_size, n_tokens, rows_done, digest=digest, after_skip=after_skip)
     else:
         batches = store_batches(source, site, batch_size, n_tokens, rows_done)
     total = n_tokens if n_tokens is not None else (source.n_tokens if isinstance(source, ActivationStore) else None)
@@ -224,3 +249,14 @@ def feature_data(
     if root is not None and not stopped:
         data.save(root)
     return data
+
+
+def _restore(file: Path, acc: FeatureAccumulator, state: dict[str, Any]) -> tuple[int, dict[str, Any] | None]:
+    """Load a checkpoint's running statistics; a state that does not fit them names what is wrong."""
+    try:
+        rows_done = check_int("rows_done", state.pop("rows_done"), minimum=0)
+        recorded = state.pop("corpus", None)
+        acc.load_state(state)
+    except (KeyError, TypeError, ValueError) as err:
+        raise FileError(file, "state", f"does not fit this pass ({err})") from None
+    return rows_done, recorded

@@ -17,13 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from ..atomic import atomic_folder
-from ..checks import check_latent
+from ..atomic import atomic_folder, leftover_target, recover
+from ..checks import check_int, check_latent, check_memory
+from ..files import ArrayInfo, Fields, FileError, dtype_name, inside, load_npy, npy_header, read_json
+from .labels import FILE as LABELS_FILE
 from .labels import read_labels, update_label
 
 FORMAT = "interplab-features"
-#: The running state of an unfinished pass, inside its output folder.
-CHECKPOINT = ".checkpoint"
+#: The running state of an unfinished pass, inside its output folder (one file, see interplab.core.checkpoint).
+CHECKPOINT = ".checkpoint.safetensors"
 #: Array fields and their dtypes, in the order they are saved.
 ARRAYS: dict[str, Any] = {
     "density": np.float32, "max_act": np.float32, "mean_act": np.float32,
@@ -100,6 +102,7 @@ class FeatureData:
 
     def token_str(self, token_id: int) -> str:
         """The decoded string of a token id ('' for padding)."""
+        token_id = check_int("token id", token_id)
         return "" if token_id < 0 else self.token_strings.get(int(token_id), f"<{token_id}>")
 
     # ------------------------------------------------------------- one latent
@@ -194,57 +197,144 @@ class FeatureData:
             index=pd.RangeIndex(self.d_sae, name="latent"),
         )
 
+    def attach(self, sae: Any) -> FeatureData:
+        """Keep labels where ``sae``'s are kept (beside it, or in the cache): the SAE this data was made from.
+
+        Its saved labels become this data's; refused when the data was made from another SAE.
+        """
+        from .labels import labels_path
+
+        made_from = self.config.get("sae")
+        if made_from and sae.fingerprint() != made_from:
+            raise ValueError(
+                f"This feature data was made from SAE {made_from}, not from this one ({sae.fingerprint()}); "
+                "its labels would go to the wrong SAE."
+            )
+        path = labels_path(sae)
+        self.labels_path = str(path)
+        if path.exists():
+            self.labels = read_labels(path, self.d_sae)
+        return self
+
     # ------------------------------------------------------------- save/load
     def save(self, path: str | Path) -> Path:
-        """Write a folder of ``meta.json`` + one ``.npy`` per array, atomically (temp folder, then rename)."""
+        """Write a folder of ``meta.json`` + one ``.npy`` per array, atomically (temp folder, then rename).
+
+        Labels are saved in ``meta.json``; where they are kept for editing is never saved as a path
+        (a shared folder must not point anywhere): see :meth:`load`.
+        """
         meta = {
-            "format": FORMAT, "version": 1, "site": self.site, "d_sae": self.d_sae, "n_tokens": self.n_tokens,
+            "format": FORMAT, "version": 2, "site": self.site, "d_sae": self.d_sae, "n_tokens": self.n_tokens,
             "context": self.context, "lead": self.lead, "model_name": self.model_name,
-            "labels_path": self.labels_path, "complete": self.complete, "config": self.config,
+            "complete": self.complete, "config": self.config,
             "token_strings": {str(k): v for k, v in self.token_strings.items()},
             "labels": {str(k): v for k, v in self.labels.items()},
         }
         root = Path(path)
-        write_arrays(root, meta, {name: getattr(self, name) for name in ARRAYS})
+        own = root / LABELS_FILE
+        extra = {LABELS_FILE: own.read_bytes()} if own.is_file() and not own.is_symlink() else {}
+        write_arrays(root, meta, {name: getattr(self, name) for name in ARRAYS}, extra)
         return root
 
     @classmethod
-    def load(cls, path: str | Path) -> FeatureData:
-        """Load a folder written by :meth:`save` (``np.load`` with ``allow_pickle=False``)."""
+    def load(cls, path: str | Path, sae: Any = None) -> FeatureData:
+        """Load a folder written by :meth:`save`, every field and array header checked before anything is read.
+
+        Labels: those saved with the data, or those of ``labels.json`` inside this folder when it is
+        there (edits of a loaded copy are kept there). With ``sae`` (the SAE the data was made from)
+        they are kept where that SAE's are, whose labels file then is the reference (see :meth:`attach`).
+        No path stored in the folder is ever followed.
+        """
         root = Path(path)
-        if not (root / "meta.json").exists():
+        recover(root)
+        file = root / "meta.json"
+        if not file.exists():
             raise FileNotFoundError(f"{str(root)!r} holds no feature data (no meta.json).")
-        meta = json.loads((root / "meta.json").read_text())
-        if meta.get("format") != FORMAT:
-            raise ValueError(f"{str(root / 'meta.json')!r} is not interplab feature data.")
-        arrays = {}
-        for name, dtype in ARRAYS.items():
-            file = root / f"{name}.npy"
-            if not file.exists():
-                raise ValueError(f"{str(root)!r} lacks {name}.npy; the folder is incomplete.")
-            arr = np.load(file, allow_pickle=False)
-            if arr.dtype != dtype or arr.shape[0] != meta["d_sae"]:
-                raise ValueError(f"{str(file)!r} has dtype {arr.dtype} and shape {arr.shape}; expected {dtype}.")
-            arrays[name] = arr
-        labels = {int(k): v for k, v in meta["labels"].items()}
-        if meta.get("labels_path") and Path(meta["labels_path"]).exists():
-            labels = read_labels(Path(meta["labels_path"]))  # the SAE's labels file is the reference
-        return cls(
-            site=meta["site"], d_sae=int(meta["d_sae"]), n_tokens=int(meta["n_tokens"]), context=int(meta["context"]),
-            lead=int(meta["lead"]), **arrays, token_strings={int(k): v for k, v in meta["token_strings"].items()},
-            labels=labels, model_name=meta.get("model_name", ""),
-            labels_path=meta.get("labels_path", ""), complete=bool(meta.get("complete", True)),
-            config=meta.get("config", {}),
-        )
+        meta = Fields(file, read_json(file))
+        if meta.raw("format", None) != FORMAT:
+            raise FileError(file, "format", f"is {meta.raw('format', None)!r}, not interplab feature data")
+        d_sae = meta.int("d_sae", minimum=1)
+        context = meta.int("context", minimum=1)
+        config = meta.obj("config", {})
+        known = {key: config.int(key, None, minimum=1) for key in ("n_top", "n_quantile", "n_bins", "n_logit")}
+        infos = _check_arrays(root, d_sae, context, {k: v for k, v in known.items() if v is not None})
+        check_memory(f"Loading feature data from {str(root)!r}", sum(i.nbytes for i in infos.values()))
+        arrays = {name: load_npy(root / f"{name}.npy", info) for name, info in infos.items()}
+        strings = meta.str_map("token_strings")
+        labels = meta.str_map("labels", {})
+        data = cls(
+            site=meta.str("site"), d_sae=d_sae, n_tokens=meta.int("n_tokens", minimum=0), context=context,
+            lead=meta.int("lead", minimum=0, maximum=context - 1), **arrays,
+            token_strings={k: v for k, v in strings.items() if k >= 0},
+            labels={k: v for k, v in labels.items() if 0 <= k < d_sae}, model_name=meta.str("model_name", ""),
+            complete=meta.bool("complete", True), config=config.data,
+        )  # fmt: skip
+        if sae is not None:
+            return data.attach(sae)
+        own = inside(root, LABELS_FILE, file, "labels file")
+        data.labels_path = str(own)
+        if own.is_file():
+            data.labels = read_labels(own, d_sae)  # edits made after the save
+        return data
+
+
+def _check_arrays(root: Path, d_sae: int, context: int, known: dict[str, int]) -> dict[str, ArrayInfo]:
+    """Every array's header: there, its dtype, and shapes that agree with each other and the metadata.
+
+    ``known`` sizes (``n_top``, ``n_quantile``, ``n_bins``, ``n_logit`` from the saved settings) are the
+    reference; others are taken from the first array that has them.
+    """
+    infos = {}
+    for name, dtype in ARRAYS.items():
+        file = root / f"{name}.npy"
+        if not file.is_file():
+            raise FileError(root, name, f"is missing: the folder lacks {name}.npy")
+        info = npy_header(file)
+        if info.dtype != dtype_name(np.dtype(dtype)):
+            raise FileError(file, name, f"has dtype {info.dtype}, expected {dtype_name(np.dtype(dtype))}")
+        infos[name] = info
+    sizes: dict[str, int] = {"bins": known["n_bins"]} if "n_bins" in known else {}
+    sizes.update({k: v for k, v in known.items() if k in ("n_top", "n_quantile", "n_logit")})
+
+    def shape(name: str, *dims: Any) -> None:
+        got = infos[name].shape
+        want = []
+        for dim in dims:
+            if isinstance(dim, str):  # a size named by the first array that has it
+                sizes.setdefault(dim, got[len(want)] if len(got) > len(want) else -1)
+                dim = sizes[dim]
+            want.append(dim)
+        if got != tuple(want):
+            raise FileError(root / f"{name}.npy", name, f"has shape {list(got)}, expected {want} (d_sae={d_sae}, "
+                                                        f"context={context})")  # fmt: skip
+
+    for name in ("density", "max_act", "mean_act"):
+        shape(name, d_sae)
+    shape("hist_counts", d_sae, "bins")
+    shape("hist_edges", d_sae, sizes["bins"] + 1)
+    for prefix, k in (("top", "n_top"), ("quantile", "n_quantile")):
+        shape(f"{prefix}_max", d_sae, k)
+        shape(f"{prefix}_tokens", d_sae, k, context)
+        shape(f"{prefix}_acts", d_sae, k, context)
+        shape(f"{prefix}_where", d_sae, k, 2)
+    for name in ("logit_top_ids", "logit_top_values", "logit_bottom_ids", "logit_bottom_values"):
+        shape(name, d_sae, "n_logit")
+    shape("neighbour_ids", d_sae, "n_near")
+    shape("neighbour_sims", d_sae, "n_near")
+    return infos
 
 
 # ------------------------------------------------------------------ folders
 def check_target(path: Path) -> None:
-    """Refuse a folder holding anything but feature data: saving replaces the whole folder."""
+    """Refuse a folder holding anything but feature data: saving replaces the whole folder.
+
+    What interrupted writes leave there (see :func:`interplab.core.atomic.leftover_target`) does not count.
+    """
     if not path.exists():
         return
-    ours = {"meta.json", CHECKPOINT}
-    other = [p.name for p in path.iterdir() if p.name not in ours and p.suffix != ".npy"] if path.is_dir() else [""]
+    ours = {"meta.json", CHECKPOINT, LABELS_FILE}
+    other = [p.name for p in path.iterdir() if p.name not in ours and p.suffix != ".npy"
+             and leftover_target(p.name) is None] if path.is_dir() else [""]  # fmt: skip
     if other:
         raise ValueError(
             f"{str(path)!r} holds other files ({sorted(other)[:5]}); feature data replaces its folder, "
@@ -252,16 +342,12 @@ def check_target(path: Path) -> None:
         )
 
 
-def write_arrays(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-    """Write meta.json + one .npy per array as a folder, swapped into place whole (see :func:`atomic_folder`)."""
+def write_arrays(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray], extra: dict[str, bytes]) -> None:
+    """Write meta.json + one .npy per array (+ ``extra`` files) as a folder, swapped into place whole."""
     check_target(path)
     with atomic_folder(path) as tmp:
         for name, arr in arrays.items():
             np.save(tmp / f"{name}.npy", np.ascontiguousarray(arr), allow_pickle=False)
-        (tmp / "meta.json").write_text(json.dumps(meta))
-
-
-def read_arrays(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    meta = json.loads((path / "meta.json").read_text())
-    arrays = {p.stem: np.load(p, allow_pickle=False) for p in path.glob("*.npy")}
-    return meta, arrays
+        for name, data in extra.items():
+            (tmp / name).write_bytes(data)
+        (tmp / "meta.json").write_text(json.dumps(meta, allow_nan=False))

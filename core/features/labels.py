@@ -16,19 +16,23 @@ Example
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..atomic import write_json
 from ..embedded import cache_dir
+from ..files import Fields, FileError, read_json
 from ..saes.base import sae_fingerprint
 
 if TYPE_CHECKING:
     from ..saes.base import SAE
 
 FILE = "labels.json"
+#: Folder of the cache where labels of SAEs without a writable folder are kept, one file per fingerprint.
+LABELS_DIR = "labels"
+#: Labels longer than this are refused (a label is a short name).
+MAX_LABEL = 2000
 #: The installed engine (``interplab/core``, or ``core/`` of a checkout installed in editable mode): SAEs
 #: shipped inside it (the packaged suite) keep their labels in the cache, never in the package.
 _ENGINE = Path(__file__).resolve().parents[1]
@@ -45,24 +49,28 @@ def sae_folder(sae: SAE) -> Path | None:
 
 def labels_path(sae: SAE) -> Path:
     """Where this SAE's labels are kept (see the module docstring)."""
+    if not hasattr(sae, "cfg") or not hasattr(sae, "W_dec"):
+        raise TypeError(f"Labels belong to an interplab SAE, got {type(sae).__name__}: {sae!r:.60}.")
     folder = sae_folder(sae)
     writable = folder is not None and folder.exists() and os.access(folder, os.W_OK)
     if writable and not folder.resolve().is_relative_to(_ENGINE):
         return folder / FILE
-    return cache_dir() / "labels" / f"{sae_fingerprint(sae)}.json"
+    return cache_dir() / LABELS_DIR / f"{sae_fingerprint(sae)}.json"
 
 
-def read_labels(path: Path) -> dict[int, str]:
-    """Labels from a JSON file ({"123": "text"}); an empty dict when there is none."""
+def read_labels(path: Path, d_sae: int | None = None) -> dict[int, str]:
+    """Labels from a JSON file ({"123": "text"}), every id and text checked; an empty dict when there is none."""
     if not path.exists():
         return {}
-    try:
-        raw = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{str(path)!r} is not valid JSON: {err}") from None
-    if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
-        raise ValueError(f"{str(path)!r} should map latent ids to label strings.")
-    return {int(k): v for k, v in raw.items()}
+    raw = Fields(path, read_json(path, max_bytes=64 * 1024**2))
+    labels = raw.str_map_all()
+    for k, v in labels.items():
+        if k < 0 or (d_sae is not None and k >= d_sae):
+            bound = f"0..{d_sae - 1}" if d_sae is not None else ">= 0"
+            raise FileError(path, f"[{k!r}]", f"is not a latent id ({bound})")
+        if len(v) > MAX_LABEL:
+            raise FileError(path, f"[{k!r}]", f"is a label of {len(v)} characters (at most {MAX_LABEL})")
+    return labels
 
 
 def write_labels(path: Path, labels: dict[int, str]) -> Path:
@@ -72,6 +80,7 @@ def write_labels(path: Path, labels: dict[int, str]) -> Path:
 
 def update_label(path: Path, i: int, text: str) -> dict[int, str]:
     """Set (or, with an empty text, remove) one label in a labels file, keeping the others."""
+    check_label(text)
     labels = read_labels(path)
     if text.strip():
         labels[int(i)] = text.strip()
@@ -86,11 +95,19 @@ def load_labels(sae: SAE) -> dict[int, str]:
     return read_labels(labels_path(sae))
 
 
+def check_label(text: Any) -> str:
+    """A label text (a string of at most :data:`MAX_LABEL` characters), or a clear error."""
+    if not isinstance(text, str):
+        raise TypeError(f"A label is a string, got {type(text).__name__}: {text!r:.60}.")
+    if len(text) > MAX_LABEL:
+        raise ValueError(f"A label is at most {MAX_LABEL} characters; this one has {len(text)}.")
+    return text
+
+
 def set_label(sae: SAE, i: int, text: str, data: Any = None) -> Path:
     """Label latent ``i`` of ``sae`` and save; an empty text removes the label. Updates ``data`` too."""
     sae.direction(i)  # validates i
-    if not isinstance(text, str):
-        raise TypeError(f"A label is a string, got {type(text).__name__}.")
+    check_label(text)
     path = labels_path(sae)
     labels = update_label(path, i, text)
     if data is not None:

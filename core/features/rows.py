@@ -12,23 +12,42 @@ Example
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
 
+from ..checkpoint import TokenDigest
 from ..data.store import ActivationStore
 from .stats import Batch
 
 
 def text_batches(
-    model: Any, docs: Iterable[str], seq_len: int, batch_size: int, n_tokens: int | None, skip_rows: int = 0
+    model: Any,
+    docs: Iterable[str],
+    seq_len: int,
+    batch_size: int,
+    n_tokens: int | None,
+    skip_rows: int = 0,
+    digest: TokenDigest | None = None,
+    after_skip: Callable[[], None] | None = None,
 ) -> Iterator[tuple[Batch, dict[str, torch.Tensor]]]:
     """Rows of at most ``seq_len`` tokens ([BOS] + a piece of one text), batched and right-padded.
 
     A token's position is its index in [BOS] + the text's tokens. ``n_tokens`` caps the non-BOS
-    tokens over all rows, the first ``skip_rows`` rows are skipped (resume).
+    tokens over all rows, the first ``skip_rows`` rows are skipped (resume). ``digest`` is updated
+    with every row's tokens (skipped or not), and ``after_skip()`` runs once the skipped rows are
+    read (or the texts end first): a resume checks there that they are the rows it scanned before.
     """
+    skipped = False
+
+    def skip_done() -> None:
+        nonlocal skipped
+        if not skipped:
+            skipped = True
+            if after_skip is not None:
+                after_skip()
+
     tok = model.tokenizer
     prefix = [tok.bos_token_id] if tok.bos_token_id is not None else []
     body = seq_len - len(prefix)
@@ -58,12 +77,17 @@ def text_batches(
                 break
             piece = ids[start : start + min(body, left)]
             left -= len(piece)
+            if row_index == skip_rows:
+                skip_done()
+            if digest is not None:
+                digest.update(piece)
             if row_index >= skip_rows:
                 pending.append((prefix + piece, doc, start, row_index))
             row_index += 1
             if len(pending) == batch_size:
                 yield emit()
                 pending = []
+    skip_done()
     if pending:
         yield emit()
 

@@ -116,17 +116,24 @@ class FeatureAccumulator:
         return {**out, **self.top.tensors("top"), **self.res.tensors("res")}
 
     def load_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Take the arrays of :meth:`state`: every one there, with its shape (a ValueError names one that is not)."""
+        expected = self.state()
+        missing = sorted(set(expected) - set(state))
+        extra = sorted(set(state) - set(expected))
+        if missing or extra:
+            raise ValueError(f"checkpoint arrays missing {missing}, unknown {extra}")
         for name, value in state.items():
+            current = expected[name]
+            if not isinstance(value, torch.Tensor) or value.shape != current.shape:
+                shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+                raise ValueError(f"checkpoint array {name} is {shape}, not {tuple(current.shape)}")
+            value = value.to(current.dtype)
             if name == "n_tokens":
                 self.n_tokens = int(value)
             elif name.startswith(("top_", "res_")):
-                slots = self.top if name.startswith("top_") else self.res
-                current = getattr(slots, name[4:])
-                if current.shape != value.shape:
-                    raise ValueError(f"Checkpoint array {name} is {tuple(value.shape)}, not {tuple(current.shape)}.")
-                setattr(slots, name[4:], value.to(current.dtype))
+                setattr(self.top if name.startswith("top_") else self.res, name[4:], value.clone())
             else:
-                setattr(self, name, value.to(getattr(self, name).dtype))
+                setattr(self, name, value.clone())
 
     # ----------------------------------------------------------------- update
     def update(self, acts_TM: torch.Tensor, batch: Batch) -> None:

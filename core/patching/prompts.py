@@ -15,6 +15,7 @@ Example
 from __future__ import annotations
 
 import random
+import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -64,7 +65,7 @@ class PromptPairs:
 
     def by_length(self, tokenizer: Any) -> dict[int, PromptPairs]:
         """Split into groups whose prompts have the same number of tokens (a grid needs one length)."""
-        tokenizer = getattr(tokenizer, "tokenizer", tokenizer)
+        tokenizer = _tokenizer(tokenizer)
         groups: dict[int, list[int]] = {}
         for i, text in enumerate(self.clean):
             groups.setdefault(len(tokenizer(text)["input_ids"]), []).append(i)
@@ -123,10 +124,13 @@ def ioi(
         raise ValueError(f"order={order!r} is not one of {ORDERS}.")
     if corruption not in CORRUPTIONS:
         raise ValueError(f"corruption={corruption!r} is not one of {CORRUPTIONS}.")
+    if isinstance(templates, str):
+        templates = [templates]
     templates = list(templates) if templates is not None else [IOI_TEMPLATES[0]]
+    if not templates:
+        raise ValueError("templates is empty: give at least one template with {A}, {B} and {S}.")
     for t in templates:
-        if not all(key in t for key in ("{A}", "{B}", "{S}")):
-            raise ValueError(f"Template {t!r} must contain {{A}}, {{B}} and {{S}} (names are inserted with a space).")
+        check_template(t)
     if names is None:
         pool = single_token_names(tok)
     else:
@@ -154,6 +158,29 @@ def ioi(
         out.answers.append(" " + io_name)
         out.wrong.append(" " + s_name)
     return out
+
+
+def check_template(template: Any) -> str:
+    """An IOI template: a string whose only fields are ``{A}``, ``{B}`` and ``{S}``, each used."""
+    if not isinstance(template, str):
+        raise TypeError(f"A template is a string with {{A}}, {{B}} and {{S}}, got {type(template).__name__}.")
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    except ValueError as err:
+        raise ValueError(
+            f"Template {template!r} is not a valid format string ({err}); write literal braces as {{{{ and }}}}."
+        ) from None
+    bad = sorted({f for f in fields if f not in ("A", "B", "S")})
+    if bad:
+        raise ValueError(
+            f"Template {template!r} has fields {bad}; only {{A}}, {{B}} and {{S}} are filled (write a literal brace "
+            "as {{ or }})."
+        )
+    if not {"A", "B", "S"} <= set(fields):
+        raise ValueError(
+            f"Template {template!r} must contain {{A}}, {{B}} and {{S}} (names are inserted with a space)."
+        )
+    return template
 
 
 def _fill(template: str, a: str, b: str, s: str) -> str:

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 
 from ..atomic import atomic_path
+from ..checks import check_int
+from ..files import Fields, FileError, expect_arrays, load_npz, npz_headers
 
 ROW_NAMES = ("layer", "latent")
 COL_NAMES = ("position", "head")
@@ -92,6 +94,8 @@ class PatchingResult:
         """Top next tokens (text, probability) of the patched run at cell (row index, column index)."""
         if self.top_ids is None or self.top_probs is None:
             return []
+        rows, cols = self.values.shape
+        row, col = check_int("row", row, 0, rows - 1), check_int("col", col, 0, cols - 1)
         k = self.top_ids.shape[2]
         flat = (row * self.values.shape[1] + col) * k
         return [(self.top_tokens[flat + j], float(self.top_probs[row, col, j])) for j in range(k)]
@@ -130,11 +134,8 @@ class PatchingResult:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> PatchingResult:
-        """Read a file written by :meth:`save` (no pickle)."""
-        with np.load(path, allow_pickle=False) as data:
-            meta = json.loads(bytes(data["meta"]).decode())
-            top = {k: data[k] for k in ("top_ids", "top_probs") if k in data}
-            return cls(values=data["values"], **meta, **top)
+        """Read a file written by :meth:`save` (no pickle), every array header and field checked first."""
+        return load_result(Path(path))
 
     def __repr__(self) -> str:
         rows, cols = self.values.shape
@@ -143,3 +144,68 @@ class PatchingResult:
             f"{self.metric}: clean {self.clean_baseline:.4g}, corrupted {self.corrupt_baseline:.4g}, "
             f"max normalized {np.nanmax(self.normalized) if self.values.size else float('nan'):.3g})"
         )
+
+
+_SITES = ("resid_pre", "resid_post", "attn_out", "mlp_out", "heads", "latents")
+
+
+def load_result(file: Path) -> PatchingResult:
+    """A :class:`PatchingResult` from its ``.npz``: arrays and metadata checked against each other."""
+    if not file.is_file():
+        raise FileNotFoundError(f"No patching result at {str(file)!r}.")
+    infos = npz_headers(file)
+    unknown = sorted(set(infos) - {"values", "meta", "top_ids", "top_probs"})
+    if unknown:
+        raise FileError(file, unknown[0], "is not an array of a patching result")
+    values = infos.get("values")
+    if values is None or len(values.shape) != 2:
+        raise FileError(file, "values", "is missing or not a 2-D [rows, cols] array")
+    rows, cols = values.shape
+    expect_arrays(file, infos, {"values": (None, ("F32", "F64")), "meta": (None, ("U8",))})
+    has_top = "top_ids" in infos or "top_probs" in infos
+    if has_top:
+        ids = infos.get("top_ids")
+        k = ids.shape[2] if ids is not None and len(ids.shape) == 3 else -1
+        wanted = {"top_ids": ((rows, cols, k), ("I64", "I32")), "top_probs": ((rows, cols, k), ("F32", "F64"))}
+        expect_arrays(file, infos, wanted)
+    arrays = load_npz(file, " (a patching result)")
+    try:
+        raw = json.loads(bytes(arrays["meta"]).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise FileError(file, "meta", f"is not JSON ({err})") from None
+    meta = Fields(file, raw, "meta")
+    extra = sorted(set(meta.data) - set(PatchingResult._META))
+    if extra:
+        raise FileError(file, f"meta.{extra[0]}", "is not a field of a patching result")
+    row_name = meta.str("row_name", "layer", choices=ROW_NAMES)
+    col_name = meta.str("col_name", "position", choices=COL_NAMES)
+
+    def ints(key: str, n: int | None) -> list[int]:
+        items = meta.list(key, [])
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in items) or (n is not None and items
+                                                                                      and len(items) != n):
+            raise FileError(file, f"meta.{key}", f"must be {n if n is not None else 'a list of'} integers")
+        return items
+
+    def strs(key: str, n: int | None = None) -> list[str]:
+        items = meta.list(key, [])
+        if not all(isinstance(x, str) for x in items) or (n is not None and items and len(items) != n):
+            raise FileError(file, f"meta.{key}", f"must be {n if n is not None else 'a list of'} strings")
+        return items
+
+    k = infos["top_ids"].shape[2] if "top_ids" in infos else 0
+    fields = {
+        "clean_baseline": meta.float("clean_baseline"), "corrupt_baseline": meta.float("corrupt_baseline"),
+        "site": meta.str("site", choices=_SITES),
+        "method": meta.str("method", "exact", choices=("exact", "attribution")),
+        "direction": meta.str("direction", "denoise", choices=("denoise", "noise")),
+        "metric": meta.str("metric", "metric", max_len=200), "row_name": row_name, "col_name": col_name,
+        "rows": ints("rows", rows), "positions": ints("positions", cols if col_name == "position" else None),
+        "tokens": strs("tokens"), "corrupt_tokens": strs("corrupt_tokens"),
+        "top_tokens": strs("top_tokens", rows * cols * k if has_top else None),
+        "layer": meta.int("layer", None, minimum=0), "row_text": strs("row_text", rows),
+    }  # fmt: skip
+    if has_top and len(fields["top_tokens"]) != rows * cols * k:
+        raise FileError(file, "meta.top_tokens", f"must hold {rows * cols * k} strings (one per top token)")
+    top = {name: arrays[name] for name in ("top_ids", "top_probs") if name in arrays}
+    return PatchingResult(values=arrays["values"], **fields, **top)

@@ -20,6 +20,7 @@ Example
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
@@ -27,7 +28,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from ..checks import check_int, check_latent
+from ..checks import check_int, check_latent, check_memory, check_number
 
 REGISTRY: dict[str, type[SAE]] = {}
 #: Entry points implemented above this module (training, files), filled in by :func:`provide`.
@@ -116,6 +117,25 @@ class SAE(nn.Module):
         """Clear errors for an impossible config, before any allocation (subclasses add their own checks)."""
         check_int("d_in", cfg.d_in, minimum=1)
         check_int("width", cfg.d_sae, minimum=1)
+        for name in ("l1_coefficient", "l0_coefficient"):
+            value = getattr(cfg, name)
+            if value is not None and check_number(value, name) < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}.")
+        if check_number(cfg.bandwidth, "bandwidth") <= 0:
+            raise ValueError(f"bandwidth must be a positive number, got {cfg.bandwidth!r}.")
+        if not isinstance(cfg.apply_b_dec_to_input, bool):
+            raise TypeError(f"apply_b_dec_to_input must be True or False, got {cfg.apply_b_dec_to_input!r}.")
+        for name in ("site", "model_name"):
+            if not isinstance(getattr(cfg, name), str):
+                raise TypeError(f"{name} must be a string, got {getattr(cfg, name)!r}.")
+        n = sum(math.prod(shape) for shape in cls.tensor_shapes(cfg.d_in, cfg.d_sae).values())
+        check_memory(f"A {cls.arch or 'SAE'} SAE with d_in={cfg.d_in:,} and width={cfg.d_sae:,}", 4 * n,
+                     "Give a smaller width.")  # fmt: skip
+
+    @classmethod
+    def tensor_shapes(cls, d_in: int, d_sae: int) -> dict[str, tuple[int, ...]]:
+        """The tensors a saved SAE of this architecture holds, by their SAELens name, with their shapes."""
+        return {"W_enc": (d_in, d_sae), "b_enc": (d_sae,), "W_dec": (d_sae, d_in), "b_dec": (d_in,)}
 
     @classmethod
     def with_defaults(cls, settings: dict[str, Any]) -> dict[str, Any]:
@@ -197,6 +217,8 @@ class SAE(nn.Module):
 
     def decode(self, acts: torch.Tensor) -> torch.Tensor:
         """Reconstruction [..., d_in] from latent activations."""
+        if acts.shape[-1] != self.d_sae:
+            raise ValueError(f"This SAE has {self.d_sae} latents; decode got activations of last dim {acts.shape[-1]}.")
         return acts @ self.W_dec + self.b_dec
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -292,6 +314,8 @@ class SAE(nn.Module):
 
     def save(self, path: Any, dtype: torch.dtype = torch.float32) -> Any:
         """Write this SAE as a SAELens folder (``cfg.json`` + ``sae_weights.safetensors``)."""
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise TypeError(f"dtype must be a floating torch dtype such as torch.float32, got {dtype!r}.")
         return _provided("save")(self, path, dtype=dtype)
 
     def fingerprint(self) -> str:

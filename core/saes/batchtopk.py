@@ -43,6 +43,10 @@ class BatchTopKSAE(TopKSAE):
         else:
             self.topk_threshold.lerp_(smallest, THRESHOLD_RATE)
 
+    @classmethod
+    def tensor_shapes(cls, d_in: int, d_sae: int) -> dict[str, tuple[int, ...]]:
+        return {**super().tensor_shapes(d_in, d_sae), "threshold": (d_sae,)}
+
     def extra_state(self) -> dict[str, torch.Tensor]:
         return {"threshold": self.threshold.detach().clone()}
 

@@ -61,6 +61,11 @@ class GatedSAE(SAE):
             "fired": active.any(0),
         }
 
+    @classmethod
+    def tensor_shapes(cls, d_in: int, d_sae: int) -> dict[str, tuple[int, ...]]:
+        shapes = {k: v for k, v in super().tensor_shapes(d_in, d_sae).items() if k != "b_enc"}
+        return {**shapes, "b_gate": (d_sae,), "b_mag": (d_sae,), "r_mag": (d_sae,)}
+
     def extra_state(self) -> dict[str, torch.Tensor]:
         return {
             "b_gate": self.b_enc.detach().clone(),

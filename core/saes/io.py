@@ -1,7 +1,10 @@
 """SAE files: SAELens folders (read and write), Gemma Scope ``params.npz``, dictionary_learning ``ae.pt``.
 
 Nothing here unpickles a user file: weights load from safetensors, from npz with
-``allow_pickle=False``, or from ``ae.pt`` with ``torch.load(weights_only=True)``.
+``allow_pickle=False``, or from ``ae.pt`` with ``torch.load(weights_only=True)``. Every file follows
+the validation contract (:mod:`interplab.core.files`): configs are checked field by field, tensor
+names, dtypes and shapes are read from headers (or a memory map) and checked against the config and
+the memory budget before anything is allocated; errors name the file and the field.
 
 Example
 -------
@@ -12,16 +15,18 @@ Example
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from ..atomic import atomic_folder
+from ..atomic import atomic_folder, recover
+from ..checks import check_memory
+from ..files import FLOATS, Fields, FileError, expect_arrays, load_npz, npz_headers, read_json, safetensors_header
 from .base import REGISTRY, SAE, SAEConfig, arch_class, provide
 
 CFG, WEIGHTS, SPARSITY = "cfg.json", "sae_weights.safetensors", "sparsity.safetensors"
@@ -74,76 +79,67 @@ def save_saelens(
     return target
 
 
-def _load_safetensors(path: Path) -> dict[str, torch.Tensor]:
-    try:
-        return load_file(str(path))
-    except (SafetensorError, OSError, ValueError) as err:
-        with open(path, "rb") as f:
-            head = f.read(4)
-        pickled = head[:1] == b"\x80" or head == b"PK\x03\x04"  # pickle protocol 2+, or torch.save's zip
-        what = " It looks like a pickle (e.g. torch.save output), which interplab never loads." if pickled else ""
-        raise ValueError(f"{str(path)!r} is not a valid safetensors file.{what} ({err})") from None
+def _saelens_config(file: Path) -> dict[str, Any]:
+    """Read and check a SAELens cfg.json, v6 or older (flat, with hook_point / activation_fn_str).
 
-
-def _saelens_config(raw: dict[str, Any]) -> dict[str, Any]:
-    """Normalise a SAELens cfg.json, v6 or older (flat, with hook_point / activation_fn_str)."""
-    meta = dict(raw.get("metadata") or {})
-    arch = raw.get("architecture")
+    Every field is checked for its type (an int is an int: ``8.9`` and ``"8"`` are refused) and the
+    error names the file and the field.
+    """
+    raw = Fields(file, read_json(file, max_bytes=16 * 1024**2))
+    meta = raw.obj("metadata", {})
+    arch = raw.str("architecture", None)
     if arch is None:  # configs older than SAELens 6
-        fn = raw.get("activation_fn_str", "relu")
+        fn = raw.str("activation_fn_str", "relu")
         arch = "topk" if fn == "topk" else "standard"
-    k = raw.get("k") or (raw.get("activation_fn_kwargs") or {}).get("k") or (meta.get("interplab") or {}).get("k")
-    site = meta.get("hook_name") or raw.get("hook_name") or raw.get("hook_point") or ""
-    model_name = meta.get("model_name") or raw.get("model_name") or ""
-    norm = raw.get("normalize_activations", "none") or "none"
-    if norm not in ("none", None):
-        raise ValueError(
-            f"This SAE expects normalize_activations={norm!r}; interplab loads SAEs that read raw activations "
-            "('none'). Fold the normalisation into the weights first."
-        )
     supported = sorted({cls.saelens_arch for cls in REGISTRY.values()})
     if arch not in supported:
-        raise ValueError(f"SAELens architecture {arch!r} is not supported; supported: {', '.join(supported)}.")
+        raise FileError(file, "architecture", f"is {arch!r}, which is not supported (supported: {supported})")
+    kwargs = raw.obj("activation_fn_kwargs", {})
+    ours = meta.obj("interplab", {})
+    k = raw.int("k", None, minimum=1)
+    k = k if k is not None else kwargs.int("k", None, minimum=1)
+    k = k if k is not None else ours.int("k", None, minimum=1)
+    norm = raw.str("normalize_activations", "none")
+    if norm != "none":
+        raise FileError(
+            file, "normalize_activations", f"is {norm!r}; interplab loads SAEs that read raw activations ('none'). "
+            "Fold the normalisation into the weights first")  # fmt: skip
+    site = meta.str("hook_name", None) or raw.str("hook_name", None) or raw.str("hook_point", "")
+    model_name = meta.str("model_name", None) or raw.str("model_name", "")
+    interplab_arch = meta.str("interplab_arch", None, choices=sorted(REGISTRY))
     return {
-        "arch": arch,
+        "arch": interplab_arch or arch,
         "k": k,
         "site": site,
         "model_name": model_name,
-        "meta": meta,
-        "rescale_by_decoder_norm": bool(raw.get("rescale_acts_by_decoder_norm", False)),
-        "apply_b_dec_to_input": bool(raw.get("apply_b_dec_to_input", True)),
-        "d_in": int(raw["d_in"]),
-        "d_sae": int(raw["d_sae"]),
+        "meta": {key: v for key, v in meta.data.items() if key != "interplab"},
+        "rescale_by_decoder_norm": raw.bool("rescale_acts_by_decoder_norm", False),
+        "apply_b_dec_to_input": raw.bool("apply_b_dec_to_input", True),
+        "d_in": raw.int("d_in", minimum=1),
+        "d_sae": raw.int("d_sae", minimum=1),
     }
 
 
 def load_saelens(path: str | Path) -> SAE:
-    """Load a SAELens folder (``cfg.json`` + ``sae_weights.safetensors``)."""
+    """Load a SAELens folder (``cfg.json`` + ``sae_weights.safetensors``), checking everything before allocating."""
     folder = Path(path)
-    try:
-        raw = json.loads((folder / CFG).read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{str(folder / CFG)!r} is not valid JSON: {err}") from None
-    cfg = _saelens_config(raw)
-    tensors = _load_safetensors(folder / WEIGHTS)
-    arch = cfg["meta"].get("interplab_arch") or cfg["arch"]
-    if (
-        arch == "batchtopk"
-        and "threshold" in tensors
-        and not bool((tensors["threshold"] == tensors["threshold"][0]).all())
-    ):
-        arch = "jumprelu"
-    sae = _build(
-        arch,
-        cfg["d_in"],
-        cfg["d_sae"],
-        cfg["site"],
-        cfg["model_name"],
-        cfg["apply_b_dec_to_input"],
-        cfg["k"],
-        {k: v for k, v in cfg["meta"].items() if k not in ("interplab",)},
-    )
-    _assign(sae, tensors, str(folder / WEIGHTS))
+    recover(folder)  # a save killed between its renames is finished first
+    cfg = _saelens_config(folder / CFG)
+    weights = folder / WEIGHTS
+    header = safetensors_header(weights)
+    arch = cfg["arch"]
+    if arch == "batchtopk" and "threshold" not in header.tensors:
+        arch = "topk"
+    cls = arch_class(arch)
+    expect_arrays(weights, header.tensors, {name: (shape, FLOATS) for name, shape in
+                                            cls.tensor_shapes(cfg["d_in"], cfg["d_sae"]).items()})  # fmt: skip
+    check_memory(f"Loading the SAE at {str(folder)!r}", 2 * header.nbytes + 4 * _n_values(cls, cfg))
+    tensors = load_file(str(weights))
+    if arch == "batchtopk" and not bool((tensors["threshold"] == tensors["threshold"][0]).all()):
+        arch = "jumprelu"  # a per-latent threshold: a JumpReLU SAE, not a BatchTopK one
+    sae = _build(arch, cfg["d_in"], cfg["d_sae"], cfg["site"], cfg["model_name"], cfg["apply_b_dec_to_input"],
+                 cfg["k"], cfg["meta"], str(folder / CFG))  # fmt: skip
+    _assign(sae, tensors, str(weights))
     if cfg["rescale_by_decoder_norm"]:
         # SAELens scales latents by decoder norms; fold that into the weights (same outputs).
         with torch.no_grad():
@@ -154,8 +150,13 @@ def load_saelens(path: str | Path) -> SAE:
     return sae
 
 
+def _n_values(cls: type[SAE], cfg: dict[str, Any]) -> int:
+    return sum(math.prod(s) for s in cls.tensor_shapes(cfg["d_in"], cfg["d_sae"]).values())
+
+
 def _build(
-    arch: str, d_in: int, d_sae: int, site: str, model_name: str, apply_b_dec: bool, k: Any, meta: dict[str, Any]
+    arch: str, d_in: int, d_sae: int, site: str, model_name: str, apply_b_dec: bool, k: Any, meta: dict[str, Any],
+    source: str = "",
 ) -> SAE:
     cls = arch_class(arch)
     cfg = SAEConfig(
@@ -165,30 +166,36 @@ def _build(
         site=site,
         model_name=model_name,
         apply_b_dec_to_input=apply_b_dec,
-        k=int(k) if k else None,
+        k=k if k else None,
         metadata=meta,
     )
-    return cls(cfg)
+    try:
+        return cls(cfg)
+    except (TypeError, ValueError) as err:
+        if not source or isinstance(err, FileError):
+            raise
+        raise FileError(source, "config", f"does not describe a valid {arch} SAE: {err}") from None
 
 
 def _assign(sae: SAE, tensors: dict[str, torch.Tensor], source: str) -> None:
-    """Copy tensors into the SAE, checking every shape against its config."""
-    t = {k.replace("w_", "W_") if k.startswith("w_") else k: v.float() for k, v in tensors.items()}
-    if "b_gate" in t:
-        t["b_enc"] = t.pop("b_gate")
-    expected = {
-        "W_enc": (sae.d_in, sae.d_sae),
-        "W_dec": (sae.d_sae, sae.d_in),
-        "b_enc": (sae.d_sae,),
-        "b_dec": (sae.d_in,),
-    }
+    """Copy tensors into the SAE, checking every name and shape against its architecture first."""
+    t = {k.replace("w_", "W_") if k.startswith("w_") else k: v for k, v in tensors.items()}
+    expected = type(sae).tensor_shapes(sae.d_in, sae.d_sae)
     for name, shape in expected.items():
         if name not in t:
-            raise ValueError(f"{source!r} has no {name!r}; it holds {sorted(t)}.")
+            raise FileError(source, name, f"is missing (the file holds {sorted(t)}; a {sae.arch} SAE needs "
+                                          f"{sorted(expected)})")  # fmt: skip
         if tuple(t[name].shape) != shape:
-            raise ValueError(f"{source!r}: {name} has shape {tuple(t[name].shape)}, the config says {shape}.")
+            raise FileError(source, name, f"has shape {list(t[name].shape)}, the config says {list(shape)}")
+        if not t[name].dtype.is_floating_point:
+            raise FileError(source, name, f"has dtype {t[name].dtype}, expected floating point")
+        if not bool(torch.isfinite(t[name]).all()):
+            raise FileError(source, name, "holds NaN or inf values")
+    t = {k: v.float() for k, v in t.items() if k in expected}
+    if "b_gate" in t:
+        t["b_enc"] = t.pop("b_gate")
     with torch.no_grad():
-        for name in expected:
+        for name in ("W_enc", "b_enc", "W_dec", "b_dec"):
             getattr(sae, name).copy_(t[name])
     sae.load_extra(t)
     sae.eval()
@@ -201,21 +208,23 @@ def load_gemma_scope(path: str | Path, site: str | None = None) -> SAE:
     """Load a Gemma Scope ``params.npz`` (JumpReLU; ``b_dec`` not subtracted from the input).
 
     The site is read from the path (``.../gemma-scope-2b-pt-res/layer_12/...``) unless given.
+    Array headers are checked (plain numeric arrays, shapes that agree) before any is read.
     """
     file = Path(path)
-    try:
-        with np.load(file, allow_pickle=False) as npz:
-            arrays = {k: torch.from_numpy(np.asarray(npz[k], dtype=np.float32)) for k in npz.files}
-    except ValueError as err:
-        raise ValueError(f"{str(file)!r} is not a plain npz of arrays (pickled objects are refused): {err}") from None
+    infos = {k.replace("w_", "W_") if k.startswith("w_") else k: v for k, v in npz_headers(file).items()}
+    if "W_enc" not in infos or len(infos["W_enc"].shape) != 2:
+        raise FileError(file, "W_enc", f"is missing or not 2-D (the file holds {sorted(infos)}). Expected {_FORMATS}")
+    d_in, d_sae = infos["W_enc"].shape
+    if d_in < 1 or d_sae < 1:
+        raise FileError(file, "W_enc", f"has an empty shape {[d_in, d_sae]}")
+    cls = arch_class("jumprelu")
+    expect_arrays(file, infos, {name: (shape, FLOATS) for name, shape in cls.tensor_shapes(d_in, d_sae).items()})
     if site is None:
         layer = re.search(r"layer_(\d+)", str(file))
         kind = re.search(r"-(res|mlp|att)(?:[-/]|$)", str(file))
         site = f"blocks.{layer.group(1)}.{_GEMMA_SCOPE_SITES[kind.group(1)]}" if layer and kind else ""
-    W_enc = arrays.get("W_enc", arrays.get("w_enc"))
-    if W_enc is None:
-        raise ValueError(f"{str(file)!r} has no W_enc; it holds {sorted(arrays)}. Expected {_FORMATS}.")
-    sae = _build("jumprelu", W_enc.shape[0], W_enc.shape[1], site, "", False, None, {"source": "gemma-scope"})
+    sae = _build("jumprelu", d_in, d_sae, site, "", False, None, {"source": "gemma-scope"}, str(file))
+    arrays = {k: torch.from_numpy(np.asarray(v, dtype=np.float32)) for k, v in load_npz(file).items()}
     _assign(sae, arrays, str(file))
     return sae
 
@@ -230,44 +239,64 @@ _DL_ARCH = {
 
 
 def load_dictionary_learning(path: str | Path) -> SAE:
-    """Load a dictionary_learning folder: ``ae.pt`` (read with ``weights_only=True``) and ``config.json``."""
+    """Load a dictionary_learning folder: ``ae.pt`` (``weights_only=True``, memory-mapped) and ``config.json``."""
     folder = Path(path)
-    config = json.loads((folder / "config.json").read_text())
-    trainer = config.get("trainer", config)
-    dict_class = trainer.get("dict_class", "AutoEncoder")
+    config_file, weights = folder / "config.json", folder / "ae.pt"
+    config = Fields(config_file, read_json(config_file, max_bytes=16 * 1024**2))
+    trainer = config.obj("trainer") if config.has("trainer") else config
+    dict_class = trainer.str("dict_class", "AutoEncoder")
     if dict_class not in _DL_ARCH:
-        raise ValueError(f"dictionary_learning class {dict_class!r} is not supported; supported: {sorted(_DL_ARCH)}.")
-    try:
-        state = torch.load(folder / "ae.pt", map_location="cpu", weights_only=True)
+        raise FileError(config_file, trainer.name("dict_class"),
+                        f"is {dict_class!r}, which is not supported (supported: {sorted(_DL_ARCH)})")  # fmt: skip
+    try:  # memory-mapped: nothing is allocated before the shapes are checked
+        state = torch.load(weights, map_location="cpu", weights_only=True, mmap=True)
     except Exception as err:
-        raise ValueError(f"{str(folder / 'ae.pt')!r} is not a plain state dict of tensors: {err}") from None
+        raise FileError(weights, "content", f"is not a plain state dict of tensors: {err}") from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise FileError(weights, "content", "is not a dict of tensors")
     arch = _DL_ARCH[dict_class]
     t: dict[str, torch.Tensor] = {}
     if "encoder.weight" in state:
+        for key in ("encoder.weight", "encoder.bias", "decoder.weight"):
+            if key not in state:
+                raise FileError(weights, key, f"is missing (the file holds {sorted(state)})")
         t["W_enc"] = state["encoder.weight"].T
         t["b_enc"] = state["encoder.bias"]
         t["W_dec"] = state["decoder.weight"].T
+        if t["W_enc"].ndim != 2:
+            raise FileError(weights, "encoder.weight", f"must be 2-D, got shape {list(state['encoder.weight'].shape)}")
         t["b_dec"] = state.get("b_dec", state.get("bias", torch.zeros(t["W_enc"].shape[0])))
     else:
         t.update({k: state[k] for k in ("W_enc", "b_enc", "W_dec", "b_dec") if k in state})
+    if "W_enc" not in t or t["W_enc"].ndim != 2:
+        raise FileError(weights, "W_enc", f"is missing or not 2-D (the file holds {sorted(state)})")
+    d_in, d_sae = t["W_enc"].shape
     if "threshold" in state:
         thr = state["threshold"]
-        t["threshold"] = thr.expand(t["W_enc"].shape[1]) if thr.ndim == 0 else thr
+        if thr.ndim > 1 or (thr.ndim == 1 and thr.shape[0] != d_sae):
+            raise FileError(weights, "threshold", f"has shape {list(thr.shape)}, expected [] or [{d_sae}]")
+        t["threshold"] = thr.expand(d_sae) if thr.ndim == 0 else thr
     if arch == "batchtopk" and "threshold" not in t:
         arch = "topk"
-    d_in, d_sae = t["W_enc"].shape
-    k = trainer.get("k") or (int(state["k"]) if "k" in state else None)
+    k = trainer.int("k", None, minimum=1)
+    if k is None and "k" in state:
+        if state["k"].numel() != 1 or state["k"].dtype.is_floating_point:
+            raise FileError(weights, "k", f"must be one integer, got {state['k']!r:.60}")
+        k = int(state["k"])
     site = ""
-    if trainer.get("layer") is not None:
-        site = f"blocks.{trainer['layer']}.hook_resid_post"
-    sae = _build(arch, d_in, d_sae, site, trainer.get("lm_name", ""), True, k, {"source": "dictionary_learning"})
-    _assign(sae, t, str(folder / "ae.pt"))
+    layer = trainer.int("layer", None, minimum=0)
+    if layer is not None:
+        site = f"blocks.{layer}.hook_resid_post"
+    sae = _build(arch, d_in, d_sae, site, trainer.str("lm_name", ""), True, k, {"source": "dictionary_learning"},
+                 str(config_file))  # fmt: skip
+    _assign(sae, t, str(weights))
     return sae
 
 
 def load_sae(path: str | Path, site: str | None = None) -> SAE:
     """Load an SAE from any supported file or folder, detecting the format."""
     p = Path(path)
+    recover(p)  # a save killed between its renames is finished first
     if not p.exists():
         raise FileNotFoundError(f"No SAE at {str(p)!r}. Expected {_FORMATS}.")
     if p.is_file() and p.suffix == ".npz":

@@ -43,6 +43,10 @@ class JumpReLUSAE(SAE):
         loss = mse + (self.cfg.l0_coefficient or 0.0) * l0
         return loss, {"recon": recon, "mse": float(mse.detach()), "l0": float(l0.detach()), "fired": active.any(0)}
 
+    @classmethod
+    def tensor_shapes(cls, d_in: int, d_sae: int) -> dict[str, tuple[int, ...]]:
+        return {**super().tensor_shapes(d_in, d_sae), "threshold": (d_sae,)}
+
     def extra_state(self) -> dict[str, torch.Tensor]:
         return {"threshold": self.threshold.detach().clone()}
 

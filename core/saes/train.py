@@ -4,6 +4,12 @@ One activation stream feeds every SAE given (different widths, k values, archite
 sites). Inputs are scaled so that E||x|| = sqrt(d_in) while training; the scale is folded into
 the weights at the end, so the returned SAEs read raw activations.
 
+With ``checkpoint_dir`` training follows the crash-safety contract (:mod:`interplab.core.checkpoint`):
+the state is saved every ``checkpoint_every`` steps as one file, with the inputs it depends on (the
+store, or the model's weights and the corpus's tokens, the specs and every setting); the same call
+resumes from it and ends with the same weights as an uninterrupted run, and a call with other inputs
+is refused. A loss or weights that stop being finite stop training, the last good checkpoint kept.
+
 Example
 -------
 >>> store = model.cache("default", "blocks.6.hook_resid_post", "acts/", n_tokens=500_000)
@@ -22,17 +28,19 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from ..atomic import atomic_path
-from ..checks import check_int, check_positive_int
-from ..data.corpus import CorpusCount, token_windows
+from ..checkpoint import TokenDigest, begin, check_tokens, load_state, save_state
+from ..checks import check_int, check_memory, check_number, check_positive_int
+from ..data.corpus import CorpusCount, describe_corpus, token_windows
 from ..data.store import ActivationStore
+from ..files import FileError
 from ..model import Model
 from .base import SAE, SAEConfig, arch_class, provide
 from .quality import warn_quality
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINT = "checkpoint.pt"
+CHECKPOINT = "checkpoint.safetensors"
+JOB = "SAE training"
 DEFAULT_LR = 4e-4
 _SPEC_KEYS = {"arch", "width", "k", "l1_coefficient", "l0_coefficient", "site", "lr", "apply_b_dec_to_input"}
 
@@ -50,6 +58,10 @@ def _check_spec(spec: dict[str, Any], default_site: str | None, sites: Sequence[
         raise ValueError(f"site={spec['site']!r} is not available from this source; it has {list(sites)}.")
     settings = {k: spec[k] for k in ("k", "l1_coefficient", "l0_coefficient") if k in spec}
     cls.validate(SAEConfig(arch=arch, d_in=1, d_sae=spec["width"], **settings))
+    if "lr" in spec:
+        lr = check_number(spec["lr"], "lr")
+        if lr <= 0:
+            raise ValueError(f"lr must be a positive number, got {spec['lr']!r}.")
     return spec
 
 
@@ -58,6 +70,8 @@ def train_step(
 ) -> dict[str, Any]:
     """One optimiser step: loss, backward, unit-norm-preserving update; updates ``since_fired`` in place."""
     loss, info = sae.training_loss(x, dead=dead)
+    if not bool(torch.isfinite(loss.detach())):
+        raise FloatingPointError(f"the training loss of {sae!r} is {float(loss.detach())}")
     opt.zero_grad(set_to_none=True)
     loss.backward()
     sae.remove_parallel_grad()
@@ -116,59 +130,114 @@ def buffer_sizes(n_steps: int | None = None) -> Iterator[int]:
         index, done = index + 1, done + size
 
 
-def _model_stream(
-    model: Model, corpus: Any, sites: list[str], batch_size: int, seed: int, start_step: int = 0,
-    context_size: int = 128, n_steps: int | None = None, on_tokens: Callable[[int], None] | None = None,
-) -> Iterator[dict[str, Any]]:
+class ModelStream:
     """Batches straight from the model, shuffled within buffers sized by :func:`buffer_sizes`.
 
     The corpus's windows (BOS dropped) make one stream of tokens; each buffer takes the next
     ``size * batch_size`` of them, running only the windows they lie in (a window split between two
     buffers runs twice), and is shuffled by its own seed. So the stream from ``start_step`` on is the
-    same as an uninterrupted one: the windows of earlier buffers are skipped (tokenised, not run) and
-    the batches already used from the current buffer are dropped. ``on_tokens(n)`` is called after
-    each forward pass with the tokens it gave (for a progress bar).
+    same as an uninterrupted one: the windows of earlier buffers are skipped (tokenised, not run, when
+    the stream is built) and the batches already used from the current buffer are dropped.
+    ``on_tokens(n)`` is called after each forward pass with the tokens it gave (for a progress bar).
+    A :class:`~interplab.core.checkpoint.TokenDigest` of the windows read is kept at each buffer's start,
+    so a resume can check that the corpus starts with the tokens the interrupted run used.
     """
-    parsed = model.parse_sites(sites)
-    skip = 1 if model.tokenizer.bos_token_id is not None else 0
-    body = context_size - skip
-    count = CorpusCount()
-    windows = token_windows(model.tokenizer, corpus, context_size, count)
-    last: list[int] = []  # the last window read: the next buffer may start inside it
-    n_read = step = 0  # windows read so far; steps before this buffer
-    for buffer_index, size in enumerate(buffer_sizes(n_steps)):
-        first, end = step * batch_size, (step + size) * batch_size  # this buffer's range of the token stream
-        w0, w1 = first // body, -(-end // body)  # the windows it lies in; w0 is n_read or n_read - 1
-        chunk = [last] if w0 < n_read else []
-        run = step + size > start_step  # a buffer used before a resume is skipped without running it
-        for window in islice(windows, w1 - n_read):
-            n_read, last = n_read + 1, window
-            if run:
+
+    def __init__(
+        self, model: Model, corpus: Any, sites: list[str], batch_size: int, seed: int, start_step: int = 0,
+        context_size: int = 128, n_steps: int | None = None, on_tokens: Callable[[int], None] | None = None,
+    ) -> None:  # fmt: skip
+        self.model, self.sites, self.batch_size, self.seed = model, sites, batch_size, seed
+        self.parsed = model.parse_sites(sites)
+        self.skip = 1 if model.tokenizer.bos_token_id is not None else 0
+        self.body = context_size - self.skip
+        self.context_size, self.on_tokens, self.start_step = context_size, on_tokens, start_step
+        self.count = CorpusCount()
+        self.windows = token_windows(model.tokenizer, corpus, context_size, self.count)
+        self.digest = TokenDigest()
+        self.last: list[int] = []  # the last window read: the next buffer may start inside it
+        self.n_read = 0  # windows read so far
+        self.buffers = enumerate(buffer_sizes(n_steps))
+        self.sizes: dict[int, int] = {}  # buffer index -> its batches
+        self.starts: dict[int, int] = {}  # buffer index -> its first step
+        self.prefix: dict[int, dict[str, Any]] = {}  # buffer index -> digest of the windows read before it
+        self.current = self._next_buffer()
+        while self.current is not None and self.current[1] + self.current[2] <= start_step:
+            self._read(*self.current[1:], keep=False)  # used before the resume: skipped without running it
+            self.current = self._next_buffer()
+        self._batches = self._generate()
+
+    def _next_buffer(self) -> tuple[int, int, int] | None:
+        """(index, first step, size) of the next buffer, recording where it starts and what was read before it."""
+        step = sum(self.sizes.values())
+        nxt = next(self.buffers, None)
+        if nxt is None:
+            return None
+        index, size = nxt
+        self.sizes[index] = size
+        self.starts[index] = step
+        self.prefix = {i: d for i, d in self.prefix.items() if i >= index - 1}
+        self.prefix[index] = self.digest.record()
+        return index, step, size
+
+    def _read(self, step: int, size: int, keep: bool) -> tuple[list[list[int]], int, int, int]:
+        """Read the windows of the buffer covering steps ``step .. step + size`` (kept only when ``keep``)."""
+        first, end = step * self.batch_size, (step + size) * self.batch_size  # its range of the token stream
+        w0, w1 = first // self.body, -(-end // self.body)  # the windows it lies in; w0 is n_read or n_read - 1
+        chunk = [self.last] if keep and w0 < self.n_read else []
+        for window in islice(self.windows, w1 - self.n_read):
+            self.n_read, self.last = self.n_read + 1, window
+            self.digest.update(window)
+            if keep:
                 chunk.append(window)
-        if n_read < w1:
+        if self.n_read < w1:
             raise ValueError(
-                f"The corpus ran out: it holds {count.describe(context_size)}; training used {first:,} tokens "
-                f"before this buffer, which needs {end - first:,} more. Give a larger corpus or fewer n_tokens."
+                f"The corpus ran out: it holds {self.count.describe(self.context_size)}; training used {first:,} "
+                f"tokens before this buffer, which needs {end - first:,} more. Give a larger corpus or fewer n_tokens."
             )
-        if not run:
-            step += size
-            continue
-        parts: dict[str, list[torch.Tensor]] = {s: [] for s in sites}
-        for start in range(0, len(chunk), 8):
-            ids = torch.tensor(chunk[start : start + 8])
-            values = model.run_sites({"input_ids": ids, "attention_mask": torch.ones_like(ids)}, parsed)
-            for s, v in zip(sites, values, strict=True):
-                parts[s].append(v[:, skip:].reshape(-1, v.shape[-1]).float())
-            if on_tokens is not None:
-                on_tokens(len(ids) * body)
-        offset = first - w0 * body
-        pool = {s: torch.cat(v)[offset : offset + end - first] for s, v in parts.items()}
-        gen = torch.Generator().manual_seed(seed * 1_000_003 + buffer_index)
-        perm = torch.randperm(end - first, generator=gen)
-        for j in range(max(0, start_step - step), size):
-            idx = perm[j * batch_size : (j + 1) * batch_size]
-            yield {s: p[idx] for s, p in pool.items()}
-        step += size
+        return chunk, first, end, w0
+
+    def prefix_for(self, step: int) -> dict[str, Any]:
+        """The digest of the windows read before the buffer that holds batch ``step`` (what a resume there skips)."""
+        index = max(i for i, start in self.starts.items() if start <= step)
+        if index not in self.prefix:  # ``step`` starts the next buffer, not begun yet: its prefix is the digest now
+            return self.digest.record()
+        return self.prefix[index]
+
+    def __iter__(self) -> ModelStream:
+        return self
+
+    def __next__(self) -> dict[str, torch.Tensor]:
+        return next(self._batches)
+
+    def _generate(self) -> Iterator[dict[str, torch.Tensor]]:
+        while self.current is not None:
+            index, step, size = self.current
+            chunk, first, end, w0 = self._read(step, size, keep=True)
+            parts: dict[str, list[torch.Tensor]] = {s: [] for s in self.sites}
+            for start in range(0, len(chunk), 8):
+                ids = torch.tensor(chunk[start : start + 8])
+                values = self.model.run_sites({"input_ids": ids, "attention_mask": torch.ones_like(ids)}, self.parsed)
+                for s, v in zip(self.sites, values, strict=True):
+                    parts[s].append(v[:, self.skip :].reshape(-1, v.shape[-1]).float())
+                if self.on_tokens is not None:
+                    self.on_tokens(len(ids) * self.body)
+            offset = first - w0 * self.body
+            pool = {s: torch.cat(v)[offset : offset + end - first] for s, v in parts.items()}
+            gen = torch.Generator().manual_seed(self.seed * 1_000_003 + index)
+            perm = torch.randperm(end - first, generator=gen)
+            for j in range(max(0, self.start_step - step), size):
+                idx = perm[j * self.batch_size : (j + 1) * self.batch_size]
+                yield {s: p[idx] for s, p in pool.items()}
+            self.current = self._next_buffer()
+
+
+def _model_stream(
+    model: Model, corpus: Any, sites: list[str], batch_size: int, seed: int, start_step: int = 0,
+    context_size: int = 128, n_steps: int | None = None, on_tokens: Callable[[int], None] | None = None,
+) -> ModelStream:  # fmt: skip
+    """The batches of a :class:`ModelStream` (kept under this name for callers of the generator)."""
+    return ModelStream(model, corpus, sites, batch_size, seed, start_step, context_size, n_steps, on_tokens)
 
 
 @torch.no_grad()
@@ -216,6 +285,14 @@ def train_saes(
     progress: bool = True,
 ) -> list[SAE]:
     """Train one SAE per spec from one activation stream; see :meth:`interplab.SAE.train`."""
+    check_positive_int("batch_size", batch_size)
+    check_positive_int("checkpoint_every", checkpoint_every)
+    check_int("seed", seed, minimum=0)
+    for name, value in (("dead_tokens", dead_tokens), ("resample_every", resample_every)):
+        if value is not None:
+            check_positive_int(name, value)
+    if isinstance(specs, dict) or not isinstance(specs, Sequence) or not all(isinstance(x, dict) for x in specs):
+        raise TypeError(f"specs must be a list of dicts, e.g. [dict(arch='topk', k=32)], got {specs!r:.100}.")
     if isinstance(source, (str, Path)):
         source = ActivationStore(source)
     if isinstance(source, ActivationStore):
@@ -237,12 +314,23 @@ def train_saes(
         raise ValueError("Give at least one SAE spec, e.g. dict(arch='batchtopk', width=4096, k=32).")
     specs = [_check_spec(s, default_site, available) for s in specs]
     # after the specs: a wrong architecture or k is the error to see first
-    check_positive_int("batch_size", batch_size)
     check_int(f"n_tokens (at least one batch: >= batch_size={batch_size})", n_tokens, minimum=batch_size)
+    if isinstance(source, ActivationStore) and source.n_tokens < batch_size:
+        raise ValueError(f"The store holds {source.n_tokens} tokens, fewer than one batch of {batch_size}.")
+    check_memory(f"Training {len(specs)} SAE(s)", sum(
+        4 * (4 * (2 * dims[sp["site"]] + 3) * sp["width"] + 3 * batch_size * (sp["width"] + dims[sp["site"]]))
+        for sp in specs), "Train fewer or narrower SAEs at once, or use a smaller batch_size.")  # fmt: skip
     sites = sorted({s["site"] for s in specs}, key=available.index)
     n_steps = n_tokens // batch_size
     dead_tokens = dead_tokens or max(batch_size, min(10_000_000, n_tokens // 4))
     resample_every = resample_every or max(1, n_steps // 5)
+    inputs = {
+        "source": source.identity() if isinstance(source, ActivationStore) else {
+            "model": model_name, "model_sha": source.fingerprint(), "corpus": describe_corpus(corpus),
+            "context_size": 128},
+        "specs": specs, "n_tokens": n_tokens, "batch_size": batch_size, "seed": seed, "dead_tokens": dead_tokens,
+        "resample_every": resample_every,
+    }  # fmt: skip
 
     saes = []
     for i, spec in enumerate(specs):
@@ -264,26 +352,37 @@ def train_saes(
     since_fired = [torch.zeros(s.d_sae, dtype=torch.long) for s in saes]
     scales: dict[str, float] = {}
     step = 0
-    ckpt = Path(checkpoint_dir) / CHECKPOINT if checkpoint_dir else None
-    if ckpt is not None and ckpt.exists():
-        state = torch.load(ckpt, weights_only=True)
-        if state["specs"] != specs or state["n_tokens"] != n_tokens or state["batch_size"] != batch_size:
-            raise ValueError(f"{str(ckpt)!r} belongs to another training run (other specs, n_tokens or batch_size).")
-        for sae, opt, sd, od in zip(saes, opts, state["saes"], state["opts"]):
-            sae.load_state_dict(sd)
-            opt.load_state_dict(od)
-        since_fired, scales, step = state["since_fired"], state["scales"], state["step"]
+    ckpt = Path(checkpoint_dir) / CHECKPOINT if checkpoint_dir is not None else None
+    state = None
+    if ckpt is not None:
+        begin(ckpt.parent)
+        state = load_state(ckpt, JOB, inputs)
+    if state is not None:
+        _restore(ckpt, state, saes, opts)
+        since_fired, scales, step = list(state["since_fired"]), dict(state["scales"]), int(state["step"])
         logger.warning("Resuming training from %s at step %d of %d.", ckpt, step, n_steps)
 
     if isinstance(source, ActivationStore):
-        stream = _store_stream(source, sites, batch_size, seed)
+        stream: Iterator[dict[str, Any]] = _store_stream(source, sites, batch_size, seed)
         for _ in range(step):
             next(stream)
     else:
         # the model's forward passes, counted as they run: progress shows from the first second
         feed = tqdm(desc="activations from the model", unit="tok", unit_scale=True, disable=not progress)
-        stream = _model_stream(source, corpus, sites, batch_size, seed, start_step=step, n_steps=n_steps,
-                               on_tokens=feed.update)  # fmt: skip
+        stream = ModelStream(source, corpus, sites, batch_size, seed, start_step=step, n_steps=n_steps,
+                             on_tokens=feed.update)  # fmt: skip
+        if state is not None:
+            check_tokens(state.get("corpus"), stream.digest, ckpt)
+
+    def save(at: int) -> None:
+        assert ckpt is not None
+        _check_finite(saes, specs, at)
+        corpus_record = stream.prefix_for(at) if isinstance(stream, ModelStream) else None
+        _save_checkpoint(ckpt, inputs, {
+            "saes": [s.state_dict() for s in saes], "opts": [o.state_dict() for o in opts],
+            "since_fired": since_fired, "scales": scales, "step": at, "corpus": corpus_record,
+        })  # fmt: skip
+
     bar = tqdm(
         total=n_steps * batch_size,
         initial=step * batch_size,
@@ -313,7 +412,13 @@ def train_saes(
                 for group in opt.param_groups:
                     group["lr"] = specs[i].get("lr", DEFAULT_LR) * factor
                 dead = since_fired[i] > dead_tokens
-                info = train_step(sae, opt, x, dead, since_fired[i])
+                try:
+                    info = train_step(sae, opt, x, dead, since_fired[i])
+                except FloatingPointError as err:
+                    raise ValueError(
+                        f"Training diverged at step {step} of {n_steps}: {err} (spec {i}: {specs[i]}). Training "
+                        "stopped; the last checkpoint (if any) is kept. Lower lr or the sparsity coefficient."
+                    ) from None
                 if type(sae).resample_dead and step and step % resample_every == 0 and step < 0.8 * n_steps:
                     _resample(sae, opt, since_fired[i] > dead_tokens, x, info["recon"].detach(),
                               seed * 1_000_003 + step * 101 + i)
@@ -332,11 +437,12 @@ def train_saes(
             bar.update(batch_size)
             bar.set_postfix(postfix, refresh=False)
             if ckpt is not None and (step % checkpoint_every == 0 or step == n_steps):
-                _save_checkpoint(ckpt, saes, opts, since_fired, scales, step, specs, n_tokens, batch_size)
+                save(step)
     finally:
         bar.close()
         if not isinstance(source, ActivationStore):
             feed.close()
+    _check_finite(saes, specs, step)
     for sae, fired, (err, var) in zip(saes, since_fired, tail, strict=True):
         sae.fold_input_scale(scales[sae.site])
         dead_fraction = float((fired > dead_tokens).float().mean())
@@ -354,31 +460,43 @@ def train_saes(
     return saes
 
 
-def _save_checkpoint(
-    path: Path,
-    saes: list[SAE],
-    opts: list[Any],
-    since_fired: list[torch.Tensor],
-    scales: dict[str, float],
-    step: int,
-    specs: list[dict[str, Any]],
-    n_tokens: int,
-    batch_size: int,
-) -> None:
-    with atomic_path(path) as tmp:
-        torch.save(
-            {
-                "saes": [s.state_dict() for s in saes],
-                "opts": [o.state_dict() for o in opts],
-                "since_fired": since_fired,
-                "scales": scales,
-                "step": step,
-                "specs": specs,
-                "n_tokens": n_tokens,
-                "batch_size": batch_size,
-            },
-            tmp,
-        )
+def _save_checkpoint(path: Path, inputs: dict[str, Any], state: dict[str, Any]) -> None:
+    """One checkpoint of a training run, through the contract's single writer (one file, atomic)."""
+    save_state(path, JOB, inputs, state)
+
+
+def read_checkpoint(path: str | Path) -> dict[str, Any]:
+    """The state saved in a training checkpoint file (validated; e.g. ``read_checkpoint(p)["step"]``)."""
+    from ..checkpoint import read_state_file
+
+    return read_state_file(path, JOB)[1]
+
+
+def _check_finite(saes: list[SAE], specs: list[dict[str, Any]], step: int) -> None:
+    """Stop with a clear error when any weight stopped being finite (nothing of it is saved)."""
+    for i, sae in enumerate(saes):
+        for name, p in sae.named_parameters():
+            if not bool(torch.isfinite(p).all()):
+                raise ValueError(
+                    f"The weights of {sae!r} (spec {i}: {specs[i]}) hold NaN or inf in {name} after step {step}; "
+                    "training stopped and nothing of them was saved. Lower lr or the sparsity coefficient."
+                )
+
+
+def _restore(ckpt: Path, state: dict[str, Any], saes: list[SAE], opts: list[Any]) -> None:
+    """Load a checkpoint's weights and optimiser states; a file that does not fit them names what is wrong."""
+    try:
+        if len(state["saes"]) != len(saes) or len(state["opts"]) != len(opts):
+            raise ValueError(f"it holds {len(state['saes'])} SAEs, the call trains {len(saes)}")
+        for sae, opt, sd, od in zip(saes, opts, state["saes"], state["opts"], strict=True):
+            sae.load_state_dict(sd)
+            opt.load_state_dict(od)
+        for t in state["since_fired"]:
+            if not isinstance(t, torch.Tensor):
+                raise ValueError("since_fired is not a list of tensors")
+        check_int("step", state["step"], minimum=0)
+    except (KeyError, TypeError, ValueError, RuntimeError) as err:
+        raise FileError(ckpt, "state", f"does not fit this training run ({err})") from None
 
 
 provide("train_many", train_saes)

@@ -33,12 +33,15 @@ if TYPE_CHECKING:
 
 
 # ------------------------------------------------------------------ nnsight path
-def edit_for(plans: list[SitePlan], start: int | None, left_padded: bool) -> Edit:
+def edit_for(plans: list[SitePlan], start: int | None, left_padded: bool) -> Edit | None:
     """The ``edit(inputs, step)`` that steers a trace of ``Model.logits`` / ``Model.generate``.
 
     ``start`` limits prompt steering (step 0) to the tokens from that index of each text on;
-    generated tokens (later steps) are steered at every position.
+    generated tokens (later steps) are steered at every position. No steering (an empty list) is
+    no edit at all: an nnsight generation loop whose body touches no module never ends.
     """
+    if not plans:
+        return None
 
     def edit(inputs: dict[str, torch.Tensor], step: int) -> None:
         mask = None

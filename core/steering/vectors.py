@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from ..atomic import atomic_path
 from ..checks import check_number, check_texts
+from ..files import FLOATS, Fields, FileError, expect_arrays, read_safetensors, safetensors_header
 
 if TYPE_CHECKING:
     from ..model import Model
@@ -138,19 +139,31 @@ class SteeringVector:
 
     @staticmethod
     def load(path: str | os.PathLike[str]) -> SteeringVector:
-        """Read a file written by :meth:`save` (no pickle involved)."""
-        from safetensors import safe_open
-
+        """Read a file written by :meth:`save` (no pickle involved), its header and fields checked first."""
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"No steering vector file at {str(path)!r}.")
-        with safe_open(str(path), framework="pt") as f:
-            meta = f.metadata() or {}
+        header = safetensors_header(path)
+        meta = header.metadata
         if meta.get("format") != FORMAT:
-            raise ValueError(f"{str(path)!r} is not an interplab steering vector (format {meta.get('format')!r}).")
-        info = json.loads(meta["interplab"])
-        tensors = load_file(str(path))
-        return SteeringVector(info["site"], tensors["direction"], info["scale"], info["provenance"])
+            raise FileError(path, "format", f"is {meta.get('format')!r}: not an interplab steering vector")
+        direction = header.tensors.get("direction")
+        if direction is None or len(direction.shape) != 1 or direction.shape[0] < 1 or len(header.tensors) != 1:
+            held = {k: list(v.shape) for k, v in header.tensors.items()}
+            raise FileError(path, "direction", f"must be the file's one tensor, of shape [d] (the file holds {held})")
+        expect_arrays(path, header.tensors, {"direction": (None, FLOATS)})
+        try:
+            info = Fields(path, json.loads(meta.get("interplab", "")), "interplab")
+        except json.JSONDecodeError as err:
+            raise FileError(path, "interplab", f"is not JSON ({err})") from None
+        site = info.str("site", max_len=200)
+        scale = info.float("scale")
+        provenance = info.obj("provenance", {}).data
+        _, tensors = read_safetensors(path, " (a steering vector)")
+        try:
+            return SteeringVector(site, tensors["direction"], scale, provenance)
+        except (TypeError, ValueError) as err:
+            raise FileError(path, "direction", str(err).rstrip(".")) from None
 
 
 # --------------------------------------------------------------- builders

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -178,6 +179,19 @@ def top_columns(values_TF: np.ndarray | torch.Tensor, k: int = TOP_K) -> tuple[n
     return np.take_along_axis(top, order, 1).astype(np.int32), np.take_along_axis(top_vals, order, 1)
 
 
+def check_features(features: Any) -> list[int]:
+    """Feature (dimension or latent) ids as a non-empty list of ints; a clear error otherwise."""
+    if isinstance(features, (str, bytes)) or not isinstance(features, Sequence | np.ndarray | torch.Tensor):
+        raise TypeError(f"features must be a list of feature ids, got {type(features).__name__}: {features!r:.60}.")
+    items = features.tolist() if isinstance(features, (np.ndarray, torch.Tensor)) else list(features)
+    if not items:
+        raise ValueError("features is empty: give at least one feature id (or None for the default ones).")
+    for f in items:
+        if isinstance(f, bool) or not isinstance(f, (int, np.integer)):
+            raise TypeError(f"features must be integer ids, got {f!r} in {items!r:.80}.")
+    return [int(f) for f in items]
+
+
 def heatmap_data_from_activations(
     acts: Activations,
     site: str | None = None,
@@ -196,7 +210,7 @@ def heatmap_data_from_activations(
         site = acts.sites[0]
     flat = acts.flat(site)
     if features is not None:
-        features = [int(f) for f in features]
+        features = check_features(features)
         bad = [f for f in features if not 0 <= f < flat.shape[1]]
         if bad:
             raise ValueError(f"Features {bad} are out of range for {site} (width {flat.shape[1]}).")

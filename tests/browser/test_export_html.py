@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import Page, Route
 
 from interplab.export import export_html
-from tests.test_export import SCRIPT_TOKENS, ensure_web_assets, kernel_home, write_small_notebook
+from tests.test_export import SCRIPT_TOKENS, ensure_web_assets, export_code, kernel_home, write_small_notebook
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HEATMAP_NOTEBOOKS = sorted((REPO_ROOT / "nbs").glob("01_*.ipynb"))
@@ -135,4 +135,39 @@ def test_heatmap_notebook_renders_offline(page: Page, offline: Offline, tmp_path
     for i, backgrounds in enumerate(per_root):
         if backgrounds:
             assert any(_colored(bg) for bg in backgrounds), f"heatmap {i} of {n_roots} has no coloured token"
+    assert not offline.blocked and not offline.dialogs and not offline.errors, offline.problems()
+
+
+#: Strings that end or derail a <script> element's text when embedded unescaped: an unclosed comment
+#: opener followed by a script opener (the "double escaped" parser state, where the real </script> no
+#: longer closes the state), a closer, and a CDATA end.
+BREAKERS = ["<!--", "<script", "</script>", "]]>", "<!--<script>x", " after"]
+_INJECTION_CELL = f"""import numpy as np
+import interplab as ilab
+
+display(ilab.widgets.TokenHeatmap({BREAKERS!r}, np.arange({len(BREAKERS)}, dtype=np.float32), label="<!--<script"))
+grid = ilab.patching.PatchingResult(values=np.eye(2, 3, dtype=np.float32), clean_baseline=1.0, corrupt_baseline=0.0,
+                                    site="resid_pre", tokens=["<!--", "<script", "]]>"], positions=[0, 1, 2])
+display(ilab.widgets.PatchingGrid(grid))
+ilab.widgets.TokenHeatmap(["an", " unrelated", " widget"], [1.0, 2.0, 3.0])
+"""
+
+
+@pytest.mark.browser
+def test_no_string_in_widget_state_blanks_the_page(page: Page, offline: Offline, tmp_path: Path) -> None:
+    """Defect 9: an unclosed <!-- then <script anywhere in the state broke every widget of the page."""
+    html = export_code(tmp_path, "breakers", _INJECTION_CELL)
+    page.goto(html.as_uri())
+    page.wait_for_function("document.querySelectorAll('.ilab-heatmap').length >= 2", timeout=RENDER_TIMEOUT_MS)
+    page.wait_for_selector(".ilab-patching .ilab-pg-cell", timeout=RENDER_TIMEOUT_MS)
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(tmp_path / "breakers.png"), full_page=True)
+
+    roots = page.locator(".ilab-heatmap")
+    assert roots.count() == 2, "every widget renders, the one holding the strings and the unrelated one"
+    assert [s["text"] for s in roots.nth(0).evaluate(_SPANS)] == BREAKERS, "the strings stay text, exactly"
+    assert [s["text"] for s in roots.nth(1).evaluate(_SPANS)] == ["an", " unrelated", " widget"]
+    grid_text = page.locator(".ilab-patching").first.text_content() or ""
+    assert "<script" in grid_text and "]]>" in grid_text, grid_text[:300]
+    assert page.evaluate("Array.from(document.scripts).filter((s) => s.textContent.includes('<script>x')).length") == 0
     assert not offline.blocked and not offline.dialogs and not offline.errors, offline.problems()

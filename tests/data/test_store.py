@@ -17,6 +17,7 @@ from pathlib import Path
 import interplab.core.data.store as store_mod
 import pytest
 import torch
+from interplab.core.atomic import leftover_target
 from interplab.core.data.store import ActivationStore
 from safetensors import safe_open
 from safetensors.torch import save_file
@@ -81,7 +82,7 @@ def assert_same_data(path: Path, ref_path: Path) -> None:
         assert got[key].dtype == want[key].dtype, key
         assert torch.equal(got[key], want[key]), f"{key} differs from the uninterrupted run"
     assert ActivationStore(path).complete
-    assert not list(path.glob("*.tmp")), "temporary files left behind"
+    assert not [p.name for p in path.iterdir() if leftover_target(p.name)], "temporary files left behind"
 
 
 @pytest.fixture(scope="module")
@@ -225,10 +226,10 @@ def test_resume_after_interruption_is_byte_identical(gpt2, ref_path, tmp_path, m
 
     # A half-written shard from the crash is never read, and an orphan shard file that the
     # manifest does not list (crash between the rename and the manifest write) is replaced.
-    (path / "shard_00002.safetensors.tmp").write_bytes(b"not a safetensors file")
-    (path / "shard_00099.safetensors.tmp").write_bytes(b"no later write reuses this name")
+    (path / ".shard_00002.safetensors.tmp-k1ll3d").write_bytes(b"not a safetensors file")
+    (path / ".shard_00099.safetensors.tmp-0rphan").write_bytes(b"no later write reuses this name")
     shutil.copy(path / "shard_00000.safetensors", path / "shard_00002.safetensors")
-    (path / "manifest.json.tmp").write_text("{")
+    (path / ".manifest.json.tmp-x").write_text("{")
     assert ActivationStore(path).read(FORWARD_ORDER[0]).shape == (480, 32)
 
     store = gpt2.cache(CORPUS, SITES, path, **KW)
@@ -252,6 +253,14 @@ model.cache(CORPUS, SITES, {path!r}, **KW)
 """
 
 
+def _committed(path: Path) -> bool:
+    """Whether the child's manifest lists a shard (a shard file alone may not be committed yet)."""
+    try:
+        return json.loads((path / "manifest.json").read_text())["n_tokens"] > 0
+    except (FileNotFoundError, json.JSONDecodeError, KeyError):
+        return False
+
+
 def test_resume_after_sigkill(gpt2, ref_path, tmp_path):
     path = tmp_path / "killed"
     code = _CHILD.format(root=str(ROOT), path=str(path))
@@ -265,7 +274,7 @@ def test_resume_after_sigkill(gpt2, ref_path, tmp_path):
     )
     try:
         deadline = time.monotonic() + 60
-        while not (path / "shard_00000.safetensors").exists():
+        while not _committed(path):
             if proc.poll() is not None:
                 pytest.fail(f"child exited early ({proc.returncode}): {proc.stderr.read().decode()}")
             if time.monotonic() > deadline:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 from interplab.core.features import FeatureData, feature_data
+from interplab.core.features.data import CHECKPOINT
 from interplab.core.features.labels import labels_path, load_labels, set_label, suggest_label
 from interplab.core.features.search import (
     active_latents,
@@ -199,18 +200,18 @@ def test_resume_equals_uninterrupted(tmp_path):
     path = tmp_path / "dash"
     part = feature_data(sae, model, CORPUS, progress=False, path=path, max_batches=2, **SETTINGS)
     assert not part.complete and 0 < part.n_tokens < full.n_tokens
-    assert (path / ".checkpoint" / "meta.json").exists() and not (path / "meta.json").exists()
+    assert (path / CHECKPOINT).exists() and not (path / "meta.json").exists()
     part2 = feature_data(sae, model, CORPUS, progress=False, path=path, max_batches=1, **SETTINGS)
     assert not part2.complete and part.n_tokens < part2.n_tokens < full.n_tokens
     done = feature_data(sae, model, CORPUS, progress=False, path=path, **SETTINGS)
-    assert done.complete and (path / "meta.json").exists() and not (path / ".checkpoint").exists()
+    assert done.complete and (path / "meta.json").exists() and not (path / CHECKPOINT).exists()
     for name in ("density", "max_act", "hist_counts", "hist_edges", "top_tokens", "top_acts", "top_max", "top_where",
                  "quantile_tokens", "quantile_acts", "quantile_max", "quantile_where"):
         np.testing.assert_array_equal(getattr(done, name), getattr(full, name), err_msg=name)
     np.testing.assert_allclose(done.mean_act, full.mean_act, rtol=1e-6)
     again = feature_data(sae, model, CORPUS, progress=False, path=path, max_batches=1, **SETTINGS)
     assert again.complete  # loaded from disk, not recomputed (a recomputation would stop after one batch)
-    with pytest.raises(ValueError, match="other settings"):
+    with pytest.raises(ValueError, match=r"other inputs than this call's \(n_top: 4 there, 5 now\)"):
         feature_data(sae, model, CORPUS, progress=False, path=path, **{**SETTINGS, "n_top": 5})
 
 
@@ -367,7 +368,8 @@ def test_labels_saved_and_suggested(tmp_path):
     assert load_labels(sae) == {9: "nine"}
     data.save(tmp_path / "saved")
     set_label(sae, 2, "set after the save")
-    assert FeatureData.load(tmp_path / "saved").labels == {2: "set after the save", 9: "nine"}
+    assert FeatureData.load(tmp_path / "saved").labels == data.labels == {4: "cats and dogs", 9: "nine"}  # as saved
+    assert FeatureData.load(tmp_path / "saved", sae=sae).labels == {2: "set after the save", 9: "nine"}  # the SAE's
 
     folder = tmp_path / "my_sae"
     sae.save(folder)

@@ -61,8 +61,8 @@ def test_resume_after_sigkill_gives_the_uninterrupted_weights(tmp_path, monkeypa
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
     try:
         deadline = time.monotonic() + 120
-        while not (ckpt / train_mod.CHECKPOINT).exists() or torch.load(
-            ckpt / train_mod.CHECKPOINT, weights_only=True
+        while not (ckpt / train_mod.CHECKPOINT).exists() or train_mod.read_checkpoint(
+            ckpt / train_mod.CHECKPOINT
         )["step"] < 12:
             if proc.poll() is not None:
                 pytest.fail(f"child exited early ({proc.returncode}): {proc.stderr.read().decode()}")
@@ -74,7 +74,7 @@ def test_resume_after_sigkill_gives_the_uninterrupted_weights(tmp_path, monkeypa
         proc.wait(timeout=30)
         proc.stderr.close()
     assert proc.returncode == -signal.SIGKILL
-    step = torch.load(ckpt / train_mod.CHECKPOINT, weights_only=True)["step"]
+    step = train_mod.read_checkpoint(ckpt / train_mod.CHECKPOINT)["step"]
     assert 12 <= step < 30
 
     model = tiny_model("gpt2")

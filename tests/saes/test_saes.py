@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import interplab.core.saes.train as train_mod
 import numpy as np
 import pytest
 import torch
+from interplab.core.atomic import leftover_target
 from interplab.core.data.store import ActivationStore
 from interplab.core.saes import SAE, BatchTopKSAE, GatedSAE, JumpReLUSAE, StandardSAE, TopKSAE
 from interplab.core.saes.sparse import _batch_topk, select_active
@@ -26,6 +28,7 @@ from interplab.core.saes.topk import AUX_COEFFICIENT
 from interplab.core.saes.train import train_saes
 from safetensors.torch import save_file
 
+from tests.faults import FileOps, Killed
 from tests.tiny import WORDS, tiny_model
 
 ARCHS = ["standard", "topk", "batchtopk", "jumprelu", "gated"]
@@ -801,9 +804,9 @@ class _Stop(KeyboardInterrupt):
 def _interrupt_after(monkeypatch, at_step: int) -> None:
     original = train_mod._save_checkpoint
 
-    def saving_then_stop(*args, **kwargs):
-        original(*args, **kwargs)
-        if args[5] == at_step:
+    def saving_then_stop(path, inputs, state):
+        original(path, inputs, state)
+        if state["step"] == at_step:
             raise _Stop
 
     monkeypatch.setattr(train_mod, "_save_checkpoint", saving_then_stop)
@@ -816,8 +819,8 @@ def test_resume_gives_the_same_weights_as_an_uninterrupted_run(store, tmp_path, 
         _interrupt_after(m, 10)
         with pytest.raises(_Stop):
             train_saes(store, RESUME_SPECS, checkpoint_dir=ckpt_dir, **RESUME_KW)
-    assert sorted(p.name for p in ckpt_dir.iterdir()) == ["checkpoint.pt"]
-    assert torch.load(ckpt_dir / "checkpoint.pt", weights_only=True)["step"] == 10
+    assert sorted(p.name for p in ckpt_dir.iterdir()) == [train_mod.CHECKPOINT]
+    assert train_mod.read_checkpoint(ckpt_dir / train_mod.CHECKPOINT)["step"] == 10
     with caplog.at_level(logging.WARNING, logger="interplab.core.saes.train"):
         resumed = train_saes(store, RESUME_SPECS, checkpoint_dir=ckpt_dir, **RESUME_KW)
     assert "at step 10 of 20" in caplog.text
@@ -826,7 +829,7 @@ def test_resume_gives_the_same_weights_as_an_uninterrupted_run(store, tmp_path, 
         assert_same_weights(a, b)
         assert a.cfg.metadata == b.cfg.metadata
     # a finished checkpoint: running again returns the same SAEs without training
-    assert torch.load(ckpt_dir / "checkpoint.pt", weights_only=True)["step"] == 20
+    assert train_mod.read_checkpoint(ckpt_dir / train_mod.CHECKPOINT)["step"] == 20
     again = train_saes(store, RESUME_SPECS, checkpoint_dir=ckpt_dir, **RESUME_KW)
     for a, b in zip(again, reference, strict=True):
         assert_same_weights(a, b)
@@ -861,40 +864,40 @@ def test_checkpoint_of_another_run_is_refused(store, tmp_path, monkeypatch):
         _interrupt_after(m, 5)
         with pytest.raises(_Stop):
             train_saes(store, RESUME_SPECS, checkpoint_dir=tmp_path, **RESUME_KW)
-    before = (tmp_path / "checkpoint.pt").read_bytes()
+    before = (tmp_path / train_mod.CHECKPOINT).read_bytes()
     other = [dict(RESUME_SPECS[0], width=64), *RESUME_SPECS[1:]]
-    with pytest.raises(ValueError, match=r"checkpoint\.pt.*another training run"):
+    with pytest.raises(ValueError, match=r"checkpoint\.safetensors.*other inputs than this call's "
+                                         r"\(specs\[0\]\.width: 32 there, 64"):
         train_saes(store, other, checkpoint_dir=tmp_path, **RESUME_KW)
-    with pytest.raises(ValueError, match="another training run"):
+    with pytest.raises(ValueError, match=r"other inputs than this call's \(.*n_tokens: 5120 there, 7680 now"):
         train_saes(store, RESUME_SPECS, checkpoint_dir=tmp_path, **{**RESUME_KW, "n_tokens": BATCH * 30})
-    assert (tmp_path / "checkpoint.pt").read_bytes() == before
+    with pytest.raises(ValueError, match=r"other inputs than this call's \(seed: 3 there, 4 now"):
+        train_saes(store, RESUME_SPECS, checkpoint_dir=tmp_path, **{**RESUME_KW, "seed": 4})
+    assert (tmp_path / train_mod.CHECKPOINT).read_bytes() == before
 
 
 def test_checkpoint_is_written_atomically(store, tmp_path, monkeypatch):
+    """A kill half-way through writing a checkpoint keeps the previous one, and the resume cleans up."""
     reference = train_saes(store, RESUME_SPECS, **RESUME_KW)
+    ckpt_dir = tmp_path / "a"
     with monkeypatch.context() as m:
         _interrupt_after(m, 10)
         with pytest.raises(_Stop):
-            train_saes(store, RESUME_SPECS, checkpoint_dir=tmp_path, **RESUME_KW)
-    good = (tmp_path / "checkpoint.pt").read_bytes()
-    real_save = torch.save
-
-    def killed_mid_write(obj, f, *args, **kwargs):
-        Path(f).write_bytes(b"\x80partial")
-        raise _Stop
-
-    with monkeypatch.context() as m:
-        m.setattr(torch, "save", killed_mid_write)
-        with pytest.raises(_Stop):
-            train_saes(store, RESUME_SPECS, checkpoint_dir=tmp_path, **RESUME_KW)
-    assert (tmp_path / "checkpoint.pt").read_bytes() == good, "a killed write never replaces the checkpoint"
-    assert torch.save is real_save
-    resumed = train_saes(store, RESUME_SPECS, checkpoint_dir=tmp_path, **RESUME_KW)
+            train_saes(store, RESUME_SPECS, checkpoint_dir=ckpt_dir, **RESUME_KW)
+    good = (ckpt_dir / train_mod.CHECKPOINT).read_bytes()
+    shutil.copytree(ckpt_dir, tmp_path / "b")
+    ops = FileOps()
+    with ops.counting():
+        train_saes(store, RESUME_SPECS, checkpoint_dir=tmp_path / "b", **RESUME_KW)
+    first_write = next(i for i, op in enumerate(ops.log, 1) if op.startswith("write"))
+    with ops.kill_at(first_write), pytest.raises(Killed):
+        train_saes(store, RESUME_SPECS, checkpoint_dir=ckpt_dir, **RESUME_KW)
+    assert (ckpt_dir / train_mod.CHECKPOINT).read_bytes() == good, "a killed write never replaces the checkpoint"
+    assert [p for p in ckpt_dir.iterdir() if leftover_target(p.name)], "the torn temporary file is there"
+    resumed = train_saes(store, RESUME_SPECS, checkpoint_dir=ckpt_dir, **RESUME_KW)
     for a, b in zip(resumed, reference, strict=True):
         assert_same_weights(a, b)
-    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("checkpoint.pt.tmp")) == [
-        "checkpoint.pt"]
-    assert not list(tmp_path.glob("*.tmp")), "no temporary file is left after a finished run"
+    assert sorted(p.name for p in ckpt_dir.iterdir()) == [train_mod.CHECKPOINT], "leftovers are cleaned"
 
 
 # ------------------------------------------------------------------ bad data
@@ -925,7 +928,7 @@ def test_non_finite_activations_stop_training_naming_batch_and_row(tmp_path, x_a
         for name, p in sae.named_parameters():
             assert torch.isfinite(p).all(), name
         assert not torch.equal(sae.b_dec, torch.zeros(D_A)), "training ran before the bad batch"
-    state = torch.load(tmp_path / "ckpt" / "checkpoint.pt", weights_only=True)
+    state = train_mod.read_checkpoint(tmp_path / "ckpt" / train_mod.CHECKPOINT)
     assert state["step"] == batch_i
     for sd in state["saes"]:
         for name, t in sd.items():
