@@ -39,13 +39,11 @@ import logging
 import operator
 import threading
 import warnings
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import nnsight
 import torch
-from nnsight.intervention.envoy import Envoy
 from tqdm.auto import tqdm
 
 from . import limits
@@ -53,6 +51,7 @@ from .activations import Activations, pad_and_stack, pad_patterns
 from .attention import check_patterns, eager_attention
 from .checks import check_int, check_memory, check_names, check_positive_int, check_texts
 from .data.store import ActivationStore, cache_activations
+from .runlock import run_lock
 from .sites import (
     KINDS,
     MODEL_TYPES,
@@ -116,7 +115,7 @@ class Model:
 
     def __init__(self, nn: nnsight.NNsight, tokenizer: Any, *, name: str, remote: Remote = False):
         self.nn = nn
-        _locked_runs(nn)  # registered by torch module: a Model holds no lock (it pickles and copies)
+        run_lock(nn)  # registered by torch module: a Model holds no lock (it pickles and copies)
         self.tokenizer = tokenizer
         self.name = name
         self.remote = remote
@@ -142,7 +141,7 @@ class Model:
     @property
     def lock(self) -> threading.RLock:
         """Held while a trace or generation of this model runs (see the module doc): ``with model.lock: ...``."""
-        return _locked_runs(self.nn)
+        return run_lock(self.nn)
 
     @property
     def sites(self) -> list[str]:
@@ -396,9 +395,10 @@ class Model:
         parsed = self.parse_sites(check_names("sites", sites, "'blocks.6.hook_resid_post'"))
         check_positive_int("batch_size", batch_size)
         lengths_all = self.to_tokens(texts)["attention_mask"].sum(1).tolist()
-        width = sum(self.site_dim(s.name) for s in parsed)
+        vectors = sum(self.site_dim(s.name) for s in parsed if s.kind != "pattern") * sum(lengths_all)
+        patterns = sum(1 for s in parsed if s.kind == "pattern") * self.n_heads * sum(n * n for n in lengths_all)
         check_memory(f"collect on {len(texts)} texts ({sum(lengths_all):,} tokens) at {len(parsed)} site(s)",
-                     sum(lengths_all) * width * 4, "Collect fewer texts at a time, or stream them to disk "
+                     (vectors + patterns) * 4, "Collect fewer texts at a time, or stream them to disk "
                      "with model.cache(...).")  # fmt: skip
         batch_size = self.fit_batch(batch_size, max(lengths_all), "collect")
         tokens, masks, per_site = [], [], {s.name: [] for s in parsed}
@@ -528,40 +528,3 @@ class Model:
         >>> store = model.cache("default", "blocks.6.hook_resid_post", "acts/", n_tokens=200_000)
         """
         return cache_activations(self, corpus, sites, path, **kwargs)
-
-
-
-#: The lock of each model's runs, by its torch module (never stored on the model or the module: both
-#: travel in remote requests and copies, and a lock neither pickles nor copies).
-_LOCKS: weakref.WeakKeyDictionary[torch.nn.Module, threading.RLock] = weakref.WeakKeyDictionary()
-
-
-def _locked_runs(nn: nnsight.NNsight) -> threading.RLock:
-    """The lock every run of ``nn`` holds (one per torch model, shared by every Model built on it).
-
-    nnsight runs every trace, generation and scan (local or ``remote="local"``) through
-    ``Envoy.interleave``; it is wrapped once, for all envoys, to hold the lock registered for the
-    envoy's torch module while the run is interleaved. Envoys of other models run unchanged.
-    """
-    _lock_interleave()
-    module = nn._module
-    if module not in _LOCKS:
-        _LOCKS[module] = threading.RLock()
-    return _LOCKS[module]
-
-
-def _lock_interleave() -> None:
-    run = Envoy.interleave
-    if getattr(run, "_interplab_locked", False):
-        return
-
-    def interleave(self: Envoy, *args: Any, **kwargs: Any) -> Any:
-        lock = _LOCKS.get(self.__dict__.get("_module"))
-        if lock is None:
-            return run(self, *args, **kwargs)
-        with lock:
-            return run(self, *args, **kwargs)
-
-    interleave.__doc__ = run.__doc__
-    interleave._interplab_locked = True  # type: ignore[attr-defined]
-    Envoy.interleave = interleave  # type: ignore[method-assign]

@@ -176,7 +176,7 @@ ROWS: list[Row] = [
     Row("ilab.feature_data", lambda c: ilab.feature_data(c.sae, c.model, TEXTS, n_top=10**9), MemoryBudgetError,
         "n_top=1000000000"),
     Row("ilab.feature_data", lambda c: ilab.feature_data(c.sae, c.model, TEXTS, lead=99, context=4), V,
-        "lead must be an integer in 0..context-1=3, got 99"),
+        r"lead \(an index into the context window\) must be an integer in 0\.\.3, got 99"),
     Row("ilab.feature_data", lambda c: ilab.feature_data("sae", c.model, TEXTS), T, "sae must be an interplab SAE"),
     Row("ilab.heatmap_data", lambda c: ilab.heatmap_data(["a", "b"], [1.0]), V, r"n_tokens=2; got shape \(1, 1\)"),
     Row("ilab.heatmap_data", lambda c: ilab.heatmap_data([1, 2], [1.0, 2.0]), T, "Tokens must be strings"),

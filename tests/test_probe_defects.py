@@ -136,7 +136,7 @@ def test_5_an_empty_corpus_is_refused_and_empty_texts_add_nothing(gpt2, tmp_path
                                          r"text"):  # fmt: skip
         gpt2.cache([""] * 200, SITE, tmp_path / "empty", n_tokens=1000, context_size=16)
     assert not (tmp_path / "empty").exists(), "nothing is written for an empty corpus"
-    with pytest.raises(ValueError, match=r"corpus ran out after 0 tokens"):
+    with pytest.raises(ValueError, match=r"corpus ran out: it holds 0 tokens"):
         train_saes(gpt2, [{"arch": "topk", "width": 16, "k": 2}], site=SITE, corpus=[""] * 200, n_tokens=64,
                    batch_size=64, progress=False)  # fmt: skip
     # empty documents inside a corpus are left out: no EOS run for them

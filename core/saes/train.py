@@ -200,7 +200,7 @@ class ModelStream:
     def prefix_for(self, step: int) -> dict[str, Any]:
         """The digest of the windows read before the buffer that holds batch ``step`` (what a resume there skips)."""
         index = max(i for i, start in self.starts.items() if start <= step)
-        if index not in self.prefix:  # ``step`` starts the next buffer, not begun yet: its prefix is the digest now
+        if step >= self.starts[index] + self.sizes[index]:  # it starts the next buffer: all read so far precedes it
             return self.digest.record()
         return self.prefix[index]
 
@@ -381,6 +381,7 @@ def train_saes(
         _save_checkpoint(ckpt, inputs, {
             "saes": [s.state_dict() for s in saes], "opts": [o.state_dict() for o in opts],
             "since_fired": since_fired, "scales": scales, "step": at, "corpus": corpus_record,
+            "tail": tail,  # per SAE: summed squared error and variance over the last 10% of steps
         })  # fmt: skip
 
     bar = tqdm(
@@ -392,7 +393,7 @@ def train_saes(
         disable=not progress,
     )
     tail_start = n_steps - max(1, n_steps // 10)  # explained variance is measured on the last 10% of steps
-    tail = [[0.0, 0.0] for _ in saes]  # per SAE: summed squared error, summed variance
+    tail = [[0.0, 0.0] for _ in saes] if state is None else [list(map(float, t)) for t in state["tail"]]
     try:
         while step < n_steps:
             batch = next(stream)
@@ -495,6 +496,8 @@ def _restore(ckpt: Path, state: dict[str, Any], saes: list[SAE], opts: list[Any]
             if not isinstance(t, torch.Tensor):
                 raise ValueError("since_fired is not a list of tensors")
         check_int("step", state["step"], minimum=0)
+        if len(state["tail"]) != len(saes) or any(len(t) != 2 for t in state["tail"]):
+            raise ValueError("tail does not hold two sums per SAE")
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
         raise FileError(ckpt, "state", f"does not fit this training run ({err})") from None
 
