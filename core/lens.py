@@ -17,7 +17,7 @@ import torch
 
 from .checks import check_texts
 from .model import position_columns
-from .sites import read_site
+from .trace_ops import read_site
 
 if TYPE_CHECKING:
     from .model import Model

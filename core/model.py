@@ -38,7 +38,8 @@ from tqdm.auto import tqdm
 from .activations import Activations, pad_and_stack
 from .checks import check_positive_int, check_texts
 from .data.store import ActivationStore, cache_activations
-from .sites import MODEL_TYPES, Family, Site, family_for, parse_sites, read_site, resolve, site_module_path, site_names
+from .sites import MODEL_TYPES, Family, Site, family_for, parse_sites, resolve, site_module_path, site_names
+from .trace_ops import read_site
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ class Model:
     def envoy(self, site: str | Site) -> tuple[Any, str]:
         """The nnsight module of a site and whether the site is its ``"input"`` or ``"output"``.
 
-        Read or write it inside a trace with :func:`interplab.core.sites.read_site` / ``write_site``.
+        Read or write it inside a trace with :func:`interplab.core.trace_ops.read_site` / ``write_site``.
         """
         family = self.check_mapped()
         parsed = self.parse_sites(site)[0] if isinstance(site, str) else site

@@ -17,7 +17,6 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
-from typing import Any
 
 #: Site kinds in the order they run inside one block.
 KINDS = ("resid_pre", "hook_z", "attn_out", "mlp_out", "resid_post")
@@ -161,18 +160,3 @@ def site_module_path(family: Family, site: Site) -> tuple[str, str]:
         return f"{block}.{family.o_proj}", "input"
     sub = family.attn_out if site.kind == "attn_out" else family.mlp_out
     return f"{block}.{sub}", "output"
-
-
-def read_site(envoy: Any, io: str) -> Any:
-    """A site's tensor inside an nnsight trace (the first element when the module returns a tuple)."""
-    value = envoy.output if io == "output" else envoy.input
-    return value[0] if isinstance(value, tuple) else value
-
-
-def write_site(envoy: Any, io: str, value: Any) -> None:
-    """Replace a site's tensor inside a trace, keeping the rest of a tuple output; the batch may change size."""
-    if io == "input":
-        envoy.input = value
-        return
-    current = envoy.output
-    envoy.output = (value, *current[1:]) if isinstance(current, tuple) else value

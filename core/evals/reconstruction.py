@@ -23,7 +23,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..checks import check_positive_int, check_texts
-from ..sites import read_site, write_site
+from ..trace_ops import read_site, write_site
 
 if TYPE_CHECKING:
     from ..model import Model

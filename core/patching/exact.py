@@ -28,7 +28,8 @@ from tqdm.auto import tqdm
 
 from ..checks import check_int, check_texts
 from ..metrics import BoundMetric, Metric, as_metric
-from ..sites import KINDS, read_site, site_name, write_site
+from ..sites import KINDS, site_name
+from ..trace_ops import read_site, write_site
 from .prompts import PromptPairs, check_aligned
 from .result import PatchingResult
 

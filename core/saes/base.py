@@ -199,6 +199,22 @@ class SAE(nn.Module):
         """Reconstruction [..., d_in] from latent activations."""
         return acts @ self.W_dec + self.b_dec
 
+    def trace_params(self) -> dict[str, Any]:
+        """This SAE as plain tensors for :func:`interplab.core.trace_ops.sae_encode` / ``sae_decode``.
+
+        What a trace body uses instead of the SAE itself (a server has no interplab): detached
+        ``W_enc``, ``b_enc``, ``b_in``, ``W_dec``, ``b_dec``, plus ``threshold`` where the
+        architecture has one; subclasses add what their rule needs (``k``, ``W_mag``/``b_mag``).
+        """
+        with torch.no_grad():
+            b_in = self.b_dec if self.cfg.apply_b_dec_to_input else torch.zeros_like(self.b_dec)
+            named = {"W_enc": self.W_enc, "b_enc": self.b_enc, "b_in": b_in, "W_dec": self.W_dec, "b_dec": self.b_dec}
+            p: dict[str, Any] = {k: v.detach().clone() for k, v in named.items()}
+            threshold = self.threshold
+            if threshold is not None:
+                p["threshold"] = threshold.detach().clone()
+        return p
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.decode(self.encode(x))
 

@@ -32,6 +32,7 @@ class BatchTopKSAE(TopKSAE):
         return self.topk_threshold.expand(self.d_sae)
 
     encode = SAE.encode  # inference: the estimated threshold, not TopK's per-token selection
+    trace_params = SAE.trace_params  # the same threshold rule inside a trace
 
     @torch.no_grad()
     def _after_select(self, acts: torch.Tensor, active: torch.Tensor) -> None:
