@@ -74,11 +74,14 @@ class Model:
     for anything custom; ``model.sites`` lists every named site.
     """
 
-    def __init__(self, nn: nnsight.NNsight, tokenizer: Any, *, name: str, remote: Remote = False):
+    def __init__(self, nn: nnsight.NNsight, tokenizer: Any, *, name: str, remote: Remote = False, server: Any = None):
         self.nn = nn
         self.tokenizer = tokenizer
         self.name = name
         self.remote = remote
+        #: What :func:`interplab.core.remote.connect` learnt about the NDIF server (remote models only).
+        self.server = server
+        self._model_key = None
         config = getattr(nn, "config", None)
         self.config = config
         self.family: Family | None = None
@@ -140,7 +143,9 @@ class Model:
 
     @property
     def device(self) -> torch.device:
-        return next(self.module.parameters()).device
+        """Where inputs go: the weights' device (the CPU for a remote model, whose weights are not here)."""
+        device = next(self.module.parameters()).device
+        return torch.device("cpu") if device.type == "meta" else device
 
     @property
     def dtype(self) -> torch.dtype:
@@ -182,8 +187,21 @@ class Model:
     # ------------------------------------------------------- engine interface
     @property
     def trace_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments every trace of this model takes (``remote=`` when it runs remotely)."""
-        return {"remote": self.remote} if self.remote else {}
+        """Keyword arguments every trace of this model takes (an NDIF backend when it runs remotely)."""
+        if not self.remote:
+            return {}
+        if self.remote == "local" or self.server is None:
+            return {"remote": self.remote}
+        return {"backend": self.remote_backend()}
+
+    def remote_backend(self, **kwargs: Any) -> Any:
+        """A fresh :class:`interplab.core.remote.Backend` for one request to this model's server
+        (``blocking=False`` submits a job; ``job_id=`` polls one)."""
+        from .remote import Backend
+
+        if self._model_key is None:
+            self._model_key = self.nn.to_model_key()
+        return Backend(self._model_key, self.server.host, self.server.nnsight_version, **kwargs)
 
     @property
     def softcap_value(self) -> float | None:

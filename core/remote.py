@@ -1,0 +1,202 @@
+"""Talking to an NDIF server: where it is, what it hosts, whether this client fits, clear errors.
+
+Everything here answers within seconds and before any weight is loaded: :func:`connect` reaches
+the server (``/ping``), reads its packages (``/env``) to compare nnsight versions, and reads the
+models it hosts (``/status``, with each model's config, so no Hugging Face access is needed to
+build the model's skeleton here). :class:`Backend` is the nnsight remote backend every interplab
+trace of a remote model goes through: it turns the server's refusals into errors that say what
+to do, and submits non-blocking jobs (:mod:`interplab.core.jobs` resumes them by id).
+
+Example
+-------
+>>> server = connect("http://127.0.0.1:8001")        # or True: $NDIF_HOST / nnsight's default
+>>> server.hosted[0].name, server.nnsight_version
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from importlib.metadata import version as package_version
+from typing import Any
+
+from nnsight.intervention.backends.remote import RemoteBackend, RemoteError
+from nnsight.schema.config import CONFIG
+
+logger = logging.getLogger(__name__)
+
+#: Seconds to wait for the server to answer a status question.
+TIMEOUT_S = 5.0
+
+
+class RemoteModelError(RuntimeError):
+    """A remote model cannot be used as asked; the message says what to do."""
+
+
+def client_nnsight() -> str:
+    """The nnsight version of this process."""
+    return package_version("nnsight")
+
+
+def compatible(client: str, server: str) -> bool:
+    """Whether an nnsight client can talk to a server: the same major and minor version.
+
+    Measured against ndif 0.1.2: clients 0.8.0 and 0.8.1 both run every interplab operation on
+    a server with nnsight 0.8.0 (the request format is source code plus pickles of nnsight's own
+    classes, which change between minor versions).
+    """
+    return client.split(".")[:2] == server.split(".")[:2]
+
+
+@dataclass(frozen=True)
+class Hosted:
+    """One model a server hosts: the name and key it knows it by, its config, its dtype."""
+
+    name: str
+    model_key: str
+    config: dict[str, Any] | None = None
+    dtype: str | None = None
+    state: str = ""
+
+
+@dataclass
+class Server:
+    """What :func:`connect` learnt about an NDIF server."""
+
+    host: str
+    api_key: str | None
+    nnsight_version: str | None = None
+    hosted: list[Hosted] = field(default_factory=list)
+
+    def find(self, name: str) -> Hosted | None:
+        """The hosted model called ``name`` (its repo id or the folder the server loads it from)."""
+        return next((h for h in self.hosted if h.name == name), None)
+
+    def names(self) -> list[str]:
+        return [h.name for h in self.hosted]
+
+
+def resolve_host(remote: bool | str) -> str:
+    """The server URL of ``remote=``: a URL as given; ``True`` is ``$NDIF_HOST`` or nnsight's default."""
+    if isinstance(remote, str) and remote.startswith(("http://", "https://")):
+        return remote.rstrip("/")
+    return str(os.environ.get("NDIF_HOST") or CONFIG.API.HOST).rstrip("/")
+
+
+def api_key() -> str | None:
+    """The API key requests carry: ``$NDIF_API_KEY`` or nnsight's configured key."""
+    return os.environ.get("NDIF_API_KEY") or CONFIG.API.APIKEY or None
+
+
+def _get(url: str, key: str | None) -> Any:
+    import httpx
+
+    headers = {"ndif-api-key": key} if key else {}
+    response = httpx.get(url, headers=headers, timeout=TIMEOUT_S)
+    response.raise_for_status()
+    return response.json()
+
+
+def connect(remote: bool | str) -> Server:
+    """Reach the NDIF server of ``remote=``, check nnsight versions and read the hosted models.
+
+    Raises :class:`RemoteModelError` naming the host when it cannot be reached, and naming both
+    nnsight versions and the pip command when they do not fit.
+    """
+    import httpx
+
+    host, key = resolve_host(remote), api_key()
+    server = Server(host, key)
+    try:
+        _get(f"{host}/ping", None)
+    except (httpx.HTTPError, ValueError) as err:
+        raise RemoteModelError(
+            f"Cannot reach the NDIF server at {host} ({type(err).__name__}: {err}). Check the address "
+            "(remote='http://host:port', or $NDIF_HOST for remote=True) and that the server is running; "
+            "`make ndif` starts one on this machine."
+        ) from None
+    try:
+        env = _get(f"{host}/env", key)
+        server.nnsight_version = env.get("packages", {}).get("nnsight")
+    except (httpx.HTTPError, ValueError) as err:
+        logger.warning("Could not read the packages of %s (%s); nnsight versions not compared.", host, err)
+    check_versions(server.nnsight_version, host)
+    try:
+        status = _get(f"{host}/status", key)
+    except (httpx.HTTPError, ValueError) as err:
+        logger.warning("Could not read the models %s hosts (%s).", host, err)
+        status = {}
+    for entry in (status.get("deployments") or {}).values():
+        name = entry.get("repo_id")
+        if not name:
+            continue
+        config = entry.get("config")
+        server.hosted.append(Hosted(
+            name=name, model_key=entry.get("model_key") or "", config=json.loads(config) if config else None,
+            dtype=entry.get("dtype"), state=entry.get("deployment_level") or entry.get("application_state") or "",
+        ))  # fmt: skip
+    return server
+
+
+def check_versions(server_nnsight: str | None, host: str) -> None:
+    """Refuse a client whose nnsight cannot talk to the server's, naming both and the fix."""
+    client = client_nnsight()
+    if server_nnsight and not compatible(client, server_nnsight):
+        raise RemoteModelError(version_message(client, server_nnsight, host))
+
+
+def version_message(client: str, server: str | None, host: str, detail: str = "") -> str:
+    server_part = f"runs nnsight {server}" if server else "refuses this client's nnsight"
+    fix = f"pip install 'nnsight=={server}'" if server else "pip install --upgrade nnsight"
+    return (
+        f"The NDIF server at {host} {server_part}; this Python has nnsight {client} ({sys.executable}). "
+        f"Requests only work between the same minor versions. Fix: {fix} (then restart the kernel), "
+        f"or use a server on nnsight {'.'.join(client.split('.')[:2])}.x."
+        + (f" Server said: {detail}" if detail else "")
+    )
+
+
+def explain(error: BaseException, host: str, server_nnsight: str | None = None) -> RemoteModelError | None:
+    """An error that says what to do for a failure of a remote request (None: leave it as it is)."""
+    text = str(error)
+    if "API key" in text or "Missing or invalid" in text:
+        where = "$NDIF_API_KEY" if os.environ.get("NDIF_API_KEY") else "no key is set"
+        if "Missing" in text:
+            return RemoteModelError(
+                f"The NDIF server at {host} needs an API key and {where}. Set one: "
+                "os.environ['NDIF_API_KEY'] = '...' before load_model (or nnsight.CONFIG.set_default_api_key)."
+            )
+        return RemoteModelError(
+            f"The NDIF server at {host} rejected the API key ({where}: {text.split(':', 1)[-1].strip()}). "
+            "Check the key (for the public NDIF: https://login.ndif.us) and set it in $NDIF_API_KEY."
+        )
+    if "nnsight version" in text:
+        return RemoteModelError(version_message(client_nnsight(), server_nnsight, host, text))
+    if "Could not deploy" in text or "not hosted" in text:
+        return RemoteModelError(f"The NDIF server at {host} could not run this model: {text}")
+    return None
+
+
+class Backend(RemoteBackend):
+    """nnsight's remote backend with interplab's errors, quiet unless asked (``verbose``)."""
+
+    def __init__(self, model_key: str, host: str, server_nnsight: str | None = None, **kwargs: Any):
+        super().__init__(model_key, host=host, api_key=api_key(), **kwargs)
+        self.server_nnsight = server_nnsight
+        self.display.enabled = bool(kwargs.get("verbose"))
+
+    def __call__(self, tracer: Any = None) -> Any:
+        try:
+            return super().__call__(tracer)
+        except RemoteError as err:
+            better = explain(err, self.host, self.server_nnsight)
+            if better is not None:
+                raise better from None
+            raise
+        except OSError as err:  # connection refused or reset, DNS
+            raise RemoteModelError(
+                f"Lost the NDIF server at {self.host} ({type(err).__name__}: {err}). Is it still running?"
+            ) from None
