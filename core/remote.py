@@ -30,6 +30,8 @@ logger = logging.getLogger(__name__)
 
 #: Seconds to wait for the server to answer a status question.
 TIMEOUT_S = 5.0
+#: Tensors one request may carry: ndif 0.1.2 (FastAPI under gunicorn) refuses request bodies above 1 MiB.
+REQUEST_BYTES = 800_000
 
 
 class RemoteModelError(RuntimeError):
@@ -124,6 +126,7 @@ def connect(remote: bool | str) -> Server:
     except (httpx.HTTPError, ValueError) as err:
         logger.warning("Could not read the packages of %s (%s); nnsight versions not compared.", host, err)
     check_versions(server.nnsight_version, host)
+    check_key(host, key)
     try:
         status = _get(f"{host}/status", key)
     except (httpx.HTTPError, ValueError) as err:
@@ -146,6 +149,33 @@ def check_versions(server_nnsight: str | None, host: str) -> None:
     client = client_nnsight()
     if server_nnsight and not compatible(client, server_nnsight):
         raise RemoteModelError(version_message(client, server_nnsight, host))
+
+
+def check_key(host: str, key: str | None) -> None:
+    """Ask the server whether it takes ``key``, without submitting anything.
+
+    The probe is a request with no payload: the server checks the key first (401 missing,
+    400 malformed, 403 unknown) and refuses the empty request next (422), so nothing is queued.
+    """
+    import httpx
+
+    headers = {"ndif-api-key": key} if key else {}
+    try:
+        response = httpx.post(f"{host}/request", data={"data": json.dumps({"model_key": "interplab-key-check"})},
+                              headers=headers, timeout=TIMEOUT_S)  # fmt: skip
+    except httpx.HTTPError as err:
+        logger.warning("Could not check the API key with %s (%s).", host, err)
+        return
+    if response.status_code in (400, 401, 403):
+        try:
+            detail = response.json().get("detail", response.text)
+        except ValueError:
+            detail = response.text
+        better = explain(RemoteError(f"Failed to send request: {detail}"), host)
+        if better is not None:
+            raise better
+    if response.status_code == 503:
+        raise RemoteModelError(f"The NDIF server at {host} is up but its compute backend is not connected; try later.")
 
 
 def version_message(client: str, server: str | None, host: str, detail: str = "") -> str:
@@ -175,6 +205,11 @@ def explain(error: BaseException, host: str, server_nnsight: str | None = None) 
         )
     if "nnsight version" in text:
         return RemoteModelError(version_message(client_nnsight(), server_nnsight, host, text))
+    if "error parsing the body" in text:
+        return RemoteModelError(
+            f"The NDIF server at {host} could not read the request (it refuses bodies above about 1 MB: "
+            "ndif 0.1.2 under gunicorn). Send less per trace: a smaller batch_size, fewer rows, or smaller tensors."
+        )
     if "Could not deploy" in text or "not hosted" in text:
         return RemoteModelError(f"The NDIF server at {host} could not run this model: {text}")
     return None

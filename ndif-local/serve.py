@@ -106,6 +106,19 @@ class Server:
     procs: list[subprocess.Popen] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     own_workdir: bool = True
+    env: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def start_api(self, extra_env: dict[str, str], timeout: float = 60.0) -> str:
+        """A second API on the same services (no dispatcher of its own) with other settings; returns its URL."""
+        port = free_port()
+        bindir = server_python().parent
+        cmd = [str(bindir / "gunicorn"), "--config", "python:api_only_conf", "--bind", f"127.0.0.1:{port}",
+               "ndif.services.api.app:app"]  # fmt: skip
+        name = f"api-{port}"
+        proc = self._spawn(name, cmd, {**self.env, **extra_env, "NDIF_API_PORT": str(port)})
+        host = f"http://127.0.0.1:{port}"
+        _wait("the second API", lambda: _get(host + "/ping")[0] == 200, timeout, proc, self.workdir / f"{name}.log")
+        return host
 
     def _spawn(self, name: str, cmd: list[str], env: dict[str, str], user: str | None = None) -> subprocess.Popen:
         log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
@@ -156,6 +169,18 @@ def marked_pids(run_id: str) -> list[int]:
     return out
 
 
+def _cache_as(hub: Path, repo_id: str, folder: Path) -> None:
+    """Lay ``folder``'s files out as a Hugging Face cache entry of ``repo_id`` (links, one snapshot)."""
+    repo = hub / ("models--" + repo_id.replace("/", "--"))
+    snapshot = repo / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True, exist_ok=True)
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / "main").write_text("0" * 40)
+    for f in folder.iterdir():
+        if f.is_file() and not (snapshot / f.name).exists():
+            (snapshot / f.name).symlink_to(f)
+
+
 def _postgres_bin() -> Path | None:
     found = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"))
     return found[-1].parent if found else None
@@ -193,9 +218,13 @@ def _start_postgres(server: Server, env: dict[str, str]) -> str:
 
 def start(
     model_dir: str | Path, *, auth: bool = True, dtype: str = "float32", workdir: str | Path | None = None,
-    timeout: float = 300.0, deploy: bool = True, extra_env: dict[str, str] | None = None,
+    timeout: float = 300.0, deploy: bool = True, extra_env: dict[str, str] | None = None, hub_alias: str | None = None,
 ) -> Server:  # fmt: skip
-    """Start every service, deploy ``model_dir`` (served from a link in the work folder) and return the server."""
+    """Start every service, deploy ``model_dir`` (served from a link in the work folder) and return the server.
+
+    ``hub_alias`` (e.g. ``"google/gemma-3-270m"``) also puts the model in the server's Hugging Face cache
+    under that id, so the server lists it as downloaded but not deployed (COLD), as NDIF lists Hub models.
+    """
     t0 = time.monotonic()
     python = server_python()
     bindir = python.parent
@@ -210,6 +239,8 @@ def start(
         served.symlink_to(Path(model_dir).resolve(), target_is_directory=True)
     server = Server(host="", api_key=str(uuid.uuid4()) if auth else None, model_key=model_key(served),
                     model_name=str(served), workdir=work, run_id=run_id, own_workdir=own)  # fmt: skip
+    if hub_alias:
+        _cache_as(work / "hf" / "hub", hub_alias, Path(model_dir).resolve())
     try:
         _start_all(server, python, bindir, auth, dtype, extra_env or {}, timeout)
         server.timings["services_s"] = round(time.monotonic() - t0, 1)
@@ -261,6 +292,7 @@ def _start_all(server: Server, python: Path, bindir: Path, auth: bool, dtype: st
         "OMP_NUM_THREADS": "2",
     })  # fmt: skip
     env.update(extra)
+    server.env = env
     if auth:
         env["NDIF_POSTGRES_URL"] = _start_postgres(server, env)
 

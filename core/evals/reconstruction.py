@@ -113,7 +113,8 @@ def evaluate(
         for name, replacement in (("spliced", recon.to(model.device)), ("zero", zeros.to(model.device))):
             with torch.no_grad(), model.nn.trace(inputs, **kw):
                 write_site(envoy, io, replacement)
-                runs[name] = nnsight.save(readout(read_site(last, "output")))
+                logits = nnsight.save(readout(read_site(last, "output")))
+            runs[name] = logits  # a remote trace sends saved values back by variable name only
         targets = enc["input_ids"][:, 1:]
         pred = mask[:, 1:] & mask[:, :-1]
         logp = {"clean": _next_token_logprobs(clean.detach().cpu())[:, :-1]}

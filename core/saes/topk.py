@@ -38,8 +38,10 @@ class TopKSAE(SAE):
         vals, idx = torch.topk(pre, self.cfg.k, dim=-1)
         return torch.zeros_like(pre).scatter_(-1, idx, vals.relu())
 
-    def trace_params(self) -> dict[str, Any]:
-        return {**super().trace_params(), "k": int(self.cfg.k)}
+    per_latent = False
+
+    def trace_tensors(self) -> dict[str, Any]:
+        return {**super().trace_tensors(), "k": int(self.cfg.k)}
 
     def _b_dec_in(self) -> torch.Tensor:
         return self.b_dec if self.cfg.apply_b_dec_to_input else torch.zeros_like(self.b_dec)

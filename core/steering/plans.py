@@ -68,7 +68,7 @@ class SitePlan:
     envoy: Any  # the nnsight module of the site
     io: str
     add_D: torch.Tensor | None = None  # sum of scale * direction
-    #: (the SAE's ``trace_params()``, latent, value, decoder row): tensors only, so a trace body can hold them
+    #: (the SAE's ``trace_params([latent])``, the latent's column there, value, decoder row): tensors only
     clamps: list[tuple[dict[str, Any], int, float, torch.Tensor]] = field(default_factory=list)
 
     def parts(self) -> tuple[Any, str, torch.Tensor | None, list[tuple[dict[str, Any], int, float, torch.Tensor]]]:
@@ -106,8 +106,11 @@ def plan(model: Model, steering: Steering) -> list[SitePlan]:
         elif isinstance(item, Clamp):
             item.sae.check_fits(model, item.site)
             with torch.no_grad():
-                dir_D = check_direction(item.sae.W_dec[item.latent], f"decoder row of latent {item.latent}")
-            at(item.site).clamps.append((item.sae.trace_params(), item.latent, item.value, dir_D))
+                row = item.sae.W_dec[item.latent].detach().clone()  # a copy: a view would ship all of W_dec
+                dir_D = check_direction(row, f"decoder row of latent {item.latent}")
+            params = item.sae.trace_params([item.latent])  # just what encoding this latent needs
+            column = item.latent if params["W_enc"].shape[-1] == item.sae.d_sae else 0
+            at(item.site).clamps.append((params, column, item.value, dir_D))
             continue
         else:
             raise TypeError(f"steering[{i}] is a {type(item).__name__}; expected a SteeringVector, pair or clamp.")

@@ -77,6 +77,11 @@ def test_trace_params_encode_like_the_sae(arch):
     assert torch.equal(acts, sae.encode(x))
     assert int((acts != 0).sum()) > 0
     torch.testing.assert_close(sae_decode(p, acts), sae.decode(acts))
+    small = sae.trace_params([7, 2])  # what a clamp of latents 7 and 2 sends: no decoder, their columns if it can
+    assert "W_dec" not in small
+    cols = [7, 2] if sae.per_latent else slice(None)
+    assert small["W_enc"].shape[-1] == (2 if sae.per_latent else 48)
+    assert torch.equal(sae_encode(small, x), acts[..., cols])
 
 
 def test_model_operations(pair):
