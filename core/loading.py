@@ -117,6 +117,8 @@ def _from_server(name: str | None, remote: Remote, tokenizer: Any) -> Model:
     source = None if name is None else str(name)
     config = AutoConfig.for_model(**hosted.config) if hosted.config else None
     try:
+        if source is not None and not Path(source).is_dir() and (config is None or tokenizer is None):
+            _check_hub(source)
         if source is None:
             source = str(prepare_embedded_model())  # its tokenizer and config only; the weights stay unread
         if config is None:
@@ -141,6 +143,22 @@ def _from_server(name: str | None, remote: Remote, tokenizer: Any) -> Model:
     if label != hosted.name:
         logger.info("%s is %r on %s.", label, hosted.name, server.host)
     return model
+
+
+def _check_hub(repo_id: str, timeout: float = 3.0) -> None:
+    """Fail at once when ``repo_id``'s files are neither cached nor reachable (the Hub client retries for ~20 s)."""
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(repo_id, "config.json"), str) or constants.HF_HUB_OFFLINE:
+        return
+    url = urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout).close()
+    except OSError as err:
+        raise OSError(f"no network to reach {constants.ENDPOINT} ({err})") from None
 
 
 #: The fields that identify an architecture (and so a hosted copy of a local model).

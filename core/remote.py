@@ -179,13 +179,21 @@ def check_key(host: str, key: str | None) -> None:
 
 
 def version_message(client: str, server: str | None, host: str, detail: str = "") -> str:
-    server_part = f"runs nnsight {server}" if server else "refuses this client's nnsight"
-    fix = f"pip install 'nnsight=={server}'" if server else "pip install --upgrade nnsight"
+    """Both nnsight versions and the pip command that makes them fit (the server's stated minimum if any)."""
+    import re
+
+    minimum = re.search(r"minimum supported (\S+?)\.?(\s|$)", detail)
+    if minimum:
+        need, fix = f"needs nnsight >= {minimum.group(1)}", f"pip install 'nnsight>={minimum.group(1)}'"
+    elif server:
+        need, fix = f"runs nnsight {server}", f"pip install 'nnsight=={server}'"
+    else:
+        need, fix = "refuses this client's nnsight", "pip install --upgrade nnsight"
+    runs = f" (it runs nnsight {server})" if server and minimum else ""
     return (
-        f"The NDIF server at {host} {server_part}; this Python has nnsight {client} ({sys.executable}). "
-        f"Requests only work between the same minor versions. Fix: {fix} (then restart the kernel), "
-        f"or use a server on nnsight {'.'.join(client.split('.')[:2])}.x."
-        + (f" Server said: {detail}" if detail else "")
+        f"The NDIF server at {host} {need}{runs}; this Python has nnsight {client} ({sys.executable}). "
+        f"Fix: {fix}, then restart the kernel (interplab is tested with nnsight {client}), or use a server "
+        f"on nnsight {'.'.join(client.split('.')[:2])}.x." + (f" Server said: {detail}" if detail else "")
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -27,6 +28,7 @@ HUB_ALIAS = "google/gemma-3-270m"
 def load_serve():
     spec = importlib.util.spec_from_file_location("ilab_ndif_serve", REPO / "ndif-local" / "serve.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
