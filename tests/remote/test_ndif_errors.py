@@ -12,9 +12,9 @@ import time
 import nnsight
 import pytest
 import transformers
+from interplab.core.remote import RemoteModelError, check_versions, compatible
 
 import interplab as ilab
-from interplab.core.remote import RemoteModelError, check_versions, compatible
 from tests.remote.conftest import HUB_ALIAS
 
 pytestmark = pytest.mark.ndif
