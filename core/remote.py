@@ -15,16 +15,22 @@ Example
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import sys
+import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from importlib.metadata import version as package_version
+from pathlib import Path
 from typing import Any
 
 from nnsight.intervention.backends.remote import RemoteBackend, RemoteError
 from nnsight.schema.config import CONFIG
+
+from .atomic import write_json
 
 logger = logging.getLogger(__name__)
 
@@ -223,8 +229,72 @@ def explain(error: BaseException, host: str, server_nnsight: str | None = None) 
     return None
 
 
+class Journal:
+    """The NDIF requests a long job has in flight, on disk, so a restarted kernel polls them by id.
+
+    Each request is keyed by what it computes (the model, the traced code and its input tensors),
+    not by when it was made, so the same request from a resumed job finds its id again.
+    """
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.polled_existing = 0  # requests found in flight and polled instead of sent again
+        self.sent = 0
+
+    def _read(self) -> dict[str, Any]:
+        return json.loads(self.path.read_text()) if self.path.exists() else {}
+
+    def pending(self, key: str) -> str | None:
+        return self._read().get("pending", {}).get(key)
+
+    def set(self, key: str, job_id: str | None) -> None:
+        record = self._read()
+        pending = record.setdefault("pending", {})
+        if job_id is None:
+            pending.pop(key, None)
+        else:
+            pending[key] = job_id
+        write_json(self.path, record)
+
+
+#: The journal of the job running in this thread (a job sets it in its own thread only).
+JOURNAL: ContextVar[Journal | None] = ContextVar("interplab_journal", default=None)
+
+
+def request_key(tracer: Any, model_key: str) -> str:
+    """A key of what a trace computes: the model, the traced code and its input tensors."""
+    import ast
+
+    import torch
+
+    h = hashlib.sha256(model_key.encode())
+    h.update(ast.unparse(tracer.node).encode())
+
+    def add(value: Any) -> None:
+        if isinstance(value, torch.Tensor):
+            h.update(f"{tuple(value.shape)}{value.dtype}".encode())
+            h.update(value.detach().cpu().contiguous().numpy().tobytes())
+        elif isinstance(value, dict):
+            for k in sorted(value):
+                h.update(str(k).encode())
+                add(value[k])
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                add(v)
+        else:
+            h.update(repr(value).encode())
+
+    add(tracer.args)
+    add(tracer.kwargs)
+    return h.hexdigest()[:32]
+
+
 class Backend(RemoteBackend):
-    """nnsight's remote backend with interplab's errors, quiet unless asked (``verbose``)."""
+    """nnsight's remote backend with interplab's errors, quiet unless asked (``verbose``).
+
+    Inside a job (a :class:`Journal` in :data:`JOURNAL`) a request is submitted without blocking,
+    its NDIF id written down, and polled until done; a request already in flight is polled by id.
+    """
 
     def __init__(self, model_key: str, host: str, server_nnsight: str | None = None, **kwargs: Any):
         super().__init__(model_key, host=host, api_key=api_key(), **kwargs)
@@ -232,8 +302,11 @@ class Backend(RemoteBackend):
         self.display.enabled = bool(kwargs.get("verbose"))
 
     def __call__(self, tracer: Any = None) -> Any:
+        journal = JOURNAL.get()
         try:
-            return super().__call__(tracer)
+            if journal is None or not self.blocking or tracer is None:
+                return super().__call__(tracer)
+            return self._journaled(tracer, journal)
         except RemoteError as err:
             better = explain(err, self.host, self.server_nnsight)
             if better is not None:
@@ -243,3 +316,21 @@ class Backend(RemoteBackend):
             raise RemoteModelError(
                 f"Lost the NDIF server at {self.host} ({type(err).__name__}: {err}). Is it still running?"
             ) from None
+
+    def _journaled(self, tracer: Any, journal: Journal) -> Any:
+        key = request_key(tracer, self.model_key)
+        self.blocking = False
+        self.job_id = journal.pending(key)
+        if self.job_id is None:
+            self.submit(tracer)
+            journal.set(key, self.job_id)
+            journal.sent += 1
+        else:
+            journal.polled_existing += 1
+        wait = 0.02
+        while (result := self.poll(tracer)) is None:
+            time.sleep(wait)
+            wait = min(1.0, wait * 1.5)
+        journal.set(key, None)
+        self._push(result, tracer)
+        return result

@@ -103,5 +103,26 @@ def steer(x: torch.Tensor, add_D: torch.Tensor | None, clamps: list[tuple[Any, .
     return out
 
 
+def top_logits(d_MD: torch.Tensor, W_VD: torch.Tensor, n: int, chunk: int = 8192) -> tuple[torch.Tensor, ...]:
+    """The ``n`` largest and smallest of ``d_MD @ W_VD.T`` per row, over the vocabulary in chunks (bounded memory).
+
+    Returns ``(top_values, top_ids, bottom_values, bottom_ids)``, each [M, n]: largest first, most negative first.
+    """
+    M, V = d_MD.shape[0], W_VD.shape[0]
+    top_v, top_i = torch.full((M, 0), 0.0), torch.zeros((M, 0), dtype=torch.int64)
+    bot_v, bot_i = top_v.clone(), top_i.clone()
+    with torch.no_grad():
+        for start in range(0, V, chunk):
+            logits_MC = d_MD.float() @ W_VD[start : start + chunk].float().T
+            k = min(n, logits_MC.shape[1])
+            tv, ti = logits_MC.topk(k, dim=1)
+            bv, bi = logits_MC.topk(k, dim=1, largest=False)
+            top_v, sel = torch.cat([top_v, tv], 1).topk(min(n, top_v.shape[1] + k), dim=1)
+            top_i = torch.cat([top_i, ti + start], 1).gather(1, sel)
+            bot_v, sel = torch.cat([bot_v, bv], 1).topk(min(n, bot_v.shape[1] + k), dim=1, largest=False)
+            bot_i = torch.cat([bot_i, bi + start], 1).gather(1, sel)
+    return top_v, top_i, bot_v, bot_i
+
+
 # Shipped by source with every request that names one of these functions (see the module docstring).
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
