@@ -7,7 +7,7 @@ itself writes through the store or the feature checkpoint as usual. After a kern
 :func:`resume` with the job's id rebuilds the model from the record, polls the request that was in
 flight by its NDIF id (it ran on, on the server) and carries on where the files left off.
 
-Records live in ``$INTERPLAB_CACHE/jobs/<id>.json`` (``<id>.requests.json`` for the journal).
+Records live in ``$INTERPLAB_JOBS`` or ``$INTERPLAB_CACHE/jobs``: ``<id>.json`` (``<id>.requests.json`` for the journal).
 
 Example
 -------
@@ -20,6 +20,7 @@ Example
 from __future__ import annotations
 
 import json
+import os
 import threading
 import traceback
 import uuid
@@ -41,8 +42,8 @@ STATES = ("running", "done", "failed")
 
 
 def jobs_dir() -> Path:
-    """Where job records live: ``$INTERPLAB_CACHE/jobs``."""
-    path = cache_dir() / "jobs"
+    """Where job records live: ``$INTERPLAB_JOBS``, or ``$INTERPLAB_CACHE/jobs``."""
+    path = Path(os.environ["INTERPLAB_JOBS"]) if os.environ.get("INTERPLAB_JOBS") else cache_dir() / "jobs"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -149,16 +150,16 @@ def cache(model: Model, corpus: Any, sites: str | list[str], path: str | Path, *
 def feature_data(sae: SAE, model: Model, texts: Any, *, path: str | Path, **kwargs: Any) -> Job:
     """:func:`interplab.feature_data` on a remote model as a job (``path`` required: the pass checkpoints there).
 
-    The SAE is saved in ``path/sae`` so that :func:`resume` finds it again.
+    The SAE is saved beside the job's record so that :func:`resume` finds it again.
     """
     _check_remote(model)
     sae.check_fits(model)
-    root = Path(path).resolve()
-    if not (root / "sae" / "cfg.json").exists():
-        sae.save(root / "sae")
     kwargs.setdefault("checkpoint_every", 0.0)  # every batch: a restart loses nothing
-    args = {"texts": _json_ready("texts", texts), "path": str(root), "kwargs": _json_ready("keyword arguments", kwargs)}
-    return Job(_new("features", model, args), model, sae).start()
+    args = {"texts": _json_ready("texts", texts), "path": str(Path(path).resolve()),
+            "kwargs": _json_ready("keyword arguments", kwargs)}  # fmt: skip
+    record = _new("features", model, args)
+    args["sae"] = str(sae.save(jobs_dir() / f"{record['id']}.sae"))
+    return Job(record, model, sae).start()
 
 
 def resume(job_id: str, model: Model | None = None) -> Job:
@@ -168,19 +169,19 @@ def resume(job_id: str, model: Model | None = None) -> Job:
     """
     path = jobs_dir() / f"{job_id}.json"
     if not path.exists():
-        known = sorted(p.stem for p in jobs_dir().glob("*.json") if not p.stem.endswith(".requests"))
+        known = sorted(p.stem for p in jobs_dir().glob("*.json") if "." not in p.stem)
         raise ValueError(f"No job {job_id!r} in {jobs_dir()}; jobs there: {known or 'none'}.")
     record = json.loads(path.read_text())
     if model is None:
         name = record["model"]["name"]
         model = load_model(None if name == EMBEDDED_NAME else name, remote=record["model"]["host"])
-    sae = SAE.load(Path(record["args"]["path"]) / "sae") if record["kind"] == "features" else None
+    sae = SAE.load(record["args"]["sae"]) if record["kind"] == "features" else None
     return Job(record, model, sae).start()
 
 
 def list_jobs() -> list[dict[str, Any]]:
     """Every job record (id, kind, state, model, arguments), newest first."""
-    records = [json.loads(p.read_text()) for p in jobs_dir().glob("*.json") if not p.stem.endswith(".requests")]
+    records = [json.loads(p.read_text()) for p in jobs_dir().glob("*.json") if "." not in p.stem]
     return sorted(records, key=lambda r: (jobs_dir() / f"{r['id']}.json").stat().st_mtime, reverse=True)
 
 

@@ -38,7 +38,7 @@ def ndif_server():
     """The running server: ``host``, ``api_key``, ``model_name`` (its name for the model), ``timings``."""
     reuse = os.environ.get("ILAB_NDIF_REUSE")
     if reuse:
-        yield SimpleNamespace(**json.loads(Path(reuse).read_text()), timings={}, start_api=None)
+        yield SimpleNamespace(**{"timings": {}, "start_api": None, **json.loads(Path(reuse).read_text())})
         return
     from interplab.core.embedded import prepare_embedded_model
 

@@ -12,9 +12,9 @@ import time
 import numpy as np
 import pytest
 import torch
+from interplab.core.recipes.jobs import jobs_dir
 
 import interplab as ilab
-from interplab.core.recipes.jobs import jobs_dir
 
 pytestmark = [pytest.mark.ndif, pytest.mark.embedded]
 TEXTS = ["When Mary and John went to the store, John gave a drink to", "The capital of France is Paris, and"] * 30
@@ -24,7 +24,7 @@ CACHE_ARGS = dict(n_tokens=320, context_size=17, batch_size=2, shard_tokens=64)
 
 @pytest.fixture
 def remote(ndif, tmp_path, monkeypatch):
-    monkeypatch.setenv("INTERPLAB_CACHE", os.environ.get("INTERPLAB_CACHE", str(tmp_path)))
+    monkeypatch.setenv("INTERPLAB_JOBS", str(tmp_path / "jobs"))  # job records of this test only
     return ilab.load_model(remote=ndif.host)
 
 
