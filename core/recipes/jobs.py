@@ -7,7 +7,8 @@ itself writes through the store or the feature checkpoint as usual. After a kern
 :func:`resume` with the job's id rebuilds the model from the record, polls the request that was in
 flight by its NDIF id (it ran on, on the server) and carries on where the files left off.
 
-Records live in ``$INTERPLAB_JOBS`` or ``$INTERPLAB_CACHE/jobs``: ``<id>.json`` (``<id>.requests.json`` for the journal).
+Records live in ``$INTERPLAB_JOBS`` or ``$INTERPLAB_CACHE/jobs``: ``<id>.json``, ``<id>.requests.json``
+(the journal) and, for a feature scan, ``<id>.sae/``.
 
 Example
 -------
