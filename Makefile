@@ -44,7 +44,8 @@ $(STAMPS)/ndif-env: ndif-local/requirements.txt
 	@test -x $(NDIF_VENV)/bin/python || $(PYTHON) -m venv $(NDIF_VENV)
 	$(NDIF_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(NDIF_VENV)/bin/python -m pip install --quiet $(TORCH)
-	$(NDIF_VENV)/bin/python -m pip install --quiet --ignore-requires-python -r ndif-local/requirements.txt
+	$(NDIF_VENV)/bin/python -m pip install --quiet -r ndif-local/requirements.txt
+	$(NDIF_VENV)/bin/python -m pip install --quiet --no-deps --ignore-requires-python ndif==0.1.2
 	@touch $@
 
 ndif-env: ndif-services $(STAMPS)/ndif-env

@@ -35,6 +35,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+import netns  # noqa: E402 - beside this file, not a package
+
 MARKER = "ILAB_NDIF_RUN"
 MODEL_CLASS = "nnsight.modeling.transformers.TransformersModel"
 SCHEMA = """
@@ -107,6 +110,19 @@ class Server:
     timings: dict[str, float] = field(default_factory=dict)
     own_workdir: bool = True
     env: dict[str, str] = field(default_factory=dict, repr=False)
+    net: netns.PrivateNet | None = field(default=None, repr=False)
+
+    def inside(self, cmd: list[str]) -> list[str]:
+        """``cmd`` run inside the services' private network (unchanged without one)."""
+        return [*self.net.prefix(), *cmd] if self.net is not None else cmd
+
+    def port_open(self, port: int) -> bool:
+        return self.net.port_open(port) if self.net is not None else _port_open(port)
+
+    def expose(self, port: int) -> None:
+        """Make 127.0.0.1:``port`` of the private network reachable at 127.0.0.1:``port`` here."""
+        if self.net is not None:
+            self.net.forward(port)
 
     def start_api(self, extra_env: dict[str, str], timeout: float = 60.0) -> str:
         """A second API on the same services (no dispatcher of its own) with other settings; returns its URL."""
@@ -116,6 +132,7 @@ class Server:
                "ndif.services.api.app:app"]  # fmt: skip
         name = f"api-{port}"
         proc = self._spawn(name, cmd, {**self.env, **extra_env, "NDIF_API_PORT": str(port)})
+        self.expose(port)
         host = f"http://127.0.0.1:{port}"
         _wait("the second API", lambda: _get(host + "/ping")[0] == 200, timeout, proc, self.workdir / f"{name}.log")
         return host
@@ -124,8 +141,8 @@ class Server:
         log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
         if user is not None:
             cmd = ["runuser", "-u", user, "--", *cmd]
-        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, cwd=self.workdir)  # fmt: skip
+        proc = subprocess.Popen(self.inside(cmd), env=env, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.workdir)  # fmt: skip
         log.close()
         self.procs.append(proc)
         return proc
@@ -147,6 +164,9 @@ class Server:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         self.procs.clear()
+        if self.net is not None:
+            self.net.close()
+            self.net = None
         if self.own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -204,8 +224,9 @@ def _start_postgres(server: Server, env: dict[str, str]) -> str:
     cmd = [str(bindir / "postgres"), "-D", str(data), "-h", "127.0.0.1", "-p", str(port), "-k", str(data),
            "-c", "fsync=off", "-c", "shared_buffers=16MB"]  # fmt: skip
     proc = server._spawn("postgres", cmd, env, user)
-    _wait("Postgres", lambda: _port_open(port), 30, proc, server.workdir / "postgres.log")
-    psql = [str(bindir / "psql"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-v", "ON_ERROR_STOP=1", "-q"]
+    _wait("Postgres", lambda: server.port_open(port), 30, proc, server.workdir / "postgres.log")
+    psql = [*server.inside([]), str(bindir / "psql"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres",
+            "-v", "ON_ERROR_STOP=1", "-q"]  # fmt: skip
     _wait("Postgres", lambda: subprocess.run([*psql, "-c", "select 1"], capture_output=True, env=env).returncode == 0,
           30)  # fmt: skip
     subprocess.run([*psql, "-c", "CREATE DATABASE ndif"], check=True, capture_output=True, env=env)
@@ -219,9 +240,12 @@ def _start_postgres(server: Server, env: dict[str, str]) -> str:
 def start(
     model_dir: str | Path, *, auth: bool = True, dtype: str = "float32", workdir: str | Path | None = None,
     timeout: float = 300.0, deploy: bool = True, extra_env: dict[str, str] | None = None, hub_alias: str | None = None,
+    private_net: bool = True,
 ) -> Server:  # fmt: skip
     """Start every service, deploy ``model_dir`` (served from a link in the work folder) and return the server.
 
+    With ``private_net`` (and root) every service runs in a network namespace of its own (Ray listens on
+    all interfaces whatever it is told), and only the API and the S3 store are forwarded to 127.0.0.1 here.
     ``hub_alias`` (e.g. ``"google/gemma-3-270m"``) also puts the model in the server's Hugging Face cache
     under that id, so the server lists it as downloaded but not deployed (COLD), as NDIF lists Hub models.
     """
@@ -242,6 +266,8 @@ def start(
     if hub_alias:
         _cache_as(work / "hf" / "hub", hub_alias, Path(model_dir).resolve())
     try:
+        if private_net and netns.available():
+            server.net = netns.PrivateNet({MARKER: run_id, "PATH": os.environ.get("PATH", "/usr/bin:/bin")})
         _start_all(server, python, bindir, auth, dtype, extra_env or {}, timeout)
         server.timings["services_s"] = round(time.monotonic() - t0, 1)
         if deploy:
@@ -298,9 +324,10 @@ def _start_all(server: Server, python: Path, bindir: Path, auth: bool, dtype: st
 
     proc = server._spawn("redis", ["redis-server", "--port", str(ports["redis"]), "--bind", "127.0.0.1", "--save", "",
                                    "--appendonly", "no", "--dir", str(work)], env)  # fmt: skip
-    _wait("Redis", lambda: _port_open(ports["redis"]), 20, proc, work / "redis.log")
+    _wait("Redis", lambda: server.port_open(ports["redis"]), 20, proc, work / "redis.log")
     proc = server._spawn("s3", [str(bindir / "moto_server"), "-H", "127.0.0.1", "-p", str(ports["s3"])], env)
-    _wait("the S3 store (moto)", lambda: _port_open(ports["s3"]), 60, proc, work / "s3.log")
+    _wait("the S3 store (moto)", lambda: server.port_open(ports["s3"]), 60, proc, work / "s3.log")
+    server.expose(ports["s3"])  # results too large for the websocket are downloaded from it
 
     resources = json.dumps({"head": 10, "cuda_memory_bytes": 16 * 1024**3, "cpu_memory_bytes": 8 * 1024**3})
     ray = [
@@ -314,10 +341,10 @@ def _start_all(server: Server, python: Path, bindir: Path, auth: bool, dtype: st
         f"--temp-dir={work / 'ray'}", "--disable-usage-stats",
     ]  # fmt: skip
     proc = server._spawn("ray", ray, env)
-    _wait("the Ray head", lambda: _port_open(ports["ray_client"]) and _port_open(ports["dashboard"]), timeout, proc,
-          work / "ray.log")  # fmt: skip
+    _wait("the Ray head", lambda: server.port_open(ports["ray_client"]) and server.port_open(ports["dashboard"]),
+          timeout, proc, work / "ray.log")  # fmt: skip
     controller = subprocess.run(
-        [str(python), "-m", "ndif.services.ray.deployments.controller.controller"],
+        server.inside([str(python), "-m", "ndif.services.ray.deployments.controller.controller"]),
         env={**env, "RAY_ADDRESS": f"127.0.0.1:{ports['ray']}"}, cwd=work, capture_output=True, text=True,
         timeout=timeout,
     )  # fmt: skip
@@ -327,6 +354,7 @@ def _start_all(server: Server, python: Path, bindir: Path, auth: bool, dtype: st
     gunicorn = [str(bindir / "gunicorn"), "--config", "python:ndif.services.api.gunicorn_conf",
                 "--bind", f"127.0.0.1:{ports['api']}", "ndif.services.api.app:app"]  # fmt: skip
     proc = server._spawn("api", gunicorn, env)
+    server.expose(ports["api"])
     server.host = f"http://127.0.0.1:{ports['api']}"
     _wait("the API", lambda: _get(server.host + "/connected")[0] == 200, timeout, proc, work / "api.log")
 
@@ -345,7 +373,8 @@ def _deploy(server: Server, python: Path, timeout: float) -> None:
         "NDIF_RAY_ADDRESS": f"ray://127.0.0.1:{server.ports['ray_client']}",
         "NDIF_REDIS_URL": f"redis://127.0.0.1:{server.ports['redis']}", "NDIF_INFLUX_ENABLED": "false",
     })  # fmt: skip
-    out = subprocess.run([str(python), "-c", code, server.model_name, server.model_key], env=env, cwd=server.workdir,
+    out = subprocess.run(server.inside([str(python), "-c", code, server.model_name, server.model_key]), env=env,
+                         cwd=server.workdir,
                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
     if out.returncode != 0:
         raise RuntimeError(f"NDIF: deploying {server.model_name} failed:\n{out.stdout[-3000:]}{out.stderr[-3000:]}")
