@@ -34,8 +34,11 @@ def load_serve():
 
 
 @pytest.fixture(scope="session")
-def ndif_server():
-    """The running server: ``host``, ``api_key``, ``model_name`` (its name for the model), ``timings``."""
+def ndif_server(embedded):
+    """The running server: ``host``, ``api_key``, ``model_name`` (its name for the model), ``timings``.
+
+    It loads the model in the dtype ``load_model()`` gives here, so results can be compared.
+    """
     reuse = os.environ.get("ILAB_NDIF_REUSE")
     if reuse:
         yield SimpleNamespace(**{"timings": {}, "start_api": None, **json.loads(Path(reuse).read_text())})
@@ -44,7 +47,8 @@ def ndif_server():
 
     serve = load_serve()
     t0 = time.monotonic()
-    server = serve.start(prepare_embedded_model(), hub_alias=HUB_ALIAS)
+    dtype = str(embedded.dtype).removeprefix("torch.")
+    server = serve.start(prepare_embedded_model(), hub_alias=HUB_ALIAS, dtype=dtype)
     server.timings["fixture_s"] = round(time.monotonic() - t0, 1)
     try:
         yield server
