@@ -8,7 +8,7 @@ TORCH := torch==2.13.0
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: setup lab test lint prepare chromium bench clean
+.PHONY: setup lab test lint prepare chromium bench clean ndif ndif-env ndif-services
 
 setup: $(STAMPS)/venv prepare
 
@@ -31,10 +31,33 @@ chromium:
 	  echo "Installing Debian's chromium for the browser tests"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+# The self-hosted NDIF of the remote tests, `make ndif` and bench/bench_remote.py: Debian's Redis and
+# Postgres, and a server venv (.ndif-venv, CPU torch first, then ndif-local/requirements.txt) without interplab.
+NDIF_VENV := .ndif-venv
+ndif-services:
+	@command -v redis-server >/dev/null 2>&1 && ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { \
+	  echo "Installing Debian's redis-server and postgresql for the self-hosted NDIF"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server postgresql >/dev/null; }
+
+$(STAMPS)/ndif-env: ndif-local/requirements.txt
+	@mkdir -p $(STAMPS)
+	@test -x $(NDIF_VENV)/bin/python || $(PYTHON) -m venv $(NDIF_VENV)
+	$(NDIF_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(NDIF_VENV)/bin/python -m pip install --quiet $(TORCH)
+	$(NDIF_VENV)/bin/python -m pip install --quiet -r ndif-local/requirements.txt
+	$(NDIF_VENV)/bin/python -m pip install --quiet --no-deps --ignore-requires-python ndif==0.1.2
+	@touch $@
+
+ndif-env: ndif-services $(STAMPS)/ndif-env
+
+# A self-hosted NDIF on 127.0.0.1 serving the embedded model until Ctrl-C (prints its host and API key).
+ndif: setup ndif-env
+	$(PY) ndif-local/serve.py
+
 lint: $(STAMPS)/venv
 	$(PY) -m ruff check .
 
-test: setup chromium lint
+test: setup chromium ndif-env lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lab: setup
@@ -48,6 +71,9 @@ docs: setup
 
 bench: setup
 	$(PY) bench/bench_tracing.py
+
+bench-remote: setup ndif-env
+	$(PY) bench/bench_remote.py
 
 clean:
 	rm -rf $(VENV) $(STAMPS)

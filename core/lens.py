@@ -27,7 +27,7 @@ import torch
 
 from .checks import check_int, check_texts, single_token_id
 from .model import as_positions, position_columns
-from .sites import read_site
+from .trace_ops import read_site
 
 if TYPE_CHECKING:
     from .model import Model

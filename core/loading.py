@@ -10,6 +10,7 @@ Example
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from nnsight import TransformersModel
 
 from .embedded import EMBEDDED_NAME, prepare_embedded_model
 from .model import Model, Remote
+from .remote import RemoteModelError, connect
 
 logger = logging.getLogger(__name__)
 
@@ -72,12 +74,14 @@ def load_model(
     remote = _check_remote(remote)
     dtype = _check_dtype(dtype)
     if model is None or model == "embedded":
+        if remote is True or (isinstance(remote, str) and remote != "local"):
+            return _from_server(None, remote, tokenizer)
         folder = prepare_embedded_model()
         return _from_pretrained(str(folder), EMBEDDED_NAME, dtype, device, remote)
     if isinstance(model, (str, Path)):
         name = str(model)
         if remote is True or (isinstance(remote, str) and remote != "local"):
-            return _remote_only(name, remote)
+            return _from_server(name, remote, tokenizer)
         return _from_pretrained(name, name, dtype, device, remote)
     if isinstance(model, torch.nn.Module):
         return _from_module(model, tokenizer, remote)
@@ -97,13 +101,105 @@ def _from_pretrained(source: str, name: str, dtype: torch.dtype, device: Any, re
     return Model(TransformersModel(hf_model, tokenizer=tokenizer), tokenizer, name=name, remote=remote)
 
 
-def _remote_only(name: str, remote: Remote) -> Model:
-    """A model whose weights stay on NDIF: nnsight builds it on the meta device."""
-    if Path(name).exists():
-        # A self-hosted NDIF serving a local folder knows it by its path.
-        nnsight.modeling.huggingface._ID_CACHE[name] = name
-    nn = TransformersModel(name)
-    return Model(nn, nn.tokenizer, name=name, remote=remote)
+def _from_server(name: str | None, remote: Remote, tokenizer: Any) -> Model:
+    """A model whose weights stay on the NDIF server; nnsight builds its skeleton on the meta device.
+
+    Nothing is loaded or run here before the server answered: :func:`interplab.core.remote.connect`
+    checks the host and the nnsight versions, and says which models it hosts and by what name. The
+    embedded model and a local folder are found among them by their architecture (a self-hosted
+    server knows a model by the folder it loads it from).
+    """
+    from transformers import AutoConfig, AutoTokenizer
+
+    server = connect(remote)
+    hosted = _hosted_for(server, name)
+    # A folder or hub id gives the tokenizer (and the config when the server does not say); None: the embedded one.
+    source = None if name is None else str(name)
+    config = AutoConfig.for_model(**hosted.config) if hosted.config else None
+    try:
+        if source is not None and not Path(source).is_dir() and (config is None or tokenizer is None):
+            _check_hub(source)
+        if source is None:
+            source = str(prepare_embedded_model())  # its tokenizer and config only; the weights stay unread
+        if config is None:
+            config = AutoConfig.from_pretrained(source)
+        if tokenizer is None:
+            tokenizer = AutoTokenizer.from_pretrained(source)
+    except OSError as err:
+        raise RemoteModelError(
+            f"{server.host} hosts {hosted.name!r}, but its config and tokenizer come from the Hugging Face Hub, "
+            f"which cannot be reached from here ({type(err).__name__}: {str(err).splitlines()[0][:200]}). Connect "
+            f"to the network once (they are cached), or give tokenizer= and a local folder with its config.json."
+        ) from None
+    nnsight.modeling.huggingface._ID_CACHE[hosted.name] = hosted.name
+    dtype = _DTYPES.get(hosted.dtype or "")
+    kwargs = {"dtype": dtype} if dtype is not None else {}
+    nn = TransformersModel(hosted.name, task="text-generation", tokenizer=tokenizer, config=config, **kwargs)
+    if nn.to_model_key() != hosted.model_key and hosted.model_key:
+        logger.warning("The server's key for %s is %s; this client built %s.", hosted.name, hosted.model_key,
+                       nn.to_model_key())  # fmt: skip
+    label = EMBEDDED_NAME if name is None else str(name)
+    model = Model(nn, tokenizer, name=label, remote=remote, server=server)
+    if label != hosted.name:
+        logger.info("%s is %r on %s.", label, hosted.name, server.host)
+    return model
+
+
+def _check_hub(repo_id: str, timeout: float = 3.0) -> None:
+    """Fail at once when ``repo_id``'s files are neither cached nor reachable (the Hub client retries for ~20 s)."""
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(repo_id, "config.json"), str) or constants.HF_HUB_OFFLINE:
+        return
+    url = urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout).close()
+    except OSError as err:
+        raise OSError(f"no network to reach {constants.ENDPOINT} ({err})") from None
+
+
+#: The fields that identify an architecture (and so a hosted copy of a local model).
+_SIGNATURE = ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+              "vocab_size")  # fmt: skip
+#: The embedded Gemma 3 270M's signature, known without preparing it.
+EMBEDDED_SIGNATURE = ("gemma3_text", 640, 18, 4, 2048, 262144)
+
+
+def _signature(config: dict[str, Any] | None) -> tuple[Any, ...] | None:
+    if not config:
+        return None
+    config = config.get("text_config", config) if config.get("model_type") == "gemma3" else config
+    return tuple(config.get(k) for k in _SIGNATURE)
+
+
+def _hosted_for(server: Any, name: str | None) -> Any:
+    """The hosted model that ``name`` means (None: the embedded one); an error listing the hosted names."""
+    listed = ", ".join(repr(n) for n in server.names()) or "nothing"
+    if name is not None and server.find(str(name)) is not None:
+        return server.find(str(name))
+    if name is None or Path(name).is_dir():
+        if name is None:
+            wanted, what = EMBEDDED_SIGNATURE, "The embedded Gemma 3 270M"
+        else:
+            wanted = _signature(json.loads((Path(name) / "config.json").read_text()))
+            what = f"The model in {str(name)!r}"
+        same = [h for h in server.hosted if _signature(h.config) == wanted]
+        if same:
+            return same[0]
+        raise RemoteModelError(
+            f"{what} is not hosted on {server.host}, which hosts {listed} (a server knows a model by its Hub id, "
+            "or by the folder it loads it from). Load one of those by that name, "
+            f"e.g. load_model({server.names()[0]!r}, remote=...), or serve this model: `make ndif` "
+            "starts a server with the embedded model." if server.hosted else
+            f"{what} is not hosted on {server.host}, which hosts {listed}. `make ndif` starts a server that does."
+        )  # fmt: skip
+    raise RemoteModelError(
+        f"{name!r} is not hosted on {server.host}; it hosts {listed}. Use one of those names, or a server "
+        "that hosts this model."
+    )
 
 
 def _from_module(module: torch.nn.Module, tokenizer: Any, remote: Remote) -> Model:

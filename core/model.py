@@ -60,11 +60,11 @@ from .sites import (
     family_for,
     parallel_blocks,
     parse_sites,
-    read_site,
     resolve,
     site_module_path,
     site_names,
 )
+from .trace_ops import read_site
 
 logger = logging.getLogger(__name__)
 
@@ -113,12 +113,15 @@ class Model:
     for anything custom; ``model.sites`` lists every named site.
     """
 
-    def __init__(self, nn: nnsight.NNsight, tokenizer: Any, *, name: str, remote: Remote = False):
+    def __init__(self, nn: nnsight.NNsight, tokenizer: Any, *, name: str, remote: Remote = False, server: Any = None):
         self.nn = nn
         run_lock(nn)  # registered by torch module: a Model holds no lock (it pickles and copies)
         self.tokenizer = tokenizer
         self.name = name
         self.remote = remote
+        #: What :func:`interplab.core.remote.connect` learnt about the NDIF server (remote models only).
+        self.server = server
+        self._model_key = None
         config = getattr(nn, "config", None)
         self.config = config
         self.family: Family | None = None
@@ -198,7 +201,7 @@ class Model:
     def envoy(self, site: str | Site) -> tuple[Any, str]:
         """The nnsight module of a site and whether the site is its ``"input"`` or ``"output"``.
 
-        Read or write it inside a trace with :func:`interplab.core.sites.read_site` / ``write_site``.
+        Read or write it inside a trace with :func:`interplab.core.trace_ops.read_site` / ``write_site``.
         """
         family = self.check_mapped()
         parsed = self.parse_sites(site)[0] if isinstance(site, str) else site
@@ -213,7 +216,9 @@ class Model:
 
     @property
     def device(self) -> torch.device:
-        return next(self.module.parameters()).device
+        """Where inputs go: the weights' device (the CPU for a remote model, whose weights are not here)."""
+        device = next(self.module.parameters()).device
+        return torch.device("cpu") if device.type == "meta" else device
 
     @property
     def dtype(self) -> torch.dtype:
@@ -269,8 +274,21 @@ class Model:
     # ------------------------------------------------------- engine interface
     @property
     def trace_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments every trace of this model takes (``remote=`` when it runs remotely)."""
-        return {"remote": self.remote} if self.remote else {}
+        """Keyword arguments every trace of this model takes (an NDIF backend when it runs remotely)."""
+        if not self.remote:
+            return {}
+        if self.remote == "local" or self.server is None:
+            return {"remote": self.remote}
+        return {"backend": self.remote_backend()}
+
+    def remote_backend(self, **kwargs: Any) -> Any:
+        """A fresh :class:`interplab.core.remote.Backend` for one request to this model's server
+        (``blocking=False`` submits a job; ``job_id=`` polls one)."""
+        from .remote import Backend
+
+        if self._model_key is None:
+            self._model_key = self.nn.to_model_key()
+        return Backend(self._model_key, self.server.host, self.server.nnsight_version, **kwargs)
 
     @property
     def softcap_value(self) -> float | None:

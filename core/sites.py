@@ -233,38 +233,3 @@ def site_module_path(family: Family, site: Site) -> tuple[str, str]:
         return f"{block}.{family.down_proj}", "input"
     sub = family.attn_out if site.kind == "attn_out" else family.mlp_out
     return f"{block}.{sub}", "output"
-
-
-def read_site(envoy: Any, io: str) -> Any:
-    """A site's tensor inside an nnsight trace (the first element when the module returns a tuple)."""
-    if io == "weights":
-        return envoy.output[1]
-    value = envoy.output if io == "output" else envoy.input
-    return value[0] if isinstance(value, tuple) else value
-
-
-def write_site(envoy: Any, io: str, value: Any) -> None:
-    """Replace a site's tensor inside a trace, keeping the rest of a tuple output; the batch may change size.
-
-    A ``"stream"`` site is written in place (the block keeps that tensor as its residual stream), so
-    its shape cannot change; attention patterns (``"weights"``) cannot be written.
-    """
-    if io == "weights":
-        raise ValueError(
-            "Attention patterns (attn.hook_pattern) can be read, not written: the attention output is computed "
-            "from them inside the attention module. Write attn.hook_z or hook_attn_out instead."
-        )
-    if io == "stream":
-        current = envoy.input
-        if tuple(current.shape) != tuple(value.shape):
-            raise ValueError(
-                f"hook_resid_mid is written in place, so its shape {tuple(current.shape)} cannot change to "
-                f"{tuple(value.shape)}; write hook_attn_out (the same point of the residual stream) instead."
-            )
-        current[...] = value
-        return
-    if io == "input":
-        envoy.input = value
-        return
-    current = envoy.output
-    envoy.output = (value, *current[1:]) if isinstance(current, tuple) else value

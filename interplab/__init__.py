@@ -18,6 +18,7 @@ from interplab.core.features import FeatureData, feature_data
 from interplab.core.lens import LogitLensResult, logit_lens
 from interplab.core.loading import load_model
 from interplab.core.model import Model
+from interplab.core.recipes import jobs
 from interplab.core.saes import SAE
 from interplab.core.views import AttentionData, HeatmapData, attention_data, heatmap_data
 from interplab.export import export_html
@@ -42,6 +43,7 @@ __all__ = [
     "feature_data",
     "features",
     "heatmap_data",
+    "jobs",
     "load_ipython_extension",
     "load_model",
     "logit_lens",

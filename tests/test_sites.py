@@ -446,7 +446,7 @@ def test_mlp_post_projects_to_the_mlp_output(model, family):
 
 def _logits_with(model: ilab.Model, site: str, delta: torch.Tensor) -> torch.Tensor:
     """Last-position logits after adding ``delta`` to a site, written with sites.write_site in a trace."""
-    from interplab.core.sites import read_site, write_site
+    from interplab.core.trace_ops import read_site, write_site
 
     envoy, io = model.envoy(site)
     readout, last = model.readout, model.block(model.n_layers - 1)

@@ -233,13 +233,15 @@ def cache_activations(
     batch_size: int = 8,
     shard_tokens: int = 65_536,
     dtype: str = "float32",
+    progress: Any = True,
 ) -> ActivationStore:
     """Stream a model's activations at one or more sites into an on-disk store.
 
     Memory stays bounded by one shard per site. Re-running the same call after an
     interruption continues where it stopped; a store holding other sites, another model
     (or other weights), another context size or dtype, or made from another corpus is refused.
-    BOS positions are not stored.
+    BOS positions are not stored. ``progress``: show a bar (True), none (False), or update this
+    tqdm bar (a job's, shown where the job started).
     """
     parsed = model.parse_sites(sites)
     names = [s.name for s in parsed]
@@ -288,7 +290,12 @@ def cache_activations(
     drop = manifest["n_tokens"] % body
     pending: dict[str, list[torch.Tensor]] = {n: [] for n in [*names, "tokens"]}
     pending_count, pending_windows = 0, 0
-    bar = tqdm(total=n_tokens, initial=manifest["n_tokens"], desc="cache", unit="tok", unit_scale=True)
+    own_bar = not hasattr(progress, "update")
+    bar = tqdm(total=n_tokens, initial=manifest["n_tokens"], desc="cache", unit="tok", unit_scale=True,
+               disable=not progress) if own_bar else progress  # fmt: skip
+    if not own_bar:
+        bar.reset(total=n_tokens)
+        bar.update(manifest["n_tokens"])
     exhausted = False
     try:
         while manifest["n_tokens"] + pending_count < n_tokens:
@@ -324,7 +331,8 @@ def cache_activations(
             manifest["tokens_sha256"] = digest.hexdigest()
             _flush(root, manifest, pending, pending_count, pending_windows)
     finally:
-        bar.close()
+        if own_bar:
+            bar.close()
     if exhausted:
         logger.warning(
             "The corpus ran out: it holds %s; %s tokens were stored (BOS positions are not), %s asked for. "

@@ -23,7 +23,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..checks import check_positive_int, check_texts
-from ..sites import read_site, write_site
+from ..trace_ops import read_site, write_site
 
 if TYPE_CHECKING:
     from ..model import Model
@@ -110,10 +110,11 @@ def evaluate(
         zeros = x.clone()
         zeros[keep] = 0.0
         runs = {}
-        for name, replacement in (("spliced", recon), ("zero", zeros)):
+        for name, replacement in (("spliced", recon.to(model.device)), ("zero", zeros.to(model.device))):
             with torch.no_grad(), model.nn.trace(inputs, **kw):
-                write_site(envoy, io, replacement.to(model.device))
-                runs[name] = nnsight.save(readout(read_site(last, "output")))
+                write_site(envoy, io, replacement)
+                logits = nnsight.save(readout(read_site(last, "output")))
+            runs[name] = logits  # a remote trace sends saved values back by variable name only
         targets = enc["input_ids"][:, 1:]
         pred = mask[:, 1:] & mask[:, :-1]
         logp = {"clean": _next_token_logprobs(clean.detach().cpu())[:, :-1]}

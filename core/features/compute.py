@@ -90,7 +90,7 @@ def feature_data(
     seq_len: int = 128,
     batch_size: int = 16,
     path: str | Path | None = None,
-    progress: bool = True,
+    progress: Any = True,
     max_batches: int | None = None,
     checkpoint_every: float = 60.0,
 ) -> FeatureData:
@@ -190,7 +190,12 @@ def feature_data(
     else:
         batches = store_batches(source, site, batch_size, n_tokens, rows_done)
     total = n_tokens if n_tokens is not None else (source.n_tokens if isinstance(source, ActivationStore) else None)
-    bar = tqdm(total=total, initial=acc.n_tokens, desc="features", unit="tok", unit_scale=True, disable=not progress)
+    own_bar = not hasattr(progress, "update")  # a tqdm bar given: a job's, shown where the job started
+    bar = tqdm(total=total, initial=acc.n_tokens, desc="features", unit="tok", unit_scale=True,
+               disable=not progress) if own_bar else progress  # fmt: skip
+    if not own_bar:
+        bar.reset(total=total)
+        bar.update(acc.n_tokens)
     last_save, n_batches, stopped = time.monotonic(), 0, False
     timings = {"forward_encode": 0.0, "update": 0.0}
     consistent = True
@@ -225,7 +230,8 @@ def feature_data(
             save_checkpoint()
         raise
     finally:
-        bar.close()
+        if own_bar:
+            bar.close()
     if acc.n_tokens == 0:
         raise ValueError("The corpus gave no tokens to scan (every text was empty).")
     if stopped:

@@ -18,10 +18,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import nnsight
 import numpy as np
 import torch
 
 from ..checks import check_positive_int, check_texts, single_token_id
+from ..remote import REQUEST_BYTES
+from ..sites import resolve
+from ..trace_ops import top_logits
 from .data import FeatureData
 
 if TYPE_CHECKING:
@@ -59,39 +63,54 @@ def decoder_through_norm(sae: SAE, model: Model) -> torch.Tensor:
     if "layernorm" in type(norm).__name__.lower() or isinstance(norm, torch.nn.LayerNorm):
         W_dec = W_dec - W_dec.mean(1, keepdim=True)  # a LayerNorm removes the mean before scaling
     if weight is not None:
-        w = weight.detach().float()
+        w = (_server_weight(model, model.check_mapped().final_norm) if weight.is_meta else weight).detach().float()
         if type(norm).__name__.startswith("Gemma"):
             w = 1.0 + w
         W_dec = W_dec * w
     return W_dec
 
 
-def _unembed(model: Model) -> torch.Tensor:
-    return model.readout_modules()[1].weight.detach()  # [vocab, d_model]
+def _unembed_row(model: Model, token: int) -> torch.Tensor:
+    """Row ``token`` of the unembedding [d_model] (read from the server for a remote model)."""
+    weight = model.readout_modules()[1].weight
+    return (_server_weight(model, model.check_mapped().unembed, token) if weight.is_meta else weight[token]).detach()
+
+
+def _server_weight(model: Model, path: str, row: int | None = None) -> torch.Tensor:
+    """A module's weight (or one row of it) read from the server (a remote model has none here)."""
+    envoy = resolve(model.nn, path)
+    ids = torch.tensor([[model.tokenizer.bos_token_id or 0]])
+    with torch.no_grad(), model.nn.trace({"input_ids": ids, "attention_mask": torch.ones_like(ids)},
+                                         **model.trace_kwargs) as tracer:  # fmt: skip
+        weight = nnsight.save((envoy.weight if row is None else envoy.weight[row]).detach().cpu())
+        tracer.stop()
+    return weight
 
 
 def logit_effects(sae: SAE, model: Model, n: int = 10, chunk: int = 8192) -> dict[str, np.ndarray]:
     """The ``n`` tokens each latent promotes and suppresses most, in vocabulary chunks (bounded memory).
 
     Returns ``logit_top_ids/values`` (largest first) and ``logit_bottom_ids/values`` (most negative first).
+    For a remote model the products are taken on the server, a few hundred latents per request.
     """
     d_MD = decoder_through_norm(sae, model)
-    W_VD = _unembed(model)
-    M, V = d_MD.shape[0], W_VD.shape[0]
-    n = min(check_positive_int("top", n), V)
-    top_v = torch.full((M, 0), 0.0)
-    top_i = torch.zeros((M, 0), dtype=torch.int64)
-    bot_v, bot_i = top_v.clone(), top_i.clone()
-    with torch.no_grad():
-        for start in range(0, V, chunk):
-            logits_MC = d_MD @ W_VD[start : start + chunk].float().T
-            k = min(n, logits_MC.shape[1])
-            tv, ti = logits_MC.topk(k, dim=1)
-            bv, bi = logits_MC.topk(k, dim=1, largest=False)
-            top_v, sel = torch.cat([top_v, tv], 1).topk(min(n, top_v.shape[1] + k), dim=1)
-            top_i = torch.cat([top_i, ti + start], 1).gather(1, sel)
-            bot_v, sel = torch.cat([bot_v, bv], 1).topk(min(n, bot_v.shape[1] + k), dim=1, largest=False)
-            bot_i = torch.cat([bot_i, bi + start], 1).gather(1, sel)
+    _, unembed = model.readout_modules()
+    n = min(check_positive_int("top", n), unembed.weight.shape[0])
+    if not unembed.weight.is_meta:
+        parts = [top_logits(d_MD, unembed.weight.detach(), n, chunk)]
+    else:
+        envoy = resolve(model.nn, model.check_mapped().unembed)
+        ids = torch.tensor([[model.tokenizer.bos_token_id or 0]])
+        inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+        rows = max(1, REQUEST_BYTES // (4 * d_MD.shape[1]))
+        parts = []
+        for start in range(0, d_MD.shape[0], rows):
+            d_chunk = d_MD[start : start + rows].clone()
+            with torch.no_grad(), model.nn.trace(inputs, **model.trace_kwargs) as tracer:
+                part = nnsight.save(top_logits(d_chunk, envoy.weight, n, chunk))
+                tracer.stop()
+            parts.append(part)
+    top_v, top_i, bot_v, bot_i = (torch.cat([p[k] for p in parts]) for k in range(4))
     return {
         "logit_top_ids": top_i.numpy().astype(np.int32),
         "logit_top_values": top_v.numpy().astype(np.float32),
@@ -148,7 +167,7 @@ def latents_for_token(data_or_sae: SAE | FeatureData, model: Model, token_str: s
         order = np.argsort(-values, kind="stable")[:top]
         return RankedLatents(rows[order].astype(np.int64), values[order].astype(np.float32))
     sae = data_or_sae
-    effect = decoder_through_norm(sae, model) @ _unembed(model)[token].float()
+    effect = decoder_through_norm(sae, model) @ _unembed_row(model, token).float()
     v, idx = effect.topk(min(top, sae.d_sae))
     return RankedLatents(idx.numpy().astype(np.int64), v.numpy().astype(np.float32))
 

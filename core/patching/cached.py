@@ -25,7 +25,8 @@ import nnsight
 import torch
 
 from ..metrics import BoundMetric
-from ..sites import read_site, site_name, write_site
+from ..sites import site_name
+from ..trace_ops import read_site, write_site
 
 if TYPE_CHECKING:
     from ..model import Model

@@ -28,7 +28,9 @@ from tqdm.auto import tqdm
 
 from ..checks import check_int, check_texts
 from ..metrics import BoundMetric, Metric, as_metric
-from ..sites import KINDS, read_site, site_name, write_site
+from ..remote import REQUEST_BYTES
+from ..sites import KINDS, site_name
+from ..trace_ops import read_site, write_site
 from . import cached
 from .prompts import PromptPairs, check_aligned
 from .result import PatchingResult
@@ -187,6 +189,8 @@ def score_rows(
     give the unpatched run exactly, so they are not run again.
     """
     n = len(rows_nPD)
+    if model.server is not None:  # an NDIF request carries its rows: keep each under the server's body limit
+        batch = max(1, min(batch, REQUEST_BYTES // max(1, rows_nPD[0].numel() * rows_nPD.element_size())))
     changed = (rows_nPD != base_PD.unsqueeze(0)).flatten(1).any(1)
     logits_nV = base_logits_V.unsqueeze(0).expand(n, -1).clone()
     todo = changed.nonzero().flatten()

@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 
 from ..checks import check_int
 from ..metrics import Metric
-from ..sites import read_site, write_site
+from ..trace_ops import read_site, write_site
 from .exact import (
     ORDER,
     SITES,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
@@ -220,6 +220,40 @@ class SAE(nn.Module):
         if acts.shape[-1] != self.d_sae:
             raise ValueError(f"This SAE has {self.d_sae} latents; decode got activations of last dim {acts.shape[-1]}.")
         return acts @ self.W_dec + self.b_dec
+
+    #: Whether one latent's activation depends only on its own weights (False for TopK: on all of them).
+    per_latent: ClassVar[bool] = True
+    #: The axis of the latents in each tensor of :meth:`trace_tensors` that has one.
+    LATENT_AXIS: ClassVar[dict[str, int]] = {"W_enc": 1, "b_enc": 0, "threshold": 0, "W_mag": 1, "b_mag": 0}
+
+    def trace_tensors(self) -> dict[str, Any]:
+        """This SAE's rule as plain tensors (see :mod:`interplab.core.trace_ops`); subclasses add their keys."""
+        with torch.no_grad():
+            b_in = self.b_dec if self.cfg.apply_b_dec_to_input else torch.zeros_like(self.b_dec)
+            named = {"W_enc": self.W_enc, "b_enc": self.b_enc, "b_in": b_in, "W_dec": self.W_dec, "b_dec": self.b_dec}
+            p: dict[str, Any] = {k: v.detach().clone() for k, v in named.items()}
+            threshold = self.threshold
+            if threshold is not None:
+                p["threshold"] = threshold.detach().clone()
+        return p
+
+    def trace_params(self, latents: Sequence[int] | None = None) -> dict[str, Any]:
+        """This SAE as plain tensors for :func:`interplab.core.trace_ops.sae_encode` / ``sae_decode``.
+
+        What a trace body uses instead of the SAE itself (a server has no interplab). With
+        ``latents``, only what encoding those latents needs (no decoder; for a per-latent rule only
+        their columns, in that order), so a request carries kilobytes instead of the whole SAE.
+        """
+        p = self.trace_tensors()
+        if latents is None:
+            return p
+        p.pop("W_dec"), p.pop("b_dec")
+        if self.per_latent:
+            idx = torch.as_tensor([check_latent(i, self.d_sae) for i in latents])
+            for key, axis in self.LATENT_AXIS.items():
+                if key in p:
+                    p[key] = p[key].index_select(axis, idx).contiguous()
+        return p
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.decode(self.encode(x))

@@ -32,6 +32,8 @@ class BatchTopKSAE(TopKSAE):
         return self.topk_threshold.expand(self.d_sae)
 
     encode = SAE.encode  # inference: the estimated threshold, not TopK's per-token selection
+    trace_tensors = SAE.trace_tensors  # the same threshold rule inside a trace
+    per_latent = True
 
     @torch.no_grad()
     def _after_select(self, acts: torch.Tensor, active: torch.Tensor) -> None:

@@ -37,6 +37,11 @@ class GatedSAE(SAE):
         magnitude = (x @ (self.W_enc * self.r_mag.exp()) + self.b_mag).relu()
         return pre_gate, magnitude
 
+    def trace_tensors(self) -> dict[str, Any]:
+        with torch.no_grad():
+            mag = {"W_mag": (self.W_enc * self.r_mag.exp()).detach().clone(), "b_mag": self.b_mag.detach().clone()}
+        return {**super().trace_tensors(), **mag}
+
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         pre_gate, magnitude = self._paths(x)
         return (pre_gate > 0).to(magnitude.dtype) * magnitude

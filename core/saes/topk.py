@@ -38,6 +38,11 @@ class TopKSAE(SAE):
         vals, idx = torch.topk(pre, self.cfg.k, dim=-1)
         return torch.zeros_like(pre).scatter_(-1, idx, vals.relu())
 
+    per_latent = False
+
+    def trace_tensors(self) -> dict[str, Any]:
+        return {**super().trace_tensors(), "k": int(self.cfg.k)}
+
     def _b_dec_in(self) -> torch.Tensor:
         return self.b_dec if self.cfg.apply_b_dec_to_input else torch.zeros_like(self.b_dec)
 

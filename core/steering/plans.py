@@ -1,8 +1,9 @@
 """What steering applies: vectors and SAE-latent clamps, checked against a model and grouped by site.
 
 :func:`plan` validates steering (widths, sites, finite values) before any run and groups it by
-site in forward order; :func:`steer_value` is the one function that changes a site's tensor,
-used by both execution paths (nnsight traces in ``traces.py``, torch hooks in ``hooks.py``).
+site in forward order; :func:`interplab.core.trace_ops.steer` is the one function that changes a
+site's tensor, used by both execution paths (nnsight traces in ``traces.py``, torch hooks in
+``hooks.py``). A plan holds only tensors (an SAE as its ``trace_params()``), so it can go to a server.
 
 Clamping latent ``i`` of an SAE to ``v`` encodes the activation, sets the latent, decodes and adds
 back the reconstruction error. Decoding is linear, so that is exactly ``x + (v - a_i(x)) * W_dec[i]``:
@@ -24,6 +25,7 @@ import torch
 
 from ..checks import check_latent, check_number
 from ..sites import Site
+from ..trace_ops import start_mask, steer
 from .vectors import SteeringVector, check_direction
 
 if TYPE_CHECKING:
@@ -66,7 +68,12 @@ class SitePlan:
     envoy: Any  # the nnsight module of the site
     io: str
     add_D: torch.Tensor | None = None  # sum of scale * direction
-    clamps: list[tuple[SAE, int, float, torch.Tensor]] = field(default_factory=list)
+    #: (the SAE's ``trace_params([latent])``, the latent's column there, value, decoder row): tensors only
+    clamps: list[tuple[dict[str, Any], int, float, torch.Tensor]] = field(default_factory=list)
+
+    def parts(self) -> tuple[Any, str, torch.Tensor | None, list[tuple[dict[str, Any], int, float, torch.Tensor]]]:
+        """``(envoy, io, add_D, clamps)``: the plan as plain values, for a trace body (no interplab object)."""
+        return self.envoy, self.io, self.add_D, self.clamps
 
 
 def plan(model: Model, steering: Steering) -> list[SitePlan]:
@@ -99,8 +106,11 @@ def plan(model: Model, steering: Steering) -> list[SitePlan]:
         elif isinstance(item, Clamp):
             item.sae.check_fits(model, item.site)
             with torch.no_grad():
-                dir_D = check_direction(item.sae.W_dec[item.latent], f"decoder row of latent {item.latent}")
-            at(item.site).clamps.append((item.sae, item.latent, item.value, dir_D))
+                row = item.sae.W_dec[item.latent].detach().clone()  # a copy: a view would ship all of W_dec
+                dir_D = check_direction(row, f"decoder row of latent {item.latent}")
+            params = item.sae.trace_params([item.latent])  # just what encoding this latent needs
+            column = item.latent if params["W_enc"].shape[-1] == item.sae.d_sae else 0
+            at(item.site).clamps.append((params, column, item.value, dir_D))
             continue
         else:
             raise TypeError(f"steering[{i}] is a {type(item).__name__}; expected a SteeringVector, pair or clamp.")
@@ -114,27 +124,7 @@ def plan(model: Model, steering: Steering) -> list[SitePlan]:
 
 def steer_value(x: torch.Tensor, p: SitePlan, mask_BL: torch.Tensor | None) -> torch.Tensor:
     """The steered value of one site's tensor [B, L, D]; ``mask_BL`` limits it to some positions."""
-    out = x
-    m = None if mask_BL is None else mask_BL.to(x.device, x.dtype)[..., None]
-    for sae, latent, value, dir_D in p.clamps:
-        with torch.no_grad():
-            a = sae.encode(x.to(sae.W_enc.dtype))[..., latent : latent + 1].to(x.dtype)
-        delta = (value - a) * dir_D.to(x.device, x.dtype)
-        out = out + (delta if m is None else m * delta)
-    if p.add_D is not None:
-        add = p.add_D.to(x.device, x.dtype)
-        out = out + (add if m is None else m * add)
-    return out
+    return steer(x, p.add_D, p.clamps, mask_BL)
 
 
-def start_mask(lengths: torch.Tensor, width: int, start: int | None, left_padded: bool) -> torch.Tensor | None:
-    """[B, width] bool: positions at or after ``start`` in each text's own tokens (None: all)."""
-    if start is None:
-        return None
-    if isinstance(start, bool) or not isinstance(start, int):
-        raise TypeError(f"start must be a token index (e.g. -1 for the last prompt token) or None, got {start!r}.")
-    if int((lengths + start).min() if start < 0 else lengths.min() - start - 1) < 0:
-        raise ValueError(f"start={start} is outside a prompt of {int(lengths.min())} tokens.")
-    pad = width - lengths if left_padded else torch.zeros_like(lengths)
-    first = pad + (lengths + start if start < 0 else start)
-    return torch.arange(width)[None, :] >= first[:, None]
+__all__ = ["Clamp", "SitePlan", "Steering", "clamp", "plan", "start_mask", "steer_value"]

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..model import Edit
-from ..sites import read_site, write_site
+from ..trace_ops import read_site, start_mask, steer, write_site
 from .hooks import generate_hooked
-from .plans import SitePlan, Steering, plan, start_mask, steer_value
+from .plans import SitePlan, Steering, plan
 
 if TYPE_CHECKING:
     from ..model import Model
@@ -38,18 +38,20 @@ def edit_for(plans: list[SitePlan], start: int | None, left_padded: bool) -> Edi
 
     ``start`` limits prompt steering (step 0) to the tokens from that index of each text on;
     generated tokens (later steps) are steered at every position. No steering (an empty list) is
-    no edit at all: an nnsight generation loop whose body touches no module never ends.
+    no edit at all: an nnsight generation loop whose body touches no module never ends. The edit runs
+    inside the trace body, so it holds only envoys, tensors and :mod:`interplab.core.trace_ops` functions.
     """
     if not plans:
         return None
+    parts = [p.parts() for p in plans]
 
     def edit(inputs: dict[str, torch.Tensor], step: int) -> None:
         mask = None
         if step == 0 and start is not None:
             mask_ = inputs["attention_mask"]
             mask = start_mask(mask_.sum(1).cpu(), mask_.shape[1], start, left_padded)
-        for p in plans:
-            write_site(p.envoy, p.io, steer_value(read_site(p.envoy, p.io), p, mask))
+        for envoy, io, add_D, clamps in parts:
+            write_site(envoy, io, steer(read_site(envoy, io), add_D, clamps, mask))
 
     return edit
 

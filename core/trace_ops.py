@@ -1,0 +1,148 @@
+"""What a trace body may call: plain torch functions of envoys and tensors, shipped by value.
+
+An NDIF server runs a trace body without interplab installed. nnsight pickles every object the
+body names; a function of an installed package goes *by reference* (its module is imported on
+the server), so an interplab function, an :class:`~interplab.core.saes.base.SAE` or a ``Model``
+inside a body fails there. The functions here take only envoys, tensors, numbers and plain
+containers, use only torch, and this module registers itself with cloudpickle to be pickled
+*by value*: their source travels with the request.
+
+The SAE functions read a dict of tensors (``sae.trace_params()``): ``W_enc``, ``b_enc``,
+``b_in`` (what is subtracted from the input: ``b_dec`` or zeros), ``W_dec``, ``b_dec``, and
+whichever of ``threshold`` (JumpReLU rule), ``k`` (TopK rule), ``W_mag``/``b_mag`` (gated
+magnitude path) the architecture uses; with none of them the rule is ReLU.
+
+Example
+-------
+>>> p = sae.trace_params()
+>>> with model.nn.trace(text, **model.trace_kwargs):
+...     x = read_site(envoy, io)
+...     write_site(envoy, io, x + clamp_delta(p, x, latent=3, value=10.0, dir_D=p["W_dec"][3]))
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import cloudpickle
+import torch
+
+
+def read_site(envoy: Any, io: str) -> Any:
+    """A site's tensor inside an nnsight trace (the first element when the module returns a tuple)."""
+    if io == "weights":
+        return envoy.output[1]
+    value = envoy.output if io == "output" else envoy.input
+    return value[0] if isinstance(value, tuple) else value
+
+
+def write_site(envoy: Any, io: str, value: Any) -> None:
+    """Replace a site's tensor inside a trace, keeping the rest of a tuple output; the batch may change size.
+
+    A ``"stream"`` site is written in place (the block keeps that tensor as its residual stream), so
+    its shape cannot change; attention patterns (``"weights"``) cannot be written.
+    """
+    if io == "weights":
+        raise ValueError(
+            "Attention patterns (attn.hook_pattern) can be read, not written: the attention output is computed "
+            "from them inside the attention module. Write attn.hook_z or hook_attn_out instead."
+        )
+    if io == "stream":
+        current = envoy.input
+        if tuple(current.shape) != tuple(value.shape):
+            raise ValueError(
+                f"hook_resid_mid is written in place, so its shape {tuple(current.shape)} cannot change to "
+                f"{tuple(value.shape)}; write hook_attn_out (the same point of the residual stream) instead."
+            )
+        current[...] = value
+        return
+    if io == "input":
+        envoy.input = value
+        return
+    current = envoy.output
+    envoy.output = (value, *current[1:]) if isinstance(current, tuple) else value
+
+
+def sae_encode(p: dict[str, Any], x: torch.Tensor) -> torch.Tensor:
+    """Latent activations [..., d_sae] of ``x`` [..., d_in] under an SAE's ``trace_params()``."""
+    x = x.to(p["W_enc"].dtype) - p["b_in"]
+    pre = x @ p["W_enc"] + p["b_enc"]
+    if "W_mag" in p:
+        magnitude = (x @ p["W_mag"] + p["b_mag"]).relu()
+        return (pre > 0).to(magnitude.dtype) * magnitude
+    if "k" in p:
+        vals, idx = torch.topk(pre, p["k"], dim=-1)
+        return torch.zeros_like(pre).scatter_(-1, idx, vals.relu())
+    if "threshold" in p:
+        return pre * (pre > p["threshold"])
+    return pre.relu()
+
+
+def sae_decode(p: dict[str, Any], acts: torch.Tensor) -> torch.Tensor:
+    """Reconstruction [..., d_in] from latent activations under an SAE's ``trace_params()``."""
+    return acts @ p["W_dec"] + p["b_dec"]
+
+
+def clamp_delta(p: dict[str, Any], x: torch.Tensor, latent: int, value: float, dir_D: torch.Tensor) -> torch.Tensor:
+    """What clamping ``latent`` to ``value`` adds to ``x`` [..., D]: ``(value - a_latent(x)) * dir_D``.
+
+    Encode, set the latent, decode and add back the reconstruction error is exactly this,
+    because decoding is linear.
+    """
+    a = sae_encode(p, x)[..., latent : latent + 1].to(x.dtype)
+    return (value - a) * dir_D.to(x.device, x.dtype)
+
+
+def start_mask(lengths: torch.Tensor, width: int, start: int | None, left_padded: bool) -> torch.Tensor | None:
+    """[B, width] bool: positions at or after ``start`` in each text's own tokens (None: all)."""
+    if start is None:
+        return None
+    if isinstance(start, bool) or not isinstance(start, int):
+        raise TypeError(f"start must be a token index (e.g. -1 for the last prompt token) or None, got {start!r}.")
+    if int((lengths + start).min() if start < 0 else lengths.min() - start - 1) < 0:
+        raise ValueError(f"start={start} is outside a prompt of {int(lengths.min())} tokens.")
+    pad = width - lengths if left_padded else torch.zeros_like(lengths)
+    first = pad + (lengths + start if start < 0 else start)
+    return torch.arange(width)[None, :] >= first[:, None]
+
+
+def steer(x: torch.Tensor, add_D: torch.Tensor | None, clamps: list[tuple[Any, ...]],
+          mask_BL: torch.Tensor | None) -> torch.Tensor:  # fmt: skip
+    """The steered value of one site's tensor [B, L, D]: each clamp ``(params, latent, value, dir_D)``
+    applied to the unsteered ``x``, then ``add_D`` added; ``mask_BL`` limits both to some positions."""
+    out = x
+    m = None if mask_BL is None else mask_BL.to(x.device, x.dtype)[..., None]
+    for params, latent, value, dir_D in clamps:
+        with torch.no_grad():
+            delta = clamp_delta(params, x, latent, value, dir_D)
+        out = out + (delta if m is None else m * delta)
+    if add_D is not None:
+        add = add_D.to(x.device, x.dtype)
+        out = out + (add if m is None else m * add)
+    return out
+
+
+def top_logits(d_MD: torch.Tensor, W_VD: torch.Tensor, n: int, chunk: int = 8192) -> tuple[torch.Tensor, ...]:
+    """The ``n`` largest and smallest of ``d_MD @ W_VD.T`` per row, over the vocabulary in chunks (bounded memory).
+
+    Returns ``(top_values, top_ids, bottom_values, bottom_ids)``, each [M, n]: largest first, most negative first.
+    """
+    M, V = d_MD.shape[0], W_VD.shape[0]
+    top_v, top_i = torch.full((M, 0), 0.0), torch.zeros((M, 0), dtype=torch.int64)
+    bot_v, bot_i = top_v.clone(), top_i.clone()
+    with torch.no_grad():
+        for start in range(0, V, chunk):
+            logits_MC = d_MD.float() @ W_VD[start : start + chunk].float().T
+            k = min(n, logits_MC.shape[1])
+            tv, ti = logits_MC.topk(k, dim=1)
+            bv, bi = logits_MC.topk(k, dim=1, largest=False)
+            top_v, sel = torch.cat([top_v, tv], 1).topk(min(n, top_v.shape[1] + k), dim=1)
+            top_i = torch.cat([top_i, ti + start], 1).gather(1, sel)
+            bot_v, sel = torch.cat([bot_v, bv], 1).topk(min(n, bot_v.shape[1] + k), dim=1, largest=False)
+            bot_i = torch.cat([bot_i, bi + start], 1).gather(1, sel)
+    return top_v, top_i, bot_v, bot_i
+
+
+# Shipped by source with every request that names one of these functions (see the module docstring).
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
