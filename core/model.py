@@ -173,6 +173,7 @@ class Model:
         >>> model.sites_of_width(model.d_model)[:2]
         ['hook_embed', 'blocks.0.hook_resid_pre']
         """
+        check_int("width", width, minimum=1)
         return [s for s in self.sites if not s.endswith("attn.hook_pattern") and self.site_dim(s) == width]
 
     def check_mapped(self) -> Family:
@@ -371,6 +372,8 @@ class Model:
         >>> with model.eager_attention():
         ...     ...   # traces reading attn.hook_pattern
         """
+        if not isinstance(needed, bool):
+            raise TypeError(f"needed must be True or False, got {type(needed).__name__}: {needed!r}.")
         here = self.remote in (False, "local")  # the weights are in this process; a server keeps its own
         with self.lock if needed and here else contextlib.nullcontext(), eager_attention(self.module, needed and here):
             yield

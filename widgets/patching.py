@@ -143,7 +143,10 @@ class PatchingGrid(Widget):
 
     def color_scale(self, tab: str | None = None) -> ColorScale:
         """The resolved colour scale of a tab (default: the one shown), for the values shown."""
-        d = self.scales[self.tab if tab is None else tab]["normalized" if self.normalized else "values"]
+        tab = self.tab if tab is None else tab
+        if tab not in self.scales:
+            raise ValueError(f"tab={tab!r} is not one of {list(self.scales)}.")
+        d = self.scales[tab]["normalized" if self.normalized else "values"]
         return ColorScale(d["kind"], d["vmin"], d["vmax"], d["center"])
 
     def set_scale(
@@ -192,6 +195,12 @@ class PatchingGrid(Widget):
 
     def set_row_text(self, labels: Mapping[int, str]) -> None:
         """Label the rows of latent grids (``{latent: label}``: a linked FeatureDashboard keeps them in step)."""
+        if not isinstance(labels, Mapping):
+            raise TypeError(f"labels must map latent ids to label strings, got {type(labels).__name__}.")
+        bad = {k: v for k, v in labels.items()
+               if isinstance(k, bool) or not isinstance(k, int) or not isinstance(v, str)}  # fmt: skip
+        if bad:
+            raise TypeError(f"labels must map latent ids (int) to label strings; these entries do not: {bad!r:.120}.")
         grids = []
         for g in self.grids:
             if g["row_name"] == "latent":

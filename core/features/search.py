@@ -205,6 +205,8 @@ def search_latents(data: FeatureData, query: str) -> np.ndarray:
 
     >>> search_latents(data, "Sunday")     # latents whose top tokens include ' Sunday'
     """
+    if not isinstance(data, FeatureData):
+        raise TypeError(f"data must be FeatureData (from ilab.feature_data), got {type(data).__name__}.")
     if not isinstance(query, str):
         raise TypeError(f"query is a string, got {type(query).__name__}: {query!r}.")
     q = query.strip().lower()

@@ -244,12 +244,16 @@ class SAE(nn.Module):
         ``latents``, only what encoding those latents needs (no decoder; for a per-latent rule only
         their columns, in that order), so a request carries kilobytes instead of the whole SAE.
         """
+        if latents is not None:
+            if isinstance(latents, (str, bytes)) or not isinstance(latents, Sequence):
+                raise TypeError(f"latents must be a list of latent ids or None, got {type(latents).__name__}.")
+            ids = [check_latent(i, self.d_sae) for i in latents]
         p = self.trace_tensors()
         if latents is None:
             return p
         p.pop("W_dec"), p.pop("b_dec")
         if self.per_latent:
-            idx = torch.as_tensor([check_latent(i, self.d_sae) for i in latents])
+            idx = torch.as_tensor(ids)
             for key, axis in self.LATENT_AXIS.items():
                 if key in p:
                     p[key] = p[key].index_select(axis, idx).contiguous()
