@@ -68,6 +68,8 @@ panel = ilab.widgets.SteeringPanel(model, {"alpha": vec}, prompt="the cat sat on
 panel.values = {"alpha": 6.0}
 panel
 """,
+    "LogitLens": 'ilab.logit_lens(model, "Mary and John went to the store and John gave a drink to")',
+    "AttentionPattern": "ilab.widgets.AttentionPattern(model, TEXTS[1])",
 }
 # What to hover in each widget's output: the first, the right-most and the last of these elements.
 TARGETS = {
@@ -76,6 +78,8 @@ TARGETS = {
     "FeatureDashboard": ".ilab-dash-tokens .ilab-tok",
     "PatchingGrid": ".ilab-pg-cell",
     "SteeringPanel": ".ilab-steer-tok",
+    "LogitLens": ".ilab-lens-cell",
+    "AttentionPattern": ".ilab-attn-from .ilab-attn-tok",
 }
 MAX_GAP_PX = 40
 MIN_CONTRAST = 4.5
