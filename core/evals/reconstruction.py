@@ -110,9 +110,9 @@ def evaluate(
         zeros = x.clone()
         zeros[keep] = 0.0
         runs = {}
-        for name, replacement in (("spliced", recon), ("zero", zeros)):
-            with torch.no_grad(), model.nn.trace(inputs, **kw):
-                write_site(envoy, io, replacement.to(model.device))
+        for name, replacement in (("spliced", recon.to(model.device)), ("zero", zeros.to(model.device))):
+            with torch.no_grad(), model.nn.trace(inputs, **kw):  # the body holds no Model
+                write_site(envoy, io, replacement)
                 runs[name] = nnsight.save(readout(read_site(last, "output")))
         targets = enc["input_ids"][:, 1:]
         pred = mask[:, 1:] & mask[:, :-1]
