@@ -111,7 +111,7 @@ def evaluate(
         zeros[keep] = 0.0
         runs = {}
         for name, replacement in (("spliced", recon.to(model.device)), ("zero", zeros.to(model.device))):
-            with torch.no_grad(), model.nn.trace(inputs, **kw):
+            with torch.no_grad(), model.nn.trace(inputs, **kw):  # the body holds no Model
                 write_site(envoy, io, replacement)
                 logits = nnsight.save(readout(read_site(last, "output")))
             runs[name] = logits  # a remote trace sends saved values back by variable name only
