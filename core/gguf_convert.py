@@ -221,10 +221,10 @@ def convert_gguf(gguf_path: Path, out: Path, dtype: torch.dtype = torch.bfloat16
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     config_dict = gguf_config(gguf_path)
-    save_fast_tokenizer(gguf_path, out, config_dict["model_type"])
     tensors = convert_weights(gguf_path, config_dict, dtype)
     save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
-    del tensors
+    del tensors  # before the tokenizer, whose Python objects would otherwise sit under the weights
+    save_fast_tokenizer(gguf_path, out, config_dict["model_type"])
     config = AutoConfig.for_model(**config_dict)
     config.dtype = dtype
     config.architectures = [MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[config.model_type]]

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 def logit_lens(model: Model, texts: str | Sequence[str], position: int = -1) -> torch.Tensor:
     """Logits read from every block's output at one position of each text.
 
-    Returns [batch, n_layers, vocab]. The last layer's row equals ``model.logits``
+    Returns float32 [batch, n_layers, vocab]. The last layer's row equals ``model.logits``
     at that position. Runs inside one trace, so it works remotely too.
     """
     texts = check_texts(texts)
@@ -44,4 +44,4 @@ def logit_lens(model: Model, texts: str | Sequence[str], position: int = -1) -> 
             per_layer.append(readout(read_site(block, "output")[rows, cols]))
         per_layer = nnsight.save(per_layer)
         tracer.stop()
-    return torch.stack([p.detach().to("cpu") for p in per_layer], 1)
+    return torch.stack([p.detach().to("cpu", torch.float32) for p in per_layer], 1)

@@ -10,6 +10,8 @@ Example
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
 import weakref
 from pathlib import Path
@@ -108,7 +110,18 @@ def _nnsight_model(source: str, dtype: torch.dtype | None, device: Any) -> Trans
         raise FileNotFoundError(f"{source!r} is a folder without config.json: not a transformers model.")
     hf_model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype or "auto").to(device).eval()
     tokenizer = AutoTokenizer.from_pretrained(source)
+    _release_freed_heap()
     return TransformersModel(hf_model, tokenizer=tokenizer)
+
+
+def _release_freed_heap() -> None:
+    """Give memory freed while parsing the tokenizer back to the OS (glibc keeps it otherwise).
+
+    Parsing the embedded model's 33 MB tokenizer.json leaves about 200 MB of freed small blocks
+    in the process; ``malloc_trim`` returns them. A no-op where glibc is not the allocator.
+    """
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _from_pretrained(source: str, name: str, dtype: torch.dtype | None, device: Any, remote: Remote) -> Model:

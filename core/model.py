@@ -250,7 +250,8 @@ class Model:
         """Run texts through the model and keep the activations at the given sites.
 
         The forward pass stops after the last layer needed. Returns
-        :class:`Activations` with one [batch, pos, d] tensor per site.
+        :class:`Activations` with one float32 [batch, pos, d] tensor per site, whatever the
+        weights' dtype (a bfloat16 model's values are widened exactly).
         """
         texts = check_texts(texts)
         parsed = self.parse_sites(sites)
@@ -259,7 +260,7 @@ class Model:
         for chunk in self.batches(texts, batch_size, "collect"):
             enc = self.to_tokens(chunk)
             lengths = enc["attention_mask"].sum(1).tolist()
-            values = self.run_sites(enc, parsed)
+            values = [v.float() for v in self.run_sites(enc, parsed)]
             for row, n in enumerate(lengths):
                 tokens.append(enc["input_ids"][row, :n])
                 masks.append(torch.ones(n, dtype=torch.bool))
@@ -289,7 +290,7 @@ class Model:
         ``positions`` indexes each text's own tokens (``-1`` is its last token);
         ``None`` means every position (the full [batch, pos, vocab] tensor, padded).
         ``edit(inputs, 0)`` runs inside the trace first (see :data:`Edit`; steering uses it).
-        Returns [batch, n_positions, vocab].
+        Returns float32 [batch, n_positions, vocab], whatever the weights' dtype (computed in it).
         """
         texts = check_texts(texts)
         check_positive_int("batch_size", batch_size)
@@ -323,7 +324,7 @@ class Model:
                 hidden = hidden[rows, cols]
             logits = nnsight.save(readout(hidden))
             tracer.stop()
-        return logits.detach().to("cpu")
+        return logits.detach().to("cpu", torch.float32)
 
     # ------------------------------------------------------------ generate
     def generate(self, texts: str | Sequence[str], max_new_tokens: int = 20, **kwargs: Any) -> list[str]:

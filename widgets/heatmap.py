@@ -158,7 +158,7 @@ class TokenHeatmap(FeatureHeatmap):
     """
 
     def __init__(self, tokens: Any, values: Any, *, label: str = "", scale: str = "auto", **kwargs: Any) -> None:
-        arr = values.detach().cpu().numpy() if hasattr(values, "detach") else np.asarray(values)
+        arr = values.detach().cpu().float().numpy() if hasattr(values, "detach") else np.asarray(values)  # bf16 too
         if arr.ndim != 1:
             raise ValueError(f"TokenHeatmap takes one value per token ([n_tokens]); got shape {arr.shape}.")
         super().__init__(tokens, arr, labels=[label], scale=scale, **kwargs)

@@ -66,8 +66,24 @@ class SAEEvaluation:
         return f"SAEEvaluation(\n{rows}\n)"
 
 
-def _next_token_logprobs(logits: torch.Tensor) -> torch.Tensor:
-    return torch.log_softmax(logits.float(), dim=-1)
+def _cross_entropies(logits: dict[str, torch.Tensor], targets_BL: torch.Tensor, pred_BL: torch.Tensor,
+                     chunk: int = 16) -> dict[str, float]:
+    """Summed next-token NLL of each run and KL(clean || spliced), ``chunk`` positions at a time.
+
+    ``logits`` are [batch, pos, vocab] (any float dtype) aligned with ``targets_BL``; only positions
+    where ``pred_BL`` holds are scored. Working a few positions at a time keeps float32 log-probs of a
+    262k vocabulary to a few MB instead of several [batch, pos, vocab] copies.
+    """
+    rows, cols = pred_BL.nonzero(as_tuple=True)
+    sums = dict.fromkeys([*logits, "kl"], 0.0)
+    for start in range(0, len(rows), chunk):
+        r, c = rows[start : start + chunk], cols[start : start + chunk]
+        target = targets_BL[r, c][:, None]
+        logp = {name: torch.log_softmax(v[r, c].float(), dim=-1) for name, v in logits.items()}
+        for name, lp in logp.items():
+            sums[name] -= float(lp.gather(-1, target).sum())
+        sums["kl"] += float((logp["clean"].exp() * (logp["clean"] - logp["spliced"])).sum())
+    return sums
 
 
 def evaluate(
@@ -112,18 +128,14 @@ def evaluate(
         runs = {}
         for name, replacement in (("spliced", recon), ("zero", zeros)):
             with torch.no_grad(), model.nn.trace(inputs, **kw):
-                write_site(envoy, io, replacement.to(model.device))
+                write_site(envoy, io, replacement.to(model.device, model.dtype))
                 runs[name] = nnsight.save(readout(read_site(last, "output")))
         targets = enc["input_ids"][:, 1:]
         pred = mask[:, 1:] & mask[:, :-1]
-        logp = {"clean": _next_token_logprobs(clean.detach().cpu())[:, :-1]}
-        for name in runs:
-            logp[name] = _next_token_logprobs(runs[name].detach().cpu())[:, :-1]
-        for name, key in (("clean", "ce_clean"), ("spliced", "ce_spliced"), ("zero", "ce_zero")):
-            nll = -logp[name].gather(-1, targets[..., None])[..., 0]
-            sums[key] += float(nll[pred].sum())
-        kl = (logp["clean"].exp() * (logp["clean"] - logp["spliced"])).sum(-1)
-        sums["kl"] += float(kl[pred].sum())
+        logits = {"clean": clean.detach().cpu()[:, :-1], **{k: v.detach().cpu()[:, :-1] for k, v in runs.items()}}
+        ce = _cross_entropies(logits, targets, pred)
+        for name, key in (("clean", "ce_clean"), ("spliced", "ce_spliced"), ("zero", "ce_zero"), ("kl", "kl")):
+            sums[key] += ce[name]
         sums["sq_err"] += float((recon[keep] - x[keep]).pow(2).sum())
         active = latents > 0
         sums["l0"] += float(active.sum())

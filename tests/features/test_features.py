@@ -440,7 +440,7 @@ def test_embedded_layer6(embedded):
     ranked = latents_for_token(sae, embedded, " Paris", top=3)
     hf = embedded.module
     W = sae.W_dec.detach() * (1 + hf.model.norm.weight.detach())
-    column = W @ hf.lm_head.weight[paris].detach()
+    column = W @ hf.lm_head.weight[paris].detach().float()  # the model may be bfloat16
     np.testing.assert_array_equal(ranked.ids, column.topk(3).indices.numpy())
     best = ranked.ids[0]  # its promoted list holds ' Paris' or tokens promoted even more
     row = list(data.logit_top_ids[best])
