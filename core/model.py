@@ -26,6 +26,7 @@ torch.Size([1, 1, 262144])
 
 from __future__ import annotations
 
+import gc
 import logging
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -64,6 +65,17 @@ def as_positions(positions: int | Sequence[int] | None) -> list[int] | None:
     if positions is None:
         return None
     return [positions] if isinstance(positions, int) else list(positions)
+
+
+def free_trace_memory() -> None:
+    """Free what a finished nnsight trace leaves behind; call it right after the ``with`` block.
+
+    A trace ends in reference cycles (its frames, tracebacks and scopes) that keep every value it
+    saved and its intermediate tensors (a [batch, pos, vocab] logits tensor, the KV cache) alive
+    until Python's cycle collector next runs, which can be hundreds of MB later. Right after the
+    trace they are all in the youngest generation, so collecting only that one (about 0.3 ms) frees them.
+    """
+    gc.collect(0)
 
 
 class Model:
@@ -241,6 +253,7 @@ class Model:
                 saved.append(read_site(envoy, io))
             saved = nnsight.save(saved)
             tracer.stop()
+        free_trace_memory()
         return [s.detach().to("cpu") for s in saved]
 
     # ------------------------------------------------------------- collect
@@ -324,6 +337,7 @@ class Model:
                 hidden = hidden[rows, cols]
             logits = nnsight.save(readout(hidden))
             tracer.stop()
+        free_trace_memory()
         return logits.detach().to("cpu", torch.float32)
 
     # ------------------------------------------------------------ generate
@@ -364,6 +378,7 @@ class Model:
                             edit(inputs, step)
                 with tracer.invoke():
                     result = nnsight.save(tracer.result)
+        free_trace_memory()
         return result.detach().to("cpu"), int(enc["input_ids"].shape[1])
 
     # --------------------------------------------------------------- cache

@@ -23,6 +23,7 @@ from interplab.core.views.heatmap import HeatmapData, heatmap_data, heatmap_data
 from ._kit import OPTIONS, Widget, array_payload, css, esm
 
 SCALES = ("auto", "sequential", "diverging")
+ENCODE_ROWS = 2048  # tokens encoded at once when an SAE gives the features
 
 
 class FeatureHeatmap(Widget):
@@ -191,16 +192,21 @@ def _from_sae(acts: Activations, sae: Any, features: Sequence[int] | None, label
     site = getattr(sae, "site", None)
     if site not in acts.sites:
         raise ValueError(f"The SAE reads {site!r}, but these activations hold {acts.sites}.")
+    x = acts.flat(site)
+    # Encoded a block of tokens at a time: only the chosen latents' columns are kept, never [tokens, d_sae].
+    blocks = range(0, x.shape[0], ENCODE_ROWS)
     with torch.no_grad():
-        latents = sae.encode(acts.flat(site).to(torch.float32))
-    if features is None:
-        # Default: the latents that fire most on these tokens, at most 32.
-        features = torch.topk(latents.max(0).values, min(32, latents.shape[1])).indices.tolist()
-    features = [int(f) for f in features]
-    bad = [f for f in features if not 0 <= f < latents.shape[1]]
-    if bad:
-        raise ValueError(f"Latents {bad} are out of range for an SAE of width {latents.shape[1]}.")
+        width = int(sae.encode(x[:1].to(torch.float32)).shape[1])
+        if features is None:
+            # Default: the latents that fire most on these tokens, at most 32.
+            peak = torch.stack([sae.encode(x[i : i + ENCODE_ROWS].to(torch.float32)).max(0).values for i in blocks])
+            features = torch.topk(peak.max(0).values, min(32, width)).indices.tolist()
+        features = [int(f) for f in features]
+        bad = [f for f in features if not 0 <= f < width]
+        if bad:
+            raise ValueError(f"Latents {bad} are out of range for an SAE of width {width}.")
+        columns = torch.cat([sae.encode(x[i : i + ENCODE_ROWS].to(torch.float32))[:, features] for i in blocks])
     if labels is None:  # the SAE's saved latent labels, shown wherever latent ids are
         saved = load_labels(sae) if hasattr(sae, "cfg") else {}
         labels = [saved.get(f, "") for f in features]
-    return heatmap_data(acts.str_tokens, latents[:, features], feature_ids=features, labels=labels)
+    return heatmap_data(acts.str_tokens, columns, feature_ids=features, labels=labels)

@@ -23,6 +23,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..checks import check_positive_int, check_texts
+from ..model import free_trace_memory
 from ..sites import read_site, write_site
 
 if TYPE_CHECKING:
@@ -68,11 +69,11 @@ class SAEEvaluation:
 
 def _cross_entropies(logits: dict[str, torch.Tensor], targets_BL: torch.Tensor, pred_BL: torch.Tensor,
                      chunk: int = 16) -> dict[str, float]:
-    """Summed next-token NLL of each run and KL(clean || spliced), ``chunk`` positions at a time.
+    """Summed next-token NLL of the ``clean`` and ``spliced`` logits and KL(clean || spliced).
 
     ``logits`` are [batch, pos, vocab] (any float dtype) aligned with ``targets_BL``; only positions
-    where ``pred_BL`` holds are scored. Working a few positions at a time keeps float32 log-probs of a
-    262k vocabulary to a few MB instead of several [batch, pos, vocab] copies.
+    where ``pred_BL`` holds are scored, ``chunk`` at a time, which keeps float32 log-probs of a 262k
+    vocabulary to a few MB instead of several [batch, pos, vocab] copies.
     """
     rows, cols = pred_BL.nonzero(as_tuple=True)
     sums = dict.fromkeys([*logits, "kl"], 0.0)
@@ -115,9 +116,11 @@ def evaluate(
         mask = enc["attention_mask"].bool()
         keep = mask.clone()
         keep[:, :skip] = False
-        with torch.no_grad(), model.nn.trace(inputs, **kw):
+        with torch.no_grad(), model.nn.trace(inputs, **kw) as tracer:
             x = nnsight.save(read_site(envoy, io))
             clean = nnsight.save(readout(read_site(last, "output")))
+            tracer.stop()  # the model's own unembedding would be a second [batch, pos, vocab] tensor
+        free_trace_memory()
         x = x.detach().float().cpu()
         with torch.no_grad():
             latents = sae.encode(x[keep])
@@ -125,17 +128,22 @@ def evaluate(
             recon[keep] = sae.decode(latents).to(recon.dtype)
         zeros = x.clone()
         zeros[keep] = 0.0
-        runs = {}
-        for name, replacement in (("spliced", recon), ("zero", zeros)):
-            with torch.no_grad(), model.nn.trace(inputs, **kw):
-                write_site(envoy, io, replacement.to(model.device, model.dtype))
-                runs[name] = nnsight.save(readout(read_site(last, "output")))
         targets = enc["input_ids"][:, 1:]
         pred = mask[:, 1:] & mask[:, :-1]
-        logits = {"clean": clean.detach().cpu()[:, :-1], **{k: v.detach().cpu()[:, :-1] for k, v in runs.items()}}
-        ce = _cross_entropies(logits, targets, pred)
-        for name, key in (("clean", "ce_clean"), ("spliced", "ce_spliced"), ("zero", "ce_zero"), ("kl", "kl")):
-            sums[key] += ce[name]
+        clean = clean.detach().cpu()[:, :-1]
+        for name, replacement in (("spliced", recon), ("zero", zeros)):
+            with torch.no_grad(), model.nn.trace(inputs, **kw) as tracer:
+                write_site(envoy, io, replacement.to(model.device, model.dtype))
+                run = nnsight.save(readout(read_site(last, "output")))
+                tracer.stop()
+            free_trace_memory()
+            ce = _cross_entropies({"clean": clean, "spliced": run.detach().cpu()[:, :-1]}, targets, pred)
+            del run  # scored: at most two [batch, pos, vocab] logits are held at once
+            sums[f"ce_{name}"] += ce["spliced"]
+            if name == "spliced":
+                sums["ce_clean"] += ce["clean"]
+                sums["kl"] += ce["kl"]
+        del clean
         sums["sq_err"] += float((recon[keep] - x[keep]).pow(2).sum())
         active = latents > 0
         sums["l0"] += float(active.sum())
