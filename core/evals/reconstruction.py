@@ -67,24 +67,31 @@ class SAEEvaluation:
         return f"SAEEvaluation(\n{rows}\n)"
 
 
-def _cross_entropies(logits: dict[str, torch.Tensor], targets_BL: torch.Tensor, pred_BL: torch.Tensor,
-                     chunk: int = 16) -> dict[str, float]:
-    """Summed next-token NLL of the ``clean`` and ``spliced`` logits and KL(clean || spliced).
+SCORED_ROWS = 16  # (text, position) rows unembedded at once inside evaluate's traces
 
-    ``logits`` are [batch, pos, vocab] (any float dtype) aligned with ``targets_BL``; only positions
-    where ``pred_BL`` holds are scored, ``chunk`` at a time, which keeps float32 log-probs of a 262k
-    vocabulary to a few MB instead of several [batch, pos, vocab] copies.
+
+def next_token_scores(
+    readout: Any, hidden_BLD: Any, targets_BL: torch.Tensor, clean_BLD: torch.Tensor | None, step: int
+) -> tuple[Any, Any, Any]:
+    """Per-position next-token NLL of a run, and with ``clean_BLD`` the clean run's NLL and KL(clean || run).
+
+    Meant for a trace body (remote too): only ``readout`` (see :attr:`Model.readout`) and torch
+    operations, ``step`` positions at a time, so no [batch, pos, vocab] tensor is ever whole and only
+    [batch, pos] values leave the trace. ``targets_BL`` holds each position's next token (anything at
+    the last). Returns ``(nll_BL, clean_nll_BL, kl_BL)``; the last two are None without ``clean_BLD``.
     """
-    rows, cols = pred_BL.nonzero(as_tuple=True)
-    sums = dict.fromkeys([*logits, "kl"], 0.0)
-    for start in range(0, len(rows), chunk):
-        r, c = rows[start : start + chunk], cols[start : start + chunk]
-        target = targets_BL[r, c][:, None]
-        logp = {name: torch.log_softmax(v[r, c].float(), dim=-1) for name, v in logits.items()}
-        for name, lp in logp.items():
-            sums[name] -= float(lp.gather(-1, target).sum())
-        sums["kl"] += float((logp["clean"].exp() * (logp["clean"] - logp["spliced"])).sum())
-    return sums
+    nll, clean_nll, kl = [], [], []
+    for a in range(0, targets_BL.shape[1], step):
+        target = targets_BL[:, a : a + step, None]
+        logp = torch.log_softmax(readout(hidden_BLD[:, a : a + step]).float(), dim=-1)
+        nll.append(-logp.gather(-1, target)[..., 0])
+        if clean_BLD is not None:
+            logc = torch.log_softmax(readout(clean_BLD[:, a : a + step]).float(), dim=-1)
+            clean_nll.append(-logc.gather(-1, target)[..., 0])
+            kl.append((logc.exp() * (logc - logp)).sum(-1))
+    if clean_BLD is None:
+        return torch.cat(nll, 1), None, None
+    return torch.cat(nll, 1), torch.cat(clean_nll, 1), torch.cat(kl, 1)
 
 
 def evaluate(
@@ -116,10 +123,17 @@ def evaluate(
         mask = enc["attention_mask"].bool()
         keep = mask.clone()
         keep[:, :skip] = False
+        # Scores are computed inside the traces a few positions at a time (next_token_scores): the
+        # clean run leaves only its last hidden states, and no [batch, pos, vocab] logits are kept.
+        ids = enc["input_ids"]
+        targets = torch.cat([ids[:, 1:], ids[:, :1]], 1).to(model.device)  # the last column is never scored
+        pred = torch.zeros_like(mask)
+        pred[:, :-1] = mask[:, 1:] & mask[:, :-1]
+        step = max(1, SCORED_ROWS // ids.shape[0])
         with torch.no_grad(), model.nn.trace(inputs, **kw) as tracer:
             x = nnsight.save(read_site(envoy, io))
-            clean = nnsight.save(readout(read_site(last, "output")))
-            tracer.stop()  # the model's own unembedding would be a second [batch, pos, vocab] tensor
+            clean_hidden = nnsight.save(read_site(last, "output"))
+            tracer.stop()  # the model's own unembedding would be a [batch, pos, vocab] tensor
         free_trace_memory()
         x = x.detach().float().cpu()
         with torch.no_grad():
@@ -128,22 +142,17 @@ def evaluate(
             recon[keep] = sae.decode(latents).to(recon.dtype)
         zeros = x.clone()
         zeros[keep] = 0.0
-        targets = enc["input_ids"][:, 1:]
-        pred = mask[:, 1:] & mask[:, :-1]
-        clean = clean.detach().cpu()[:, :-1]
-        for name, replacement in (("spliced", recon), ("zero", zeros)):
+        for name, replacement, clean in (("spliced", recon, clean_hidden), ("zero", zeros, None)):
             with torch.no_grad(), model.nn.trace(inputs, **kw) as tracer:
                 write_site(envoy, io, replacement.to(model.device, model.dtype))
-                run = nnsight.save(readout(read_site(last, "output")))
+                scores = nnsight.save(next_token_scores(readout, read_site(last, "output"), targets, clean, step))
                 tracer.stop()
             free_trace_memory()
-            ce = _cross_entropies({"clean": clean, "spliced": run.detach().cpu()[:, :-1]}, targets, pred)
-            del run  # scored: at most two [batch, pos, vocab] logits are held at once
-            sums[f"ce_{name}"] += ce["spliced"]
-            if name == "spliced":
-                sums["ce_clean"] += ce["clean"]
-                sums["kl"] += ce["kl"]
-        del clean
+            nll, clean_nll, kl = (None if v is None else v.detach().cpu()[pred] for v in scores)
+            sums[f"ce_{name}"] += float(nll.sum())
+            if clean is not None:
+                sums["ce_clean"] += float(clean_nll.sum())
+                sums["kl"] += float(kl.sum())
         sums["sq_err"] += float((recon[keep] - x[keep]).pow(2).sum())
         active = latents > 0
         sums["l0"] += float(active.sum())
