@@ -34,6 +34,21 @@ def load_serve():
 
 
 @pytest.fixture(scope="session")
+def embedded():
+    """The embedded model in float32 for the remote tests, and the server loads it in float32 too.
+
+    In bfloat16 (the default) two processes give results one bfloat16 step apart wherever their
+    matrix products split sums over threads differently: logits 0.125 apart, and greedy generations
+    that part at a near-tie. Compared in float32, a remote result equals the local one to 1e-3.
+    """
+    import torch
+
+    import interplab as ilab
+
+    return ilab.load_model(dtype=torch.float32)
+
+
+@pytest.fixture(scope="session")
 def ndif_server(embedded):
     """The running server: ``host``, ``api_key``, ``model_name`` (its name for the model), ``timings``.
 
