@@ -73,5 +73,7 @@ def attention_data(
             f"max_values={max_values:,}: pick fewer layers (layers=[...]) or a shorter text."
         )
     values = model.run_sites(enc, [f"blocks.{layer}.attn.hook_pattern" for layer in layers])
-    patterns = np.stack([v[0].float().numpy() for v in values])
+    # A bfloat16 model's probabilities are rounded to 8 bits (rows sum to 1 within ~1e-2): renormalised in float32.
+    rows = [v[0].float() for v in values]
+    patterns = np.stack([(r / r.sum(-1, keepdim=True).clamp_min(1e-30)).numpy() for r in rows])
     return AttentionData(tokens=model.to_str_tokens(enc["input_ids"][0]), layers=layers, patterns=patterns)
