@@ -343,11 +343,14 @@ class SAE(nn.Module):
         return _provided("train_many")(source, specs, **kwargs)
 
     @staticmethod
-    def load(path: Any, layer: int | None = None, site: str | None = None) -> SAE:
+    def load(path: Any, layer: int | str | None = None, site: str | None = None) -> SAE:
         """Load an SAE: a SAELens folder, a Gemma Scope ``params.npz``, a dictionary_learning folder,
-        or ``"embedded"`` with ``layer=`` for the suite trained on the embedded model."""
+        ``"embedded"`` with ``layer=`` for the suite trained on the embedded model, or a SAELens release
+        and id (``SAE.load("gemma-scope-2-270m-pt-res", "layer_5_width_16k_l0_medium")``, from the hub)."""
         if isinstance(path, str) and path == "embedded":
             return _provided("load_embedded")(layer)
+        if isinstance(layer, str):
+            return _provided("load_release")(path, layer)
         return _provided("load")(path, site=site)
 
     def save(self, path: Any, dtype: torch.dtype = torch.float32) -> Any:

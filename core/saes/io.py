@@ -137,9 +137,9 @@ def load_saelens(path: str | Path) -> SAE:
     tensors = load_file(str(weights))
     if arch == "batchtopk" and not bool((tensors["threshold"] == tensors["threshold"][0]).all()):
         arch = "jumprelu"  # a per-latent threshold: a JumpReLU SAE, not a BatchTopK one
-    sae = _build(arch, cfg["d_in"], cfg["d_sae"], cfg["site"], cfg["model_name"], cfg["apply_b_dec_to_input"],
+    sae = build_sae(arch, cfg["d_in"], cfg["d_sae"], cfg["site"], cfg["model_name"], cfg["apply_b_dec_to_input"],
                  cfg["k"], cfg["meta"], str(folder / CFG))  # fmt: skip
-    _assign(sae, tensors, str(weights))
+    assign_tensors(sae, tensors, str(weights))
     if cfg["rescale_by_decoder_norm"]:
         # SAELens scales latents by decoder norms; fold that into the weights (same outputs).
         with torch.no_grad():
@@ -154,7 +154,7 @@ def _n_values(cls: type[SAE], cfg: dict[str, Any]) -> int:
     return sum(math.prod(s) for s in cls.tensor_shapes(cfg["d_in"], cfg["d_sae"]).values())
 
 
-def _build(
+def build_sae(
     arch: str, d_in: int, d_sae: int, site: str, model_name: str, apply_b_dec: bool, k: Any, meta: dict[str, Any],
     source: str = "",
 ) -> SAE:
@@ -177,7 +177,7 @@ def _build(
         raise FileError(source, "config", f"does not describe a valid {arch} SAE: {err}") from None
 
 
-def _assign(sae: SAE, tensors: dict[str, torch.Tensor], source: str) -> None:
+def assign_tensors(sae: SAE, tensors: dict[str, torch.Tensor], source: str) -> None:
     """Copy tensors into the SAE, checking every name and shape against its architecture first."""
     t = {k.replace("w_", "W_") if k.startswith("w_") else k: v for k, v in tensors.items()}
     expected = type(sae).tensor_shapes(sae.d_in, sae.d_sae)
@@ -223,9 +223,9 @@ def load_gemma_scope(path: str | Path, site: str | None = None) -> SAE:
         layer = re.search(r"layer_(\d+)", str(file))
         kind = re.search(r"-(res|mlp|att)(?:[-/]|$)", str(file))
         site = f"blocks.{layer.group(1)}.{_GEMMA_SCOPE_SITES[kind.group(1)]}" if layer and kind else ""
-    sae = _build("jumprelu", d_in, d_sae, site, "", False, None, {"source": "gemma-scope"}, str(file))
+    sae = build_sae("jumprelu", d_in, d_sae, site, "", False, None, {"source": "gemma-scope"}, str(file))
     arrays = {k: torch.from_numpy(np.asarray(v, dtype=np.float32)) for k, v in load_npz(file).items()}
-    _assign(sae, arrays, str(file))
+    assign_tensors(sae, arrays, str(file))
     return sae
 
 
@@ -287,9 +287,9 @@ def load_dictionary_learning(path: str | Path) -> SAE:
     layer = trainer.int("layer", None, minimum=0)
     if layer is not None:
         site = f"blocks.{layer}.hook_resid_post"
-    sae = _build(arch, d_in, d_sae, site, trainer.str("lm_name", ""), True, k, {"source": "dictionary_learning"},
+    sae = build_sae(arch, d_in, d_sae, site, trainer.str("lm_name", ""), True, k, {"source": "dictionary_learning"},
                  str(config_file))  # fmt: skip
-    _assign(sae, t, str(weights))
+    assign_tensors(sae, t, str(weights))
     return sae
 
 
