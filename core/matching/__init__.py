@@ -1,6 +1,6 @@
 """Features across layers, sizes and models: SAE Match, lineage, stitching, meta-SAEs, universality.
 
-``match.py`` folds thresholds and pairs latents (linear assignment, scipy); ``lineage.py`` chains
+``folding.py`` folds thresholds and pairs latents (linear assignment, scipy); ``lineage.py`` chains
 matches over layers; ``approximate.py`` predicts a later layer's hidden state through matched
 latents; ``stitching.py`` moves latents of a large SAE into a small one; ``meta.py`` trains meta-SAEs
 on decoder rows; ``crossmodel.py`` correlates latents of two models on shared text.
@@ -13,8 +13,8 @@ Example
 
 from .approximate import approximate, explained_by_gap, explained_variance, explained_variance_chart
 from .crossmodel import Similarity, align_ends, correlate, similarity
+from .folding import Folded, Match, fold, match, thresholds
 from .lineage import compose, lineage, match_chain, paths
-from .match import Folded, Match, fold, match, thresholds
 from .meta import decompose, meta_table, train_meta_sae
 from .stitching import Stitching, stitch
 

@@ -22,8 +22,8 @@ import torch
 from ..charts import offline
 from ..checks import check_int
 from ..saes import SAE
+from .folding import Match, fold
 from .lineage import compose, match_chain
-from .match import Match, fold
 
 
 def explained_variance(x_TD: torch.Tensor, x_hat_TD: torch.Tensor) -> float:

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..checks import check_latent
 from ..saes import SAE
-from .match import Match, match
+from .folding import Match, match
 
 
 def match_chain(saes: Sequence[SAE], progress: bool = True, **kwargs: Any) -> list[Match]:

@@ -7,7 +7,8 @@ that minimises the mean squared error between folded decoder rows (and encoder c
 ``encoder=True``).
 
 The assignment is solved on a sparse candidate graph (each latent's ``candidates`` nearest latents
-on the other side, both ways; :func:`scipy.sparse.csgraph.min_weight_full_bipartite_matching`),
+on the other side, both ways, plus the pairing by rank of norm so a full matching always exists;
+:func:`scipy.sparse.csgraph.min_weight_full_bipartite_matching`),
 built block by block so the dense cost matrix never exists; the graph grows when it has no full
 matching. ``dense=True`` solves the full matrix with :func:`scipy.optimize.linear_sum_assignment`
 (the reference, and the benchmark's baseline).
@@ -170,9 +171,17 @@ def _sparse_assignment(
     n = len(va)
     cost_ab, col_ab = _nearest(va, na, vb, nb, k, progress, "match a->b")
     cost_ba, row_ba = _nearest(vb, nb, va, na, k, progress, "match b->a")
-    rows = np.concatenate([np.repeat(np.arange(n), k), row_ba.numpy().ravel()])
-    cols = np.concatenate([col_ab.numpy().ravel(), np.repeat(np.arange(n), k)])
-    data = np.concatenate([cost_ab.numpy().ravel(), cost_ba.numpy().ravel()]).astype(np.float64)
+    # one full matching is always in the graph (latents paired by rank of norm), so a full matching exists;
+    # it also covers latents every other latent avoids (norms dominate the MSE of unrelated latents)
+    by_a, by_b = torch.argsort(na), torch.argsort(nb)
+    band_r, band_c, band_v = [], [], []
+    for shift in range(-(k // 2), k // 2 + 1):  # a band of neighbours by rank of norm, the pairing itself at 0
+        other = by_b.roll(shift)
+        band_r.append(by_a.numpy()), band_c.append(other.numpy())
+        band_v.append((va[by_a] - vb[other]).pow(2).mean(1).numpy())
+    rows = np.concatenate([np.repeat(np.arange(n), k), row_ba.numpy().ravel(), *band_r])
+    cols = np.concatenate([col_ab.numpy().ravel(), np.repeat(np.arange(n), k), *band_c])
+    data = np.concatenate([cost_ab.numpy().ravel(), cost_ba.numpy().ravel(), *band_v]).astype(np.float64)
     keys, first = np.unique(rows.astype(np.int64) * n + cols, return_index=True)  # an edge seen from both sides once
     # an exact zero cost is a real edge: shift every weight by one so none is dropped as "no edge"
     graph = csr_matrix((data[first] + 1.0, (keys // n, keys % n)), shape=(n, n))
