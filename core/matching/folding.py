@@ -37,6 +37,8 @@ from ..saes import SAE
 
 #: Rows of the cost matrix computed at once (a block is rows x d_sae floats).
 BLOCK = 1024
+#: Neighbours by rank of norm added on each side of the pairing by rank (unrelated latents: norms dominate).
+BAND = 4
 
 
 @dataclass
@@ -154,28 +156,34 @@ def match(
         k = min(n, 2 * k)
 
 
-def _nearest(va: torch.Tensor, na: torch.Tensor, vb: torch.Tensor, nb: torch.Tensor, k: int, progress: bool,
-             what: str) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
-    """For each row of ``va``: its ``k`` cheapest rows of ``vb`` (costs and indices), block by block."""
+def _nearest_both(va: torch.Tensor, na: torch.Tensor, vb: torch.Tensor, nb: torch.Tensor, k: int,
+                  progress: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+    """Each row of ``va``'s ``k`` cheapest rows of ``vb`` and each row of ``vb``'s ``k`` cheapest rows of ``va``
+    (costs and indices), from one pass over the cost matrix, block by block."""
     vals, idx = [], []
-    for i in tqdm(range(0, len(va), BLOCK), desc=what, disable=not progress, leave=False):
+    col_vals = torch.full((k, len(vb)), float("inf"))
+    col_idx = torch.zeros((k, len(vb)), dtype=torch.long)
+    for i in tqdm(range(0, len(va), BLOCK), desc="match", disable=not progress, leave=False):
         c = cost_block(va[i:i + BLOCK], na[i:i + BLOCK], vb, nb)
         v, j = torch.topk(c, k, dim=1, largest=False)
         vals.append(v), idx.append(j)
-    return torch.cat(vals), torch.cat(idx)
+        cv, ci = torch.topk(c, min(k, len(c)), dim=0, largest=False)
+        merged_v, pick = torch.topk(torch.cat([col_vals, cv]), k, dim=0, largest=False)
+        col_idx = torch.gather(torch.cat([col_idx, ci + i]), 0, pick)
+        col_vals = merged_v
+    return torch.cat(vals), torch.cat(idx), col_vals.T.contiguous(), col_idx.T.contiguous()
 
 
 def _sparse_assignment(
     va: torch.Tensor, na: torch.Tensor, vb: torch.Tensor, nb: torch.Tensor, k: int, progress: bool
 ) -> tuple[np.ndarray | None, np.ndarray]:
     n = len(va)
-    cost_ab, col_ab = _nearest(va, na, vb, nb, k, progress, "match a->b")
-    cost_ba, row_ba = _nearest(vb, nb, va, na, k, progress, "match b->a")
+    cost_ab, col_ab, cost_ba, row_ba = _nearest_both(va, na, vb, nb, k, progress)
     # one full matching is always in the graph (latents paired by rank of norm), so a full matching exists;
     # it also covers latents every other latent avoids (norms dominate the MSE of unrelated latents)
     by_a, by_b = torch.argsort(na), torch.argsort(nb)
     band_r, band_c, band_v = [], [], []
-    for shift in range(-(k // 2), k // 2 + 1):  # a band of neighbours by rank of norm, the pairing itself at 0
+    for shift in range(-BAND, BAND + 1):  # a band of neighbours by rank of norm, the pairing itself at 0
         other = by_b.roll(shift)
         band_r.append(by_a.numpy()), band_c.append(other.numpy())
         band_v.append((va[by_a] - vb[other]).pow(2).mean(1).numpy())
@@ -191,5 +199,5 @@ def _sparse_assignment(
         return None, np.empty(0)
     perm = np.empty(n, dtype=np.int64)
     perm[r] = c
-    error = np.asarray(graph[np.arange(n), perm]).ravel() - 1.0
-    return perm, np.maximum(error, 0).astype(np.float32)
+    error = (va - vb[torch.as_tensor(perm)]).pow(2).mean(1).numpy()
+    return perm, error.astype(np.float32)
