@@ -482,6 +482,9 @@ ROWS: list[Row] = [
     Row("ilab.SAE.trace_params", lambda c: c.sae.trace_params(latents=[99]), I,
         r"Latent 99 is out of range: latents are 0\.\.23"),
     # ---- matching
+    Row("ilab.widgets.FeatureFlow", lambda c: ilab.widgets.FeatureFlow([ilab.matching.match(c.sae, c.sae)], 99), I,
+        r"Latent 99 is out of range: latents are 0\.\.23"),
+    Row("ilab.widgets.FeatureFlow", lambda c: ilab.widgets.FeatureFlow(["x"]), T, r"non-empty list of matches"),
     Row("ilab.matching.match", lambda c: ilab.matching.match(c.sae, ilab.SAE.create("topk", 32, 12, k=2)), V,
         r"sae_a has 24 latents and sae_b 12"),
     Row("ilab.matching.match", lambda c: ilab.matching.match(c.sae, c.sae, candidates=0), V,
