@@ -73,7 +73,8 @@ function render({ model, el }) {
       const show = () => {
         const lines = [ilabEl("div", "ilab-tip-title", `latent ${n.latent} · ${columns[n.column]}`)];
         if (n.label) lines.push(ilabEl("div", "", n.label));
-        if (n.tops.length) lines.push(ilabEl("div", "ilab-muted", `top tokens: ${n.tops.map(ilabTokenText).join("  ")}`));
+        const tops = n.tops.map((t) => ilabTokenText(t).text).join("  ");
+        if (n.tops.length) lines.push(ilabEl("div", "ilab-muted", `top tokens: ${tops}`));
         tip.show(circle, lines);
       };
       const pick = () => {
