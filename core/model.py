@@ -150,7 +150,8 @@ class Model:
         d_mlp = getattr(config, "intermediate_size", None) or getattr(config, "n_inner", None)
         self.d_mlp = int(d_mlp or 4 * self.d_model)
         #: Site kinds this model has (blocks that run attention and MLP in parallel have no resid_mid).
-        self.kinds = tuple(k for k in KINDS if k != "resid_mid" or not parallel_blocks(config))
+        own = self.family.kinds if self.family is not None and self.family.kinds is not None else KINDS
+        self.kinds = tuple(k for k in KINDS if (k != "resid_mid" or not parallel_blocks(config)) and k in own)
 
     # ----------------------------------------------------------------- names
     @property
@@ -204,8 +205,8 @@ class Model:
         >>> model.parse_sites(["blocks.3.hook_resid_post", "blocks.1.hook_mlp_out"])[0].layer
         1
         """
-        self.check_mapped()
-        why = (
+        family = self.check_mapped()
+        why = family.why_missing or (
             "its blocks run attention and the MLP in parallel on the same input (use_parallel_residual), so no "
             "residual stream lies between them; hook_resid_pre plus hook_attn_out is what attention adds"
         )

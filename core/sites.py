@@ -75,6 +75,10 @@ class Family:
     mlp_norm: str  # the norm before the MLP; its input is the residual stream between attention and MLP
     down_proj: str  # the MLP's down projection; its input is mlp.hook_post
     unembed: str = "lm_head"
+    #: The site kinds blocks of this family have (None: all of :data:`KINDS`); Mamba blocks have only the stream.
+    kinds: tuple[str, ...] | None = None
+    #: Why the other kinds are missing, for the error naming one.
+    why_missing: str = ""
 
 
 FAMILIES: dict[str, Family] = {
@@ -96,6 +100,13 @@ FAMILIES: dict[str, Family] = {
         embed="gpt_neox.embed_in", attn="attention", mlp_norm="post_attention_layernorm",
         down_proj="mlp.dense_4h_to_h",
     ),
+    # Mamba / Mamba-2: a block is residual + mixer(norm(residual)); no attention, no MLP, only the stream
+    "mamba": Family(
+        "mamba", "backbone.layers", "", "", "", "backbone.norm_f", embed="backbone.embeddings", attn="",
+        mlp_norm="", down_proj="", kinds=("embed", "resid_pre", "resid_post"),
+        why_missing="Mamba blocks have a state-space mixer instead of attention and an MLP, so only hook_embed, "
+        "hook_resid_pre and hook_resid_post exist",
+    ),
 }  # fmt: skip
 
 #: Hugging Face ``config.model_type`` -> family name.
@@ -110,6 +121,8 @@ MODEL_TYPES: dict[str, str] = {
     "qwen2": "llama",
     "qwen3": "llama",
     "gpt_neox": "neox",
+    "mamba": "mamba",
+    "mamba2": "mamba",
 }
 
 

@@ -2,6 +2,7 @@
 
 from .attention import AttentionPattern
 from .dashboard import FeatureDashboard
+from .flow import FeatureFlow
 from .heatmap import FeatureHeatmap, TokenHeatmap
 from .lens import LogitLens
 from .patching import PatchingGrid
@@ -10,6 +11,7 @@ from .steering import SteeringPanel
 __all__ = [
     "AttentionPattern",
     "FeatureDashboard",
+    "FeatureFlow",
     "FeatureHeatmap",
     "LogitLens",
     "PatchingGrid",

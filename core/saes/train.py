@@ -42,7 +42,8 @@ logger = logging.getLogger(__name__)
 CHECKPOINT = "checkpoint.safetensors"
 JOB = "SAE training"
 DEFAULT_LR = 4e-4
-_SPEC_KEYS = {"arch", "width", "k", "l1_coefficient", "l0_coefficient", "site", "lr", "apply_b_dec_to_input"}
+_SPEC_KEYS = {"arch", "width", "k", "l1_coefficient", "l0_coefficient", "site", "lr", "apply_b_dec_to_input",
+              "matryoshka_widths"}
 
 
 def _check_spec(spec: dict[str, Any], default_site: str | None, sites: Sequence[str]) -> dict[str, Any]:
@@ -56,7 +57,7 @@ def _check_spec(spec: dict[str, Any], default_site: str | None, sites: Sequence[
     spec.setdefault("site", default_site)
     if spec["site"] not in sites:
         raise ValueError(f"site={spec['site']!r} is not available from this source; it has {list(sites)}.")
-    settings = {k: spec[k] for k in ("k", "l1_coefficient", "l0_coefficient") if k in spec}
+    settings = {k: spec[k] for k in ("k", "l1_coefficient", "l0_coefficient", "matryoshka_widths") if k in spec}
     cls.validate(SAEConfig(arch=arch, d_in=1, d_sae=spec["width"], **settings))
     if "lr" in spec:
         lr = check_number(spec["lr"], "lr")
@@ -334,7 +335,8 @@ def train_saes(
 
     saes = []
     for i, spec in enumerate(specs):
-        extra = {k: spec[k] for k in ("k", "l1_coefficient", "l0_coefficient", "apply_b_dec_to_input") if k in spec}
+        extra = {k: spec[k] for k in ("k", "l1_coefficient", "l0_coefficient", "apply_b_dec_to_input",
+                                      "matryoshka_widths") if k in spec}  # fmt: skip
         sae = SAE.create(
             spec["arch"],
             d_in=dims[spec["site"]],
