@@ -1,0 +1,21 @@
+"""Probes: what a model represents, read linearly; propositions and bindings; supervised dictionaries for IOI.
+
+The public namespace ``ilab.probes``. ``solver.py`` fits L2 logistic probes (scikit-learn's objective,
+scipy's L-BFGS, torch maths); ``features.py`` reads activations for them; ``linear.py`` has :func:`train`
+(every layer in one call) and :class:`ProbeResult`; ``propositional.py`` and ``binding.py`` the
+propositional probes and the binding subspace; ``dictionaries.py`` the supervised IOI dictionaries that
+SAEs are judged against.
+
+Example
+-------
+>>> import interplab as ilab
+>>> model = ilab.load_model()
+>>> res = ilab.probes.train(model, texts, labels, sites="resid_post")    # .chart(), .direction
+>>> vec = ilab.steering.from_probe(res)                                   # the best layer's direction
+"""
+
+from __future__ import annotations
+
+from .linear import Probe, ProbeResult, train
+
+__all__ = ["Probe", "ProbeResult", "train"]
