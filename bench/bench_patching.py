@@ -16,8 +16,8 @@
    cached passes (the default) and full passes (``reuse_cache=False``, the previous path), with the largest
    difference between their values.
 
-Prints one JSON object. Run: ``python bench/bench_patching.py [--small] [--skip-tl] [--grid-only]``
-(``--skip-tl``: parts 2 and 3; ``--grid-only``: part 3).
+Prints one JSON object. Run: ``python bench/bench_patching.py [--small] [--skip-tl] [--grid-only]
+[--no-attribution]`` (``--skip-tl``: parts 2 and 3; ``--grid-only``: part 3; ``--no-attribution``: parts 1 and 3).
 """
 
 from __future__ import annotations
@@ -194,6 +194,7 @@ def main() -> None:
     parser.add_argument("--small", action="store_true", help="a 4-layer, d_model 256 model; two sites on Gemma")
     parser.add_argument("--skip-tl", action="store_true", help="only the embedded-model parts")
     parser.add_argument("--grid-only", action="store_true", help="only the embedded IOI grid cost")
+    parser.add_argument("--no-attribution", action="store_true", help="skip part 2 (attribution vs exact)")
     args = parser.parse_args()
     sites = ("resid_pre", "heads") if args.small else ilab.patching.SITES
     if args.grid_only:
@@ -218,8 +219,11 @@ def main() -> None:
     }
     tl_s = result["resid_pre_all_tokens_differ"]["transformer_lens_s"]
     result["resid_pre_one_token_differs"] = versus_tl(model, tl, " ".join(clean_words), " ".join(one_diff), tl_s)
+    print(json.dumps(result), file=sys.stderr)  # each part as it is done (a long run may be cut short)
     result["embedded_ioi_grid"] = embedded_ioi_grid()
-    result["embedded_ioi_attribution_vs_exact"] = attribution_vs_exact(sites)
+    print(json.dumps(result["embedded_ioi_grid"]), file=sys.stderr)
+    if not args.no_attribution:
+        result["embedded_ioi_attribution_vs_exact"] = attribution_vs_exact(sites)
     print(json.dumps(result, indent=1))
 
 

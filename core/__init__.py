@@ -1,7 +1,7 @@
 """The interplab engine: models, sites, activations, stores and one subpackage per capability. No widget code here.
 
-The base (``model.py``, ``sites.py``, ``loading.py``, ``embedded.py``, ``activations.py``, ``lens.py``,
-``metrics.py``) and shared helpers (``checks.py``, ``atomic.py``, ``charts.py``) sit at the top;
+The base (``model.py``, ``sites.py``, ``attention.py``, ``loading.py``, ``embedded.py``, ``activations.py``,
+``lens.py``, ``metrics.py``) and shared helpers (``checks.py``, ``atomic.py``, ``charts.py``) sit at the top;
 ``data/``, ``saes/``, ``features/``, ``evals/``, ``views/``, ``patching/``, ``steering/`` and ``recipes/``
 each hold one capability. ``ARCHITECTURE.md`` at the repository root is the map.
 """

@@ -44,7 +44,8 @@ def logit_lens(
 
     ``positions=-1`` (one position, the default) gives [batch, n_layers, vocab]; a list of positions or
     ``None`` (every position, padded) gives [batch, n_layers, n_positions, vocab]. The last layer's logits
-    equal ``model.logits``. Runs inside one trace, so it works remotely too. ``position=`` is the old name.
+    equal ``model.logits``; they are float32 whatever the model's dtype. Runs inside one trace, so it works
+    remotely too. ``position=`` is the old name.
 
     >>> lens = ilab.logit_lens(model, "The capital of France is")
     >>> lens[0, -1].argmax()          # the model's own prediction
@@ -72,7 +73,7 @@ def logit_lens(
             per_layer.append(readout(read_site(block, "output")[rows, cols]))
         per_layer = nnsight.save(per_layer)
         tracer.stop()
-    logits = torch.stack([p.detach().to("cpu") for p in per_layer], 1)  # [batch, n_layers, n_pos, vocab]
+    logits = torch.stack([p.detach().to("cpu", torch.float32) for p in per_layer], 1)  # [batch, n_layers, n_pos, vocab]
     if isinstance(positions, int):
         logits = logits[:, :, 0]
     return LogitLensResult.wrap(logits, model, texts, pos_list)

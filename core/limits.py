@@ -89,11 +89,14 @@ def fit_batch(
 
 def module_fingerprint(name: str, module: Any) -> str:
     """A stable id of a torch module's weights (16 hex digits): ``name``, each parameter's name, shape
-    and dtype, and a strided sample of at most 4096 of its values."""
+    and dtype, and a strided sample of at most 4096 of its values. Weights on the ``meta`` device (a remote
+    model's, which live on the server) add only their names, shapes and dtypes."""
     h = hashlib.sha256(name.encode())
     for pname, p in module.named_parameters():
+        h.update(f"{pname}{tuple(p.shape)}{p.dtype}".encode())
+        if p.device.type == "meta":
+            continue
         flat = p.detach().reshape(-1)
         step = max(1, flat.numel() // 4096)
-        h.update(f"{pname}{tuple(p.shape)}{p.dtype}".encode())
         h.update(flat[::step][:4096].float().cpu().numpy().tobytes())
     return h.hexdigest()[:16]

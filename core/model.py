@@ -35,6 +35,7 @@ torch.Size([1, 1, 262144])
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import operator
 import threading
@@ -104,6 +105,17 @@ def as_positions(positions: int | Sequence[int] | None) -> list[int] | None:
                 f"positions must be token indices (int, -1 is each text's last) or None, got {p!r} in {positions!r}."
             ) from None
     return out
+
+
+def free_trace_memory() -> None:
+    """Free what a finished nnsight trace leaves behind; call it right after the ``with`` block.
+
+    A trace ends in reference cycles (its frames, tracebacks and scopes) that keep every value it
+    saved and its intermediate tensors (a [batch, pos, vocab] logits tensor, the KV cache) alive
+    until Python's cycle collector next runs, which can be hundreds of MB later. Right after the
+    trace they are all in the youngest generation, so collecting only that one (about 0.3 ms) frees them.
+    """
+    gc.collect(0)
 
 
 class Model:
@@ -361,6 +373,7 @@ class Model:
             tracer.stop()
         if patterns:
             check_patterns(saved, self.config)
+        free_trace_memory()
         return [s.detach().to("cpu") for s in saved]
 
     @contextlib.contextmanager
@@ -410,7 +423,8 @@ class Model:
         """Run texts through the model and keep the activations at the given sites.
 
         The forward pass stops after the last layer needed. Returns
-        :class:`Activations` with one [batch, pos, d] tensor per site.
+        :class:`Activations` with one float32 [batch, pos, d] tensor per site, whatever the
+        weights' dtype (a bfloat16 model's values are widened exactly).
         """
         texts = check_texts(texts)
         parsed = self.parse_sites(check_names("sites", sites, "'blocks.6.hook_resid_post'"))
@@ -426,7 +440,7 @@ class Model:
         for chunk in self.batches(texts, batch_size, "collect"):
             enc = self.to_tokens(chunk)
             lengths = enc["attention_mask"].sum(1).tolist()
-            values = self.run_sites(enc, parsed)
+            values = [v.float() for v in self.run_sites(enc, parsed)]
             for row, n in enumerate(lengths):
                 tokens.append(enc["input_ids"][row, :n])
                 masks.append(torch.ones(n, dtype=torch.bool))
@@ -461,7 +475,7 @@ class Model:
         ``positions`` indexes each text's own tokens (``-1`` is its last token);
         ``None`` means every position (the full [batch, pos, vocab] tensor, padded).
         ``edit(inputs, 0)`` runs inside the trace first (see :data:`Edit`; steering uses it).
-        Returns [batch, n_positions, vocab].
+        Returns float32 [batch, n_positions, vocab], whatever the weights' dtype (computed in it).
         """
         texts = check_texts(texts)
         check_positive_int("batch_size", batch_size)
@@ -497,7 +511,8 @@ class Model:
                 hidden = hidden[rows, cols]
             logits = nnsight.save(readout(hidden))
             tracer.stop()
-        return logits.detach().to("cpu")
+        free_trace_memory()
+        return logits.detach().to("cpu", torch.float32)
 
     # ------------------------------------------------------------ generate
     def generate(self, texts: str | Sequence[str], max_new_tokens: int = 20, **kwargs: Any) -> list[str]:
@@ -540,6 +555,7 @@ class Model:
                             edit(inputs, step)
                 with tracer.invoke():
                     result = nnsight.save(tracer.result)
+        free_trace_memory()
         return result.detach().to("cpu"), int(enc["input_ids"].shape[1])
 
     # --------------------------------------------------------------- cache

@@ -159,5 +159,29 @@ def top_logits(d_MD: torch.Tensor, W_VD: torch.Tensor, n: int, chunk: int = 8192
     return top_v, top_i, bot_v, bot_i
 
 
+def next_token_scores(
+    readout: Any, hidden_BLD: Any, targets_BL: torch.Tensor, clean_BLD: torch.Tensor | None, step: int
+) -> tuple[Any, Any, Any]:
+    """Per-position next-token NLL of a run, and with ``clean_BLD`` the clean run's NLL and KL(clean || run).
+
+    Meant for a trace body (remote too): only ``readout`` (see :attr:`Model.readout`) and torch
+    operations, ``step`` positions at a time, so no [batch, pos, vocab] tensor is ever whole and only
+    [batch, pos] values leave the trace. ``targets_BL`` holds each position's next token (anything at
+    the last). Returns ``(nll_BL, clean_nll_BL, kl_BL)``; the last two are None without ``clean_BLD``.
+    """
+    nll, clean_nll, kl = [], [], []
+    for a in range(0, targets_BL.shape[1], step):
+        target = targets_BL[:, a : a + step, None]
+        logp = torch.log_softmax(readout(hidden_BLD[:, a : a + step]).float(), dim=-1)
+        nll.append(-logp.gather(-1, target)[..., 0])
+        if clean_BLD is not None:
+            logc = torch.log_softmax(readout(clean_BLD[:, a : a + step]).float(), dim=-1)
+            clean_nll.append(-logc.gather(-1, target)[..., 0])
+            kl.append((logc.exp() * (logc - logp)).sum(-1))
+    if clean_BLD is None:
+        return torch.cat(nll, 1), None, None
+    return torch.cat(nll, 1), torch.cat(clean_nll, 1), torch.cat(kl, 1)
+
+
 # Shipped by source with every request that names one of these functions (see the module docstring).
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

@@ -228,7 +228,10 @@ def _token_id(model, word: str) -> int:
 def test_embedded_loads(embedded):
     assert embedded.n_layers == 18 and embedded.d_model == 640
     assert embedded.config.model_type in ("gemma3", "gemma3_text")
-    assert len(embedded.sites) == 18 * 5
+    # the embedding, then per layer: resid_pre, attn.hook_z, attn.hook_pattern, hook_attn_out, hook_resid_mid,
+    # mlp.hook_post, hook_mlp_out, hook_resid_post
+    assert len(embedded.sites) == 1 + 18 * 8
+    assert embedded.sites[0] == "hook_embed" and "blocks.17.mlp.hook_post" in embedded.sites
     assert embedded.to_str_tokens("Hi")[0] == "<bos>"
 
 
@@ -260,3 +263,16 @@ def test_embedded_remote_local_equals_local(embedded):
     site = "blocks.6.hook_resid_post"
     text = "When Mary and John went"
     assert torch.equal(remote.collect(text, site)[site], embedded.collect(text, site)[site])
+
+
+def test_fingerprint_of_weights_on_the_meta_device():
+    """A remote model's weights are meta tensors (they live on the server): its fingerprint must still be
+    computable (CI found `Cannot copy out of meta tensor` in every remote cache and feature scan)."""
+    from interplab.core.limits import module_fingerprint
+
+    with torch.device("meta"):
+        meta = torch.nn.Linear(4, 3)
+    real = torch.nn.Linear(4, 3)
+    assert len(module_fingerprint("m", meta)) == 16
+    assert module_fingerprint("m", meta) == module_fingerprint("m", meta)
+    assert module_fingerprint("m", real) != module_fingerprint("m", meta)

@@ -1,7 +1,14 @@
-"""Every notebook in nbs/ runs top to bottom in a real kernel; its own assertions are the checks."""
+"""Every notebook in nbs/ runs top to bottom in a real kernel; its own assertions are the checks.
+
+Each run also reads the kernel's peak resident memory (``VmHWM``, the kernel's own high-water
+mark) in a cell appended after the last one: Binder gives the whole container 2 GB, JupyterLab
+included, so every notebook's kernel must stay under 1.5 GB (the goal is 1.4 GB;
+``bench/bench_memory.py`` prints the figures). Memory is not noisy the way time is.
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import nbclient
@@ -10,6 +17,20 @@ import pytest
 
 NBS = Path(__file__).resolve().parent.parent / "nbs"
 NOTEBOOKS = sorted(NBS.glob("*.ipynb"))
+PEAK_LIMIT_GB = 1.5
+MARK = "__interplab_peak__"
+PEAK_CELL = f"""
+import json as _json
+with open("/proc/self/status") as _f:
+    _status = {{_l.split(":")[0]: int(_l.split()[1]) for _l in _f if _l.startswith(("VmHWM", "VmRSS"))}}
+print("{MARK}" + _json.dumps(_status))
+"""
+
+
+def kernel_peak_gb(cell: nbformat.NotebookNode) -> float:
+    """The peak RSS (GB) printed by :data:`PEAK_CELL`."""
+    text = "".join(o.get("text", "") for o in cell.outputs)
+    return json.loads(text.split(MARK, 1)[1].splitlines()[0])["VmHWM"] / 1024**2
 
 
 def test_there_are_notebooks():
@@ -20,6 +41,7 @@ def test_there_are_notebooks():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path: Path):
     nb = nbformat.read(path, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(PEAK_CELL))
     client = nbclient.NotebookClient(
         nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NBS)}}
     )
@@ -27,6 +49,8 @@ def test_notebook_runs(path: Path):
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert code and all(c.execution_count for c in code)
     assert not any(o.get("output_type") == "error" for c in code for o in c.outputs)
+    peak = kernel_peak_gb(nb.cells[-1])
+    assert 0.2 < peak < PEAK_LIMIT_GB, f"{path.name}: the kernel peaked at {peak:.2f} GB (limit {PEAK_LIMIT_GB} GB)"
 
 
 def test_files_the_docs_cite_are_in_the_repository():

@@ -290,7 +290,7 @@ class FeatureDashboard(Widget):
         return check_latent(latent, int(self._data.d_sae))
 
     def _check_scores(self, values: Any) -> np.ndarray:
-        arr = values.detach().cpu().numpy() if hasattr(values, "detach") else np.asarray(values)
+        arr = values.detach().cpu().float().numpy() if hasattr(values, "detach") else np.asarray(values)  # bf16 too
         if arr.shape != (self._data.d_sae,):
             raise ValueError(f"scores need one value per latent, shape ({self._data.d_sae},); got {arr.shape}.")
         return arr.astype(np.float32)

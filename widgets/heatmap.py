@@ -35,6 +35,8 @@ from interplab.core.views.heatmap import (
 
 from ._kit import OPTIONS, Widget, array_payload, css, esm
 
+ENCODE_ROWS = 2048  # tokens encoded at once when an SAE gives the features
+
 
 class FeatureHeatmap(Widget):
     """Tokens coloured by the selected feature; pick features, hover for values, click tokens.
@@ -247,7 +249,7 @@ class TokenHeatmap(FeatureHeatmap):
     """
 
     def __init__(self, tokens: Any, values: Any, *, label: str = "", **kwargs: Any) -> None:
-        arr = values.detach().cpu().numpy() if hasattr(values, "detach") else np.asarray(values)
+        arr = values.detach().cpu().float().numpy() if hasattr(values, "detach") else np.asarray(values)  # bf16 too
         if arr.ndim != 1:
             raise ValueError(f"TokenHeatmap takes one value per token ([n_tokens]); got shape {arr.shape}.")
         super().__init__(tokens, arr, labels=[label], **kwargs)
@@ -283,21 +285,31 @@ def _from_sae(acts: Activations, sae: Any, features: Sequence[int] | None, label
     site = getattr(sae, "site", None)
     if site not in acts.sites:
         raise ValueError(f"The SAE reads {site!r}, but these activations hold {acts.sites}.")
+    x = acts.flat(site)
+    # Encoded a block of tokens at a time: only the chosen latents' columns are kept, never [tokens, d_sae].
+    blocks = range(0, x.shape[0], ENCODE_ROWS)
     with torch.no_grad():
-        latents = sae.encode(acts.flat(site).to(torch.float32))
-    bos = bos_mask(acts.flat_str_tokens(), np.cumsum([0] + [len(t) for t in acts.str_tokens]))
-    if features is None:
-        # Default: the latents that fire most on these tokens (BOS left out), at most 32.
-        peak = latents[torch.from_numpy(~bos)].max(0).values if (~bos).any() else latents.max(0).values
-        features = torch.topk(peak, min(32, latents.shape[1])).indices.tolist()
-    features = check_features(features)
-    bad = [f for f in features if not 0 <= f < latents.shape[1]]
-    if bad:
-        raise ValueError(f"Latents {bad} are out of range for an SAE of width {latents.shape[1]}.")
+        width = int(sae.encode(x[:1].to(torch.float32)).shape[1])
+        bos = torch.from_numpy(bos_mask(acts.flat_str_tokens(), np.cumsum([0] + [len(t) for t in acts.str_tokens])))
+        peaks, top_ids, top_vals = [], [], []
+        for i in blocks:
+            latents = sae.encode(x[i : i + ENCODE_ROWS].to(torch.float32))
+            ids, vals = top_columns(latents)  # the hover lists the top latents over all of them
+            top_ids.append(ids)
+            top_vals.append(vals)
+            keep = ~bos[i : i + ENCODE_ROWS]  # the default leaves BOS out
+            peaks.append((latents[keep] if keep.any() else latents).max(0).values)
+        top = (np.concatenate(top_ids), np.concatenate(top_vals))
+        if features is None:  # default: the latents that fire most on these tokens, at most 32
+            features = torch.topk(torch.stack(peaks).max(0).values, min(32, width)).indices.tolist()
+        features = check_features(features)
+        bad = [f for f in features if not 0 <= f < width]
+        if bad:
+            raise ValueError(f"Latents {bad} are out of range for an SAE of width {width}.")
+        columns = torch.cat([sae.encode(x[i : i + ENCODE_ROWS].to(torch.float32))[:, features] for i in blocks])
     saved = load_labels(sae) if hasattr(sae, "cfg") else {}
     if labels is None:  # the SAE's saved latent labels, shown wherever latent ids are
         labels = [saved.get(f, "") for f in features]
-    top = top_columns(latents)  # the hover lists the top latents over all of them, not only those offered
-    data = heatmap_data(acts.str_tokens, latents[:, features], feature_ids=features, labels=labels, top=top)
+    data = heatmap_data(acts.str_tokens, columns, feature_ids=features, labels=labels, top=top)
     data.top_labels = {int(i): saved[int(i)] for i in np.unique(top[0]).tolist() if int(i) in saved}
     return data

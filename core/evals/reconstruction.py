@@ -23,7 +23,8 @@ import torch
 from tqdm.auto import tqdm
 
 from ..checks import check_positive_int, check_texts
-from ..trace_ops import read_site, write_site
+from ..model import free_trace_memory
+from ..trace_ops import next_token_scores, read_site, write_site
 
 if TYPE_CHECKING:
     from ..model import Model
@@ -66,8 +67,7 @@ class SAEEvaluation:
         return f"SAEEvaluation(\n{rows}\n)"
 
 
-def _next_token_logprobs(logits: torch.Tensor) -> torch.Tensor:
-    return torch.log_softmax(logits.float(), dim=-1)
+SCORED_ROWS = 16  # (text, position) rows unembedded at once inside evaluate's traces
 
 
 def evaluate(
@@ -99,9 +99,18 @@ def evaluate(
         mask = enc["attention_mask"].bool()
         keep = mask.clone()
         keep[:, :skip] = False
-        with torch.no_grad(), model.nn.trace(inputs, **kw):
+        # Scores are computed inside the traces a few positions at a time (next_token_scores): the
+        # clean run leaves only its last hidden states, and no [batch, pos, vocab] logits are kept.
+        ids = enc["input_ids"]
+        targets = torch.cat([ids[:, 1:], ids[:, :1]], 1).to(model.device)  # the last column is never scored
+        pred = torch.zeros_like(mask)
+        pred[:, :-1] = mask[:, 1:] & mask[:, :-1]
+        step = max(1, SCORED_ROWS // ids.shape[0])
+        with torch.no_grad(), model.nn.trace(inputs, **kw) as tracer:
             x = nnsight.save(read_site(envoy, io))
-            clean = nnsight.save(readout(read_site(last, "output")))
+            clean_hidden = nnsight.save(read_site(last, "output"))
+            tracer.stop()  # the model's own unembedding would be a [batch, pos, vocab] tensor
+        free_trace_memory()
         x = x.detach().float().cpu()
         with torch.no_grad():
             latents = sae.encode(x[keep])
@@ -109,22 +118,18 @@ def evaluate(
             recon[keep] = sae.decode(latents).to(recon.dtype)
         zeros = x.clone()
         zeros[keep] = 0.0
-        runs = {}
-        for name, replacement in (("spliced", recon.to(model.device)), ("zero", zeros.to(model.device))):
-            with torch.no_grad(), model.nn.trace(inputs, **kw):
+        for name, replacement, clean in (("spliced", recon, clean_hidden), ("zero", zeros, None)):
+            replacement = replacement.to(model.device, model.dtype)  # the body holds no Model
+            with torch.no_grad(), model.nn.trace(inputs, **kw) as tracer:
                 write_site(envoy, io, replacement)
-                logits = nnsight.save(readout(read_site(last, "output")))
-            runs[name] = logits  # a remote trace sends saved values back by variable name only
-        targets = enc["input_ids"][:, 1:]
-        pred = mask[:, 1:] & mask[:, :-1]
-        logp = {"clean": _next_token_logprobs(clean.detach().cpu())[:, :-1]}
-        for name in runs:
-            logp[name] = _next_token_logprobs(runs[name].detach().cpu())[:, :-1]
-        for name, key in (("clean", "ce_clean"), ("spliced", "ce_spliced"), ("zero", "ce_zero")):
-            nll = -logp[name].gather(-1, targets[..., None])[..., 0]
-            sums[key] += float(nll[pred].sum())
-        kl = (logp["clean"].exp() * (logp["clean"] - logp["spliced"])).sum(-1)
-        sums["kl"] += float(kl[pred].sum())
+                scores = nnsight.save(next_token_scores(readout, read_site(last, "output"), targets, clean, step))
+                tracer.stop()
+            free_trace_memory()
+            nll, clean_nll, kl = (None if v is None else v.detach().cpu()[pred] for v in scores)
+            sums[f"ce_{name}"] += float(nll.sum())
+            if clean is not None:
+                sums["ce_clean"] += float(clean_nll.sum())
+                sums["kl"] += float(kl.sum())
         sums["sq_err"] += float((recon[keep] - x[keep]).pow(2).sum())
         active = latents > 0
         sums["l0"] += float(active.sum())

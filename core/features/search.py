@@ -87,7 +87,7 @@ def _server_weight(model: Model, path: str, row: int | None = None) -> torch.Ten
     return weight
 
 
-def logit_effects(sae: SAE, model: Model, n: int = 10, chunk: int = 8192) -> dict[str, np.ndarray]:
+def logit_effects(sae: SAE, model: Model, n: int = 10, chunk: int = 2048) -> dict[str, np.ndarray]:
     """The ``n`` tokens each latent promotes and suppresses most, in vocabulary chunks (bounded memory).
 
     Returns ``logit_top_ids/values`` (largest first) and ``logit_bottom_ids/values`` (most negative first).

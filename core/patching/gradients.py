@@ -142,6 +142,7 @@ def _site_run(
     envoy, io = site_target(model, kind, layer)
     last, readout = model.block(model.n_layers - 1), model.readout
     inputs = {"input_ids": ids.to(model.device), "attention_mask": torch.ones_like(ids).to(model.device)}
+    grad_logits = None if grad_logits is None else grad_logits.to(model.device)  # the body holds no Model
     with torch.set_grad_enabled(grad_logits is not None), model.nn.trace(inputs, **model.trace_kwargs) as tracer:
         leaf = x_NPD.detach().requires_grad_(grad_logits is not None)
         write_site(envoy, io, leaf)
@@ -149,7 +150,7 @@ def _site_run(
         if grad_logits is None:
             out = nnsight.save(logits.detach())
         else:
-            (grad,) = torch.autograd.grad(logits, [leaf], grad_outputs=grad_logits.to(model.device, logits.dtype))
+            (grad,) = torch.autograd.grad(logits, [leaf], grad_outputs=grad_logits.to(logits.dtype))
             out = nnsight.save(grad.detach())
         tracer.stop()
     return out.float().cpu()

@@ -481,8 +481,8 @@ def test_embedded_layer6(embedded):
     paris = embedded.tokenizer(" Paris", add_special_tokens=False)["input_ids"][0]
     ranked = latents_for_token(sae, embedded, " Paris", top=3)
     hf = embedded.module
-    W = torch.nn.functional.normalize(sae.W_dec.detach(), dim=1) * (1 + hf.model.norm.weight.detach())
-    column = W @ hf.lm_head.weight[paris].detach()
+    W = torch.nn.functional.normalize(sae.W_dec.detach(), dim=1) * (1 + hf.model.norm.weight.detach().float())
+    column = W @ hf.lm_head.weight[paris].detach().float()  # the model may be bfloat16
     np.testing.assert_array_equal(ranked.ids, column.topk(3).indices.numpy())
     best = ranked.ids[0]  # its promoted list holds ' Paris' or tokens promoted even more
     row = list(data.logit_top_ids[best])
