@@ -202,6 +202,9 @@ def fit(
         A = torch.as_tensor(init).detach().float().clone()
         if A.shape != (d, k) or not torch.isfinite(A).all():
             raise ValueError(f"init must be a finite [d, k] = [{d}, {k}] matrix, got shape {tuple(A.shape)}.")
+    # Unit columns: an Adam step of ``lr`` then turns the subspace by about ``lr`` radians whatever d is
+    # (as a step on a rotation's skew-symmetric generator does in pyvene).
+    A = orthonormal(A).contiguous()
     site = model.parse_sites(site)[0].name
     train_idx, test_idx = split(len(pairs), test_size, seed)
     settings = {"k": k, "positions": pos, "epochs": epochs, "lr": lr, "batch_size": batch_size, "seed": seed,

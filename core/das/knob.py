@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from ..charts import offline
-from ..checks import check_int, check_number
+from ..checks import check_int, check_number, check_texts
 from ..steering import SteeringVector
 from ..steering import logits as steered_logits
 from .fit import DASResult
@@ -45,6 +45,12 @@ INTENTS = {"context": "Use the context.", "prior": "Ignore the context and use w
 TEMPLATE = "Context: {city} is in {fake}.\nQuestion: Where is {city}?\nInstruction: {intent}\nAnswer: {city} is in"
 
 
+def _intent(intent: Any) -> str:
+    if intent not in INTENTS:
+        raise ValueError(f"intent={intent!r} is not one of {tuple(INTENTS)}.")
+    return intent
+
+
 @dataclass
 class KnobTask:
     """Prompts of the task: each item under both intents, with its context and prior answers."""
@@ -52,14 +58,19 @@ class KnobTask:
     items: list[tuple[str, str, str]]  # (city, true country, country the context claims)
 
     def prompt(self, i: int, intent: str) -> str:
+        """Item ``i``'s prompt under ``intent`` (``"context"`` or ``"prior"``)."""
+        i = check_int("i", i, 0, len(self.items) - 1)
         city, _, fake = self.items[i]
-        return TEMPLATE.format(city=city, fake=fake, intent=INTENTS[intent])
+        return TEMPLATE.format(city=city, fake=fake, intent=INTENTS[_intent(intent)])
 
     def prompts(self, intent: str) -> list[str]:
+        """Every item's prompt under ``intent``."""
+        _intent(intent)
         return [self.prompt(i, intent) for i in range(len(self.items))]
 
     def answers(self, intent: str) -> list[str]:
         """The answer each prompt should give under ``intent`` (with its leading space)."""
+        _intent(intent)
         return [" " + (fake if intent == "context" else true) for _, true, fake in self.items]
 
     def pairs(self) -> CounterfactualPairs:
@@ -72,6 +83,8 @@ class KnobTask:
 
     def accuracy(self, model: Model) -> dict[str, float]:
         """Share of items whose intended answer beats the other one, per intent (no intervention)."""
+        if not hasattr(model, "logits") or not hasattr(model, "tokenizer"):
+            raise TypeError(f"model must be an interplab Model, got {type(model).__name__}.")
         out = {}
         for intent in INTENTS:
             diffs = self.logit_diffs(model, self.prompts(intent))
@@ -80,6 +93,9 @@ class KnobTask:
 
     def logit_diffs(self, model: Model, texts: list[str], steering: Any = None) -> torch.Tensor:
         """Context answer minus prior answer logit at the last token of each item's prompt ([n])."""
+        texts = check_texts(texts)
+        if len(texts) != len(self.items):
+            raise ValueError(f"Got {len(texts)} texts for {len(self.items)} items; give one prompt per item.")
         if steering is None:
             last = model.logits(texts)[:, -1]
         else:
@@ -96,7 +112,10 @@ def knob_task(model: Model, n: int = 20, seed: int = 0) -> KnobTask:
     """
     n = check_int("n", n, minimum=1)
     tok = model.tokenizer
-    one = lambda w: len(tok(" " + w, add_special_tokens=False)["input_ids"]) == 1  # noqa: E731
+    def one(word: str) -> bool:  # one token that is the word itself (not an unknown-word token)
+        ids = tok(" " + word, add_special_tokens=False)["input_ids"]
+        return len(ids) == 1 and ids[0] != tok.unk_token_id and tok.decode(ids).strip() == word
+
     facts = [(c, k) for c, k in FACTS if one(c) and one(k)]
     if len(facts) < 2:
         raise ValueError(f"Fewer than two facts of the knob task are single tokens for {model.name!r}.")

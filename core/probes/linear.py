@@ -55,6 +55,10 @@ class Probe:
 
     def predict(self, x_ND: torch.Tensor) -> list[Any]:
         """Class labels of activations [N, d]."""
+        x_ND = torch.as_tensor(x_ND)
+        d = self.W_CD.shape[1]
+        if x_ND.ndim != 2 or x_ND.shape[1] != d:
+            raise ValueError(f"Activations must be [N, {d}] for the probe at {self.site}, got {tuple(x_ND.shape)}.")
         fit = LogisticFit(self.W_CD, self.b_C, 0, True)
         return [self.classes[i] for i in predict(fit, x_ND).tolist()]
 
