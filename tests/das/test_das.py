@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 
+import numpy as np
 import pytest
 import torch
 from interplab.core.das.intervene import prepare, run
@@ -162,3 +163,21 @@ def test_bad_input_is_refused_before_any_forward_pass():
             ilab.das.layer_search(model, pairs, kind="heads")
         with pytest.raises(ValueError, match="init must be a finite"):
             ilab.das.fit(model, pairs, SITE, init=torch.zeros(3, 1))
+
+
+def test_layer_search_scores_every_layer_and_fits_the_top_ones():
+    model = tiny_model("gpt2")
+    pairs = pairs_for(model) + pairs_for(model, SOURCE, BASE)
+    search = ilab.das.layer_search(model, pairs, top=1, epochs=2, lr=0.05, batch_size=4, progress=False)
+    assert list(search.layers) == [0, 1] and search.kind == "resid_post"
+    # The last layer's output at the last token is the whole answer: a full swap there always succeeds.
+    assert search.score[1] == 1.0
+    fitted = [int(x) for x, v in zip(search.layers, search.iia, strict=True) if v == v]
+    top = int(search.layers[int(np.argmax(search.score))])  # the earliest of the highest scores
+    assert fitted == [top] and search.best_layer == top  # top=1: DAS only where the cheap score is highest
+    assert search.best.site == f"blocks.{top}.hook_resid_post" and search.best.iia == search.iia[top]
+    # The cheap score is the full swap's IIA, which a fit at that layer reports too.
+    assert search.best.full_iia == search.score[top]
+    df = search.to_pandas()
+    assert list(df.columns) == ["layer", "full_swap", "das_iia"] and len(df) == 2
+    assert "layer search" in str(search.chart().to_dict())
