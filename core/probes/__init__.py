@@ -1,10 +1,9 @@
-"""Probes: what a model represents, read linearly; propositions and bindings; supervised dictionaries for IOI.
+"""Probes: what a model represents, read linearly.
 
 The public namespace ``ilab.probes``. ``solver.py`` fits L2 logistic probes (scikit-learn's objective,
 scipy's L-BFGS, torch maths); ``features.py`` reads activations for them; ``linear.py`` has :func:`train`
-(every layer in one call) and :class:`ProbeResult`; ``propositional.py`` and ``binding.py`` the
-propositional probes and the binding subspace; ``dictionaries.py`` the supervised IOI dictionaries that
-SAEs are judged against.
+(every layer in one call) and :class:`ProbeResult`. (Planned here: propositional probes and the binding
+subspace; the supervised IOI dictionaries that SAEs are judged against.)
 
 Example
 -------

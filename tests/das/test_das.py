@@ -181,3 +181,21 @@ def test_layer_search_scores_every_layer_and_fits_the_top_ones():
     df = search.to_pandas()
     assert list(df.columns) == ["layer", "full_swap", "das_iia"] and len(df) == 2
     assert "layer search" in str(search.chart().to_dict())
+
+
+def test_knob_task_and_sweep_on_a_tiny_model():
+    model = tiny_model("gpt2")
+    task = ilab.das.KnobTask([("cat", "dog", "bird"), ("fox", "tree", "house"), ("Mary", "John", "dog")])
+    assert task.answers("context") == [" bird", " house", " dog"] and task.answers("prior")[0] == " dog"
+    assert "Use the context." in task.prompt(0, "context") and "what you know" in task.prompt(0, "prior")
+    pairs = task.pairs()
+    assert len(pairs) == 6 and pairs.labels[:3] == task.answers("prior") and pairs.base_labels[:3] == task.answers(
+        "context")  # fmt: skip
+    acc = task.accuracy(model)
+    diffs = task.logit_diffs(model, task.prompts("context"))
+    assert acc["context"] == float((diffs > 0).float().mean())
+    das = ilab.das.fit(model, pairs, "blocks.0.hook_resid_post", k=1, epochs=1, batch_size=2, progress=False)
+    sweep = ilab.das.knob_sweep(model, das, task, scales=[-5, 0, 5])
+    assert sweep.context[1] == pytest.approx(float(diffs.mean()), abs=1e-5)  # scale 0 is the plain model
+    assert abs(sweep.context[2] - sweep.context[0]) > 1e-4  # moving along the direction moves the answer
+    assert "knob" in str(sweep.chart().to_dict()) and len(sweep.to_pandas()) == 3
