@@ -50,15 +50,20 @@ STORIES = {
 }
 
 
-def single_tokens(model: Model, words: tuple[str, ...]) -> list[str]:
-    """The words that are one token (with a leading space) and decode back to themselves."""
+def _token_ids(model: Model, word: str) -> list[int]:
+    """The word's token id with a leading space and, when it is one token too, without (a sentence's start)."""
     tok = model.tokenizer
     out = []
-    for w in words:
-        ids = tok(" " + w, add_special_tokens=False)["input_ids"]
-        if len(ids) == 1 and ids[0] != tok.unk_token_id and tok.decode(ids).strip() == w:
-            out.append(w)
+    for form in (" " + word, word):
+        ids = tok(form, add_special_tokens=False)["input_ids"]
+        if len(ids) == 1 and ids[0] != tok.unk_token_id and tok.decode(ids).strip() == word:
+            out.append(ids[0])
     return out
+
+
+def single_tokens(model: Model, words: tuple[str, ...]) -> list[str]:
+    """The words that are one token both with a leading space and without, and decode back to themselves."""
+    return [w for w in words if len(_token_ids(model, w)) == 2]
 
 
 @dataclass
@@ -105,13 +110,12 @@ def binding_task(model: Model, domain: str = "occupations", n: int = 64, seed: i
 
 def _positions(model: Model, ids: list[int], words: list[str]) -> list[int]:
     """Index of the first occurrence of each word's token in ``ids``."""
-    tok = model.tokenizer
     out = []
     for w in words:
-        (wid,) = tok(" " + w, add_special_tokens=False)["input_ids"]
-        if wid not in ids:
-            raise ValueError(f"{w!r} is not a token of the context {tok.decode(ids)!r}.")
-        out.append(ids.index(wid))
+        found = [ids.index(i) for i in _token_ids(model, w) if i in ids]
+        if not found:
+            raise ValueError(f"{w!r} is not a token of the context {model.tokenizer.decode(ids)!r}.")
+        out.append(min(found))
     return out
 
 
