@@ -3,7 +3,8 @@
 The public namespace ``ilab.das``. ``pairs.py`` holds counterfactual pairs (base, source, label);
 ``intervene.py`` the remote-safe interchange interventions (the subspace is a tensor passed into the
 trace, the maths in :mod:`interplab.core.trace_ops`); ``fit.py`` training, IIA and :class:`DASResult`
-(resumable with ``path=``); ``search.py`` the layer search; ``knob.py`` the context-sensitivity task.
+(resumable with ``path=``); ``search.py`` the layer search; ``knob.py`` the context-sensitivity task;
+``dictionaries.py`` supervised IOI dictionaries judged by sufficiency and necessity beside SAEs.
 
 Example
 -------
@@ -17,6 +18,7 @@ Example
 
 from __future__ import annotations
 
+from .dictionaries import SupervisedDictionary, compare_dictionaries, ioi_attributes, supervised_dictionary
 from .fit import DASResult, fit
 from .knob import INTENTS, KnobSweep, KnobTask, knob_sweep, knob_task
 from .pairs import CounterfactualPairs, as_pairs, counterfactual_pairs
@@ -29,10 +31,14 @@ __all__ = [
     "KnobSweep",
     "KnobTask",
     "LayerSearch",
+    "SupervisedDictionary",
     "as_pairs",
+    "compare_dictionaries",
     "counterfactual_pairs",
     "fit",
+    "ioi_attributes",
     "knob_sweep",
     "knob_task",
     "layer_search",
+    "supervised_dictionary",
 ]
