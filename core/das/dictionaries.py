@@ -13,7 +13,7 @@ the site inside a trace (the interventions of :mod:`.intervene`, remote-safe):
 Example
 -------
 >>> pairs = ilab.patching.ioi(model, n=32, order="mixed")
->>> table = ilab.das.compare_dictionaries(model, pairs, "blocks.8.hook_resid_post", saes={"suite": sae})
+>>> table = ilab.das.compare_dictionaries(model, pairs, "blocks.12.hook_resid_post", saes={"suite": sae})
 """
 
 from __future__ import annotations
