@@ -123,6 +123,21 @@ def steer(x: torch.Tensor, add_D: torch.Tensor | None, clamps: list[tuple[Any, .
     return out
 
 
+def orthonormal(A_DK: torch.Tensor) -> torch.Tensor:
+    """Orthonormal columns spanning ``A_DK`` [D, k] (reduced QR, signs fixed so the map is smooth in ``A_DK``)."""
+    Q, R = torch.linalg.qr(A_DK)
+    sign = torch.sign(torch.diagonal(R))
+    return Q * torch.where(sign == 0, torch.ones_like(sign), sign)
+
+
+def interchange(base: torch.Tensor, source: torch.Tensor, Q_DK: torch.Tensor) -> torch.Tensor:
+    """DAS's interchange intervention: ``base`` with its coordinates in the subspace of ``Q_DK`` (orthonormal
+    columns) replaced by ``source``'s, ``base + (source - base) Q Q^T``, computed in ``Q_DK``'s dtype and
+    returned in ``base``'s."""
+    b = base.to(Q_DK.dtype)
+    return (b + ((source.to(Q_DK.dtype) - b) @ Q_DK) @ Q_DK.T).to(base.dtype)
+
+
 def top_logits(d_MD: torch.Tensor, W_VD: torch.Tensor, n: int, chunk: int = 8192) -> tuple[torch.Tensor, ...]:
     """The ``n`` largest and smallest of ``d_MD @ W_VD.T`` per row, over the vocabulary in chunks (bounded memory).
 

@@ -30,7 +30,8 @@ from tests.tiny import TEXTS, tiny_model
 
 NAMESPACES = {"ilab": ilab, "ilab.patching": ilab.patching, "ilab.steering": ilab.steering,
               "ilab.features": ilab.features, "ilab.metrics": ilab.metrics, "ilab.widgets": ilab.widgets,
-              "ilab.jobs": ilab.jobs, "ilab.matching": ilab.matching}  # fmt: skip
+              "ilab.jobs": ilab.jobs, "ilab.matching": ilab.matching, "ilab.probes": ilab.probes,
+              "ilab.das": ilab.das}  # fmt: skip
 SITE = "blocks.1.hook_resid_post"
 
 
@@ -156,6 +157,15 @@ def _panel(c: Ctx, vectors: dict[str, Any]) -> Any:
 
 def _layer_sweep(c: Ctx, **kw: Any) -> Any:
     return ilab.steering.layer_sweep(c.model, ["a"], ["b"], len, ["c"], ["d"], **kw)
+
+
+def _probe(c: Ctx) -> Any:
+    return ilab.probes.train(c.model, TEXTS * 2, [0, 1, 0, 1, 0, 1], cv=0, progress=False)
+
+
+def _das_pairs(c: Ctx) -> Any:
+    return ilab.das.counterfactual_pairs(c.model, ["the cat sat", "the dog ran"], ["the dog sat", "a cat ran"],
+                                         ["on", "to"])  # fmt: skip
 
 
 V = ValueError
@@ -517,6 +527,80 @@ ROWS: list[Row] = [
     Row("ilab.matching.explained_variance", lambda c: ilab.matching.explained_variance(torch.ones(3, 2),
                                                                                         torch.ones(3, 5)),
         V, r"must both be \[tokens, width\] of one shape, got \[3, 2\] and \[3, 5\]"),
+    # ----------------------------------------------------------- issue 15: probes and DAS
+    Row("ilab.probes.train", lambda c: ilab.probes.train(c.model, TEXTS, [0, 1]), V, "Got 3 texts but 2 labels"),
+    Row("ilab.probes.train", lambda c: ilab.probes.train(c.model, TEXTS, [[0]] * 3), V,
+        r"labels\[0\] has 1 entries but text 0 has 7 tokens"),
+    Row("ilab.probes.train", lambda c: ilab.probes.train(c.model, TEXTS, [0, 1, 0], C=0), V, "C must be positive"),
+    Row("ilab.probes.Probe.predict",
+        lambda c: ilab.probes.Probe(SITE, [0, 1], torch.zeros(1, 32), torch.zeros(1)).predict(torch.zeros(2, 5)), V,
+        r"must be \[N, 32\] for the probe at blocks.1.hook_resid_post, got \(2, 5\)"),
+    Row("ilab.probes.ProbeResult.load", lambda c: ilab.probes.ProbeResult.load(c.tmp / "nope.safetensors"),
+        FileNotFoundError, "nope.safetensors"),
+    Row("ilab.probes.ProbeResult.save", lambda c: _probe(c).save(c.tmp), IsADirectoryError, "Is a directory"),
+    Row("ilab.probes.binding_task", lambda c: ilab.probes.binding_task(c.model, "sports"), V,
+        "domain='sports' is not one of"),
+    Row("ilab.probes.binding_task", lambda c: ilab.probes.binding_task(c.model), V, "Fewer than two names"),
+    Row("ilab.probes.fit_binding", lambda c: ilab.probes.fit_binding(c.model, [1], SITE), T,
+        "task must be a BindingTask"),
+    Row("ilab.probes.BindingTask", lambda c: ilab.probes.BindingTask("foods", [("a", "b", "c", "d")]).text(2), V,
+        r"i must be an integer in 0\.\.0, got 2"),
+    Row("ilab.probes.BindingTask.text", lambda c: ilab.probes.BindingTask("foods", [("a", "b", "c", "d")]).text(-1),
+        V, "got -1"),
+    Row("ilab.probes.BindingTask.story", lambda c: ilab.probes.BindingTask("foods", [("a", "b", "c", "d")]).story(5),
+        V, "got 5"),
+    Row("ilab.probes.BindingResult.matrix", lambda c: ilab.probes.BindingResult(SITE, torch.zeros(32, 2),
+        torch.zeros(32), *[0.0] * 4).matrix(c.model, "the cat", [], ["cat"]), V, "at least one word"),
+    Row("ilab.probes.BindingResult.matrix", lambda c: ilab.probes.BindingResult(SITE, torch.zeros(32, 2),
+        torch.zeros(32), *[0.0] * 4).matrix(c.model, "the cat", ["dog"], ["cat"]), V,
+        "'dog' is not a token of the context"),
+    Row("ilab.das.ioi_attributes", lambda c: ilab.das.ioi_attributes(["a"]), T, "pairs must be IOI PromptPairs"),
+    Row("ilab.das.supervised_dictionary", lambda c: ilab.das.supervised_dictionary(c.model, c.pairs, SITE), V,
+        "The names 'on' and 'to' are not both in the prompt 'the cat sat'"),
+    Row("ilab.das.compare_dictionaries", lambda c: ilab.das.compare_dictionaries(c.model, c.pairs, SITE, {"x": 1}), T,
+        r"saes\['x'\] must be an interplab SAE"),
+    Row("ilab.das.SupervisedDictionary.reconstruct", lambda c: ilab.das.SupervisedDictionary(SITE, torch.zeros(32), {
+        "io": {"Mary": torch.zeros(32)}, "s": {}, "order": {}}).reconstruct([{"io": "Bob"}]), V,
+        r"io='Bob' has no feature; this dictionary knows \['Mary'\]"),
+    Row("ilab.das.counterfactual_pairs", lambda c: ilab.das.counterfactual_pairs(c.model, ["a", "b"], ["c"], ["d"]),
+        V, "Got 2 base prompts but 1 source prompts"),
+    Row("ilab.das.counterfactual_pairs", lambda c: ilab.das.counterfactual_pairs(c.model, ["a"], ["c"], ["the cat"]),
+        V, r"labels\[0\]"),
+    Row("ilab.das.CounterfactualPairs", lambda c: ilab.das.fit(c.model, ilab.das.CounterfactualPairs(["a"], ["b", "c"],
+        ["d"]), SITE), V, "Got 1 base prompts but 2 source prompts"),
+    Row("ilab.das.as_pairs", lambda c: ilab.das.as_pairs(c.model, ["a"]), T, "pairs must be CounterfactualPairs"),
+    Row("ilab.das.fit", lambda c: ilab.das.fit(c.model, _das_pairs(c), SITE, k=33), V,
+        r"k=33 is larger than the width of blocks.1.hook_resid_post \(d=32\)"),
+    Row("ilab.das.fit", lambda c: ilab.das.fit(c.model, _das_pairs(c), SITE, positions=[0, 0]), V,
+        "positions repeats an index"),
+    Row("ilab.das.DASResult", lambda c: ilab.das.DASResult(SITE, [-1], torch.zeros(32, 2), *[0.0] * 5).direction, V,
+        "k=2 dimensions; a direction needs k=1"),
+    Row("ilab.das.DASResult.load", lambda c: ilab.das.DASResult.load(c.tmp / "nope.safetensors"), FileNotFoundError,
+        "nope.safetensors"),
+    Row("ilab.das.DASResult.save", lambda c: ilab.das.DASResult(SITE, [-1], torch.zeros(32, 1), *[0.0] * 5).save(
+        c.tmp), IsADirectoryError, "Is a directory"),
+    Row("ilab.das.layer_search", lambda c: ilab.das.layer_search(c.model, _das_pairs(c), kind="heads"), V,
+        "kind='heads' is not one of"),
+    Row("ilab.das.layer_search", lambda c: ilab.das.layer_search(c.model, _das_pairs(c), layers=[5]), V,
+        r"layer must be an integer in 0\.\.1, got 5"),
+    Row("ilab.das.LayerSearch", lambda c: ilab.das.layer_search(c.model, _das_pairs(c), top=0), V,
+        "top must be"),
+    Row("ilab.das.knob_task", lambda c: ilab.das.knob_task(c.model), V, "Fewer than two facts"),
+    Row("ilab.das.KnobTask", lambda c: ilab.das.KnobTask([("a", "b", "c")]).prompt(3, "context"), V,
+        r"i must be an integer in 0\.\.0, got 3"),
+    Row("ilab.das.KnobTask.prompt", lambda c: ilab.das.KnobTask([("a", "b", "c")]).prompt(0, "guess"), V,
+        r"intent='guess' is not one of \('context', 'prior'\)"),
+    Row("ilab.das.KnobTask.prompts", lambda c: ilab.das.KnobTask([("a", "b", "c")]).prompts("guess"), V,
+        "intent='guess'"),
+    Row("ilab.das.KnobTask.answers", lambda c: ilab.das.KnobTask([("a", "b", "c")]).answers("guess"), V,
+        "intent='guess'"),
+    Row("ilab.das.KnobTask.logit_diffs",
+        lambda c: ilab.das.KnobTask([("a", "b", "c")]).logit_diffs(c.model, ["a", "b"]), V, "Got 2 texts for 1 items"),
+    Row("ilab.das.KnobTask.accuracy", lambda c: ilab.das.KnobTask([("a", "b", "c")]).accuracy("model"), T,
+        "model must be an interplab Model, got str"),
+    Row("ilab.das.knob_sweep", lambda c: ilab.das.knob_sweep(c.model, "das", None), T, "das must be a DASResult"),
+    Row("ilab.das.KnobSweep", lambda c: ilab.das.knob_sweep(c.model, ilab.das.DASResult(SITE, [-1], torch.zeros(32, 1),
+        *[0.0] * 5), ilab.das.KnobTask([("a", "b", "c")]), scales=[]), V, "scales is empty"),
 ]
 
 #: Public names with no row, and why.
@@ -524,6 +608,11 @@ EXEMPT: dict[str, str] = {
     "ilab.default_corpus": "takes no arguments",
     "ilab.load_ipython_extension": "called by IPython's %load_ext with its own shell, never by users",
     "ilab.unload_ipython_extension": "called by IPython's %unload_ext with its own shell, never by users",
+    "ilab.probes.ProbeResult": "a result built by ilab.probes.train (which has rows); users do not build it",
+    "ilab.probes.BindingResult": "a result built by ilab.probes.fit_binding (which has rows)",
+    "ilab.probes.BindingMatrix": "plain data built by BindingResult.matrix (which has rows)",
+    "ilab.das.SupervisedDictionary": "built by ilab.das.supervised_dictionary (which has rows)",
+    "ilab.probes.Probe": "one site's weights inside a ProbeResult (Probe.predict has rows)",
     "ilab.SAEEvaluation": "a result built by ilab.evaluate (which has rows); users do not construct it",
     "ilab.SAEEvaluation.density_histogram": "bins: only numpy's histogram reads it, with numpy's own error",
     "ilab.HeatmapData": "a dataclass built by ilab.heatmap_data (which has rows)",

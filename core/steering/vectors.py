@@ -244,9 +244,12 @@ See :func:`contrast` (``method="pca"``).
 """
 
 
-def from_probe(probe: Any, site: str, scale: float = 1.0, normalize: bool = True) -> SteeringVector:
+def from_probe(probe: Any, site: str | None = None, scale: float = 1.0, normalize: bool = True) -> SteeringVector:
     """The weight vector of a linear probe: a tensor/array [d] (or [1, d]; [2, d] uses row 1 - row 0),
-    a ``torch.nn.Linear``, anything with ``coef_`` (scikit-learn) or ``direction``. Unit norm by default.
+    a ``torch.nn.Linear``, anything with ``coef_`` (scikit-learn) or ``direction`` (``ilab.probes`` and
+    ``ilab.das`` results). Unit norm by default. ``site`` defaults to the probe's own ``site`` when it has one.
+
+    >>> vec = from_probe(ilab.probes.train(model, texts, labels))      # the best layer's probe, at its site
     """
     weight = probe
     for attr in ("direction", "coef_", "weight"):
@@ -259,10 +262,20 @@ def from_probe(probe: Any, site: str, scale: float = 1.0, normalize: bool = True
     if isinstance(weight, torch.Tensor) and weight.ndim == 2 and weight.shape[0] == 2:
         weight = weight[1] - weight[0]
     direction = check_direction(weight, "probe weight")
+    if site is None:
+        site = getattr(probe, "site", None)
+        if not isinstance(site, str):
+            raise ValueError(
+                "This probe does not say which site it reads; pass site= (e.g. 'blocks.6.hook_resid_post')."
+            )
     norm = float(direction.norm())
     if normalize:
         direction = direction / max(norm, 1e-12)
-    return SteeringVector(site, direction, scale, {"method": "probe", "probe_norm": norm, "normalized": normalize})
+    prov = {"method": "probe", "probe_norm": norm, "normalized": normalize}
+    kind = type(probe).__name__
+    if kind in ("ProbeResult", "Probe", "DASResult"):
+        prov["source"] = kind
+    return SteeringVector(site, direction, scale, prov)
 
 
 def from_sae(sae: SAE, latent: int, scale: float = 1.0, site: str | None = None) -> SteeringVector:

@@ -159,3 +159,18 @@ def test_feature_scans(pair):
         assert torch.equal(torch.as_tensor(getattr(a, key)), torch.as_tensor(getattr(b, key))), key
     x, y = ilab.features.active_latents(sae, local, TEXTS[1]), ilab.features.active_latents(sae, remote, TEXTS[1])
     assert torch.equal(torch.as_tensor(x.ids), torch.as_tensor(y.ids))
+
+
+def test_das_and_probes(pair):
+    """DAS training (loss and gradient computed inside the trace), IIA and probes: the same on both sides."""
+    local, remote = pair
+    base = ["the cat sat on the mat", "the dog ran to the house", "Mary gave a drink to John", "a big red bird sat"]
+    source = ["the dog sat on the mat", "the cat ran to", "John gave a drink to Mary", "a small blue bird sat"]
+    pairs = ilab.das.counterfactual_pairs(local, base, source, ["mat", "house", "Mary", "tree"], ["on"] * 4)
+    kw = dict(k=2, epochs=2, lr=0.05, batch_size=2, test_size=0.25, progress=False)
+    a, b = ilab.das.fit(local, pairs, SITE, **kw), ilab.das.fit(remote, pairs, SITE, **kw)
+    torch.testing.assert_close(a.Q_DK, b.Q_DK, rtol=1e-5, atol=1e-5)
+    assert a.losses == pytest.approx(b.losses, rel=1e-5) and a.iia == b.iia and a.full_iia == b.full_iia
+    labels = [i % 2 for i in range(len(TEXTS) * 2)]
+    p, q = (ilab.probes.train(m, TEXTS * 2, labels, test_size=0.34, cv=0, progress=False) for m in (local, remote))
+    assert p.accuracy == q.accuracy

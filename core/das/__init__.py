@@ -1,0 +1,44 @@
+"""Causal abstraction: distributed alignment search (DAS), a linear-time layer search, the context knob.
+
+The public namespace ``ilab.das``. ``pairs.py`` holds counterfactual pairs (base, source, label);
+``intervene.py`` the remote-safe interchange interventions (the subspace is a tensor passed into the
+trace, the maths in :mod:`interplab.core.trace_ops`); ``fit.py`` training, IIA and :class:`DASResult`
+(resumable with ``path=``); ``search.py`` the layer search; ``knob.py`` the context-sensitivity task;
+``dictionaries.py`` supervised IOI dictionaries judged by sufficiency and necessity beside SAEs.
+
+Example
+-------
+>>> import interplab as ilab
+>>> model = ilab.load_model()
+>>> pairs = ilab.patching.ioi(model, n=48)                       # or ilab.das.counterfactual_pairs(...)
+>>> das = ilab.das.fit(model, pairs, "blocks.12.hook_resid_post", k=1)
+>>> das.iia, ilab.steering.from_probe(das)                       # k = 1: a steering direction
+>>> ilab.das.layer_search(model, pairs, top=2).chart()
+"""
+
+from __future__ import annotations
+
+from .dictionaries import SupervisedDictionary, compare_dictionaries, ioi_attributes, supervised_dictionary
+from .fit import DASResult, fit
+from .knob import INTENTS, KnobSweep, KnobTask, knob_sweep, knob_task
+from .pairs import CounterfactualPairs, as_pairs, counterfactual_pairs
+from .search import LayerSearch, layer_search
+
+__all__ = [
+    "INTENTS",
+    "CounterfactualPairs",
+    "DASResult",
+    "KnobSweep",
+    "KnobTask",
+    "LayerSearch",
+    "SupervisedDictionary",
+    "as_pairs",
+    "compare_dictionaries",
+    "counterfactual_pairs",
+    "fit",
+    "ioi_attributes",
+    "knob_sweep",
+    "knob_task",
+    "layer_search",
+    "supervised_dictionary",
+]

@@ -1,0 +1,113 @@
+"""Supervised dictionaries for IOI: attribute-conditional mean features, judged by interventions, beside SAEs.
+
+With knowledge of the task, the activation of each IOI prompt at a site and position is written as
+``x ~ mean + u[io][IO name] + u[s][subject name] + u[order][ABBA or BABA]``, each ``u`` the mean of the
+prompts with that value minus the overall mean. Two of the seed paper's comparisons, for this supervised
+dictionary and for any SAE (its reconstruction ``decode(encode(x))``), measured by writing vectors into
+the site inside a trace (the interventions of :mod:`.intervene`, remote-safe):
+
+* **sufficiency**: the share of the clean logit difference (IO - S) left when the activation is replaced by
+  the dictionary's reconstruction;
+* **necessity**: the share of it lost when the reconstruction's part (minus its mean) is removed.
+
+Example
+-------
+>>> pairs = ilab.patching.ioi(model, n=32, order="mixed")
+>>> table = ilab.das.compare_dictionaries(model, pairs, "blocks.12.hook_resid_post", saes={"suite": sae})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..patching.prompts import PromptPairs
+from ..saes import SAE
+from .intervene import Prepared, evaluate, source_values
+from .pairs import label_ids
+
+if TYPE_CHECKING:
+    from ..model import Model
+
+ATTRIBUTES = ("io", "s", "order")
+
+
+def ioi_attributes(pairs: PromptPairs) -> list[dict[str, str]]:
+    """Each clean prompt's IO name, subject name and order (``ABBA``: the IO is named first)."""
+    if not isinstance(pairs, PromptPairs):
+        raise TypeError(f"pairs must be IOI PromptPairs (ilab.patching.ioi), got {type(pairs).__name__}.")
+    out = []
+    for text, io, s in zip(pairs.clean, pairs.answers, pairs.wrong, strict=True):
+        first_io, first_s = text.find(io.strip()), text.find(s.strip())
+        if first_io < 0 or first_s < 0:
+            raise ValueError(f"The names {io!r} and {s!r} are not both in the prompt {text!r}.")
+        out.append({"io": io.strip(), "s": s.strip(), "order": "ABBA" if first_io < first_s else "BABA"})
+    return out
+
+
+@dataclass
+class SupervisedDictionary:
+    """``mean_D`` and, per attribute, one feature per value (``features[attribute][value]`` [d])."""
+
+    site: str
+    mean_D: torch.Tensor
+    features: dict[str, dict[str, torch.Tensor]]
+
+    def reconstruct(self, attributes: list[dict[str, str]]) -> torch.Tensor:
+        """[N, d]: the mean plus each prompt's features."""
+        rows = []
+        for attrs in attributes:
+            for a in ATTRIBUTES:
+                if attrs.get(a) not in self.features[a]:
+                    known = sorted(self.features[a])
+                    raise ValueError(f"{a}={attrs.get(a)!r} has no feature; this dictionary knows {known}.")
+            rows.append(self.mean_D + sum(self.features[a][attrs[a]] for a in ATTRIBUTES))
+        return torch.stack(rows)
+
+
+def supervised_dictionary(model: Model, pairs: PromptPairs, site: str, position: int = -1) -> SupervisedDictionary:
+    """Attribute-conditional means of the clean prompts' activations at ``site`` and ``position``."""
+    attrs = ioi_attributes(pairs)
+    (parsed,) = model.parse_sites(site)
+    x_ND = source_values(model, parsed.name, pairs.clean, [position])[:, 0].float()
+    mean_D = x_ND.mean(0)
+    features = {}
+    for a in ATTRIBUTES:
+        values = sorted({row[a] for row in attrs})
+        features[a] = {v: x_ND[[row[a] == v for row in attrs]].mean(0) - mean_D for v in values}
+    return SupervisedDictionary(parsed.name, mean_D, features)
+
+
+def _logit_diff(model: Model, pairs: PromptPairs, site: str, position: int, new_ND: torch.Tensor) -> float:
+    """Mean IO - S logit difference of the clean prompts with ``new_ND`` written at the site and position."""
+    prep = Prepared(site, [position], [model.to_tokens(t)["input_ids"][0] for t in pairs.clean], new_ND[:, None],
+                    label_ids(model, pairs.answers), label_ids(model, pairs.wrong))  # fmt: skip
+    return evaluate(model, prep, torch.arange(len(pairs)), None)["logit_diff"]
+
+
+def compare_dictionaries(model: Model, pairs: PromptPairs, site: str, saes: Mapping[str, SAE] | None = None,
+                         position: int = -1) -> Any:  # fmt: skip
+    """A DataFrame: sufficiency and necessity of the supervised dictionary and of each SAE at ``site``."""
+    import pandas as pd
+
+    saes = dict(saes or {})
+    for name, sae in saes.items():
+        if not isinstance(sae, SAE):
+            raise TypeError(f"saes[{name!r}] must be an interplab SAE, got {type(sae).__name__}.")
+    sup = supervised_dictionary(model, pairs, site, position)
+    x_ND = source_values(model, sup.site, pairs.clean, [position])[:, 0].float()
+    clean = _logit_diff(model, pairs, sup.site, position, x_ND)
+    recons = {"supervised": sup.reconstruct(ioi_attributes(pairs))}
+    for name, sae in saes.items():
+        with torch.no_grad():
+            recons[name] = sae.decode(sae.encode(x_ND.to(sae.W_dec.dtype))).float()
+    rows = []
+    for name, r in recons.items():
+        suff = _logit_diff(model, pairs, sup.site, position, r) / clean
+        ablated = x_ND - (r - r.mean(0))
+        nec = 1 - _logit_diff(model, pairs, sup.site, position, ablated) / clean
+        rows.append({"dictionary": name, "sufficiency": suff, "necessity": nec})
+    return pd.DataFrame(rows)
