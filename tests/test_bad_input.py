@@ -269,6 +269,8 @@ ROWS: list[Row] = [
         r"reads 'blocks\.7\.hook_resid_post', which .* does not have"),
     Row("ilab.SAE.validate", lambda c: type(c.sae).validate(ilab.core.saes.SAEConfig("topk", 0, 4, k=1)), V,
         "d_in must be a positive integer, got 0"),
+    Row("ilab.SAE.target_of", lambda c: c.sae.target_of(torch.zeros(2, 32), torch.zeros(2, 5)), V,
+        r"target must have shape \[2, 32\]"),
     # ---------------------------------------------------------------- features
     Row("ilab.FeatureData", lambda c: ilab.FeatureData.load(c.tmp / "nothing"), FileNotFoundError,
         "holds no feature data"),
@@ -499,6 +501,8 @@ EXEMPT: dict[str, str] = {
     "Model.softcap": "applied by the engine to logit tensors it made",
     "ilab.SAE.with_defaults": "an architecture hook: training specs pass through _check_spec (SAE.train has rows)",
     "ilab.SAE.tensor_shapes": "an architecture hook fed checked sizes by SAE.validate and the file readers",
+    "ilab.SAE.skip_out": "the skip term forward adds after encode checked x (SAE.forward has rows)",
+    "ilab.SAE.file_shapes": "tensor_shapes for a config SAE.validate or the file readers checked",
     "ilab.SAE.load_extra": "an architecture hook fed by the validated file readers (SAE.load has rows)",
     "ilab.SAE.init_weights": "seed: any integer torch accepts; called by SAE.create and the trainer",
     "ilab.SAE.fold_input_scale": "called by the trainer with the scale it measured",
