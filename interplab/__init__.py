@@ -9,7 +9,7 @@ Example
 """
 
 from interplab import widgets
-from interplab.core import features, metrics, patching, steering
+from interplab.core import circuits, features, metrics, patching, steering
 from interplab.core.activations import Activations
 from interplab.core.checks import set_memory_budget
 from interplab.core.data import ActivationStore, default_corpus
@@ -37,6 +37,7 @@ __all__ = [
     "SAEEvaluation",
     "__version__",
     "attention_data",
+    "circuits",
     "default_corpus",
     "evaluate",
     "export_html",
