@@ -9,7 +9,7 @@ Example
 """
 
 from interplab import widgets
-from interplab.core import circuits, features, metrics, patching, steering
+from interplab.core import circuits, features, matching, metrics, patching, steering
 from interplab.core.activations import Activations
 from interplab.core.checks import set_memory_budget
 from interplab.core.data import ActivationStore, default_corpus
@@ -48,6 +48,7 @@ __all__ = [
     "load_ipython_extension",
     "load_model",
     "logit_lens",
+    "matching",
     "metrics",
     "patching",
     "set_memory_budget",

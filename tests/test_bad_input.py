@@ -30,7 +30,7 @@ from tests.tiny import TEXTS, tiny_model
 
 NAMESPACES = {"ilab": ilab, "ilab.patching": ilab.patching, "ilab.steering": ilab.steering,
               "ilab.features": ilab.features, "ilab.metrics": ilab.metrics, "ilab.widgets": ilab.widgets,
-              "ilab.jobs": ilab.jobs}  # fmt: skip
+              "ilab.jobs": ilab.jobs, "ilab.matching": ilab.matching}  # fmt: skip
 SITE = "blocks.1.hook_resid_post"
 
 
@@ -256,6 +256,10 @@ ROWS: list[Row] = [
         "specs must be a list of dicts"),
     Row("ilab.SAE.load", lambda c: ilab.SAE.load(c.tmp / "no-sae"), FileNotFoundError, "No SAE at"),
     Row("ilab.SAE.load", lambda c: ilab.SAE.load("embedded", layer=7), V, r"No embedded SAE for layer=7"),
+    Row("ilab.SAE.load", lambda c: ilab.SAE.load("gemma-scope-2-270m-pt-rez", "layer_5_width_16k_l0_small"), V,
+        r"Unknown SAE release 'gemma-scope-2-270m-pt-rez'\. Did you mean 'gemma-scope-2-270m-pt-res"),
+    Row("ilab.SAE.load", lambda c: ilab.SAE.load("gemma-scope-2-270m-pt-res", "layer_6_width_16k_l0_small"), V,
+        r"no SAE id 'layer_6_width_16k_l0_small'\. Did you mean .*'layer_5_width_16k_l0_small'"),
     Row("ilab.SAE.save", lambda c: c.sae.save(c.tmp / "s", dtype="float32"), T,
         "dtype must be a floating torch dtype .*got 'float32'"),
     Row("ilab.SAE.direction", lambda c: c.sae.direction(24), I, r"Latent 24 is out of range: latents are 0\.\.23"),
@@ -479,6 +483,39 @@ ROWS: list[Row] = [
     Row("ilab.jobs.resume", lambda c: ilab.jobs.resume("nope"), V, "No job 'nope' in .*jobs there: none"),
     Row("ilab.SAE.trace_params", lambda c: c.sae.trace_params(latents=[99]), I,
         r"Latent 99 is out of range: latents are 0\.\.23"),
+    # ---- matching
+    Row("ilab.matching.match", lambda c: ilab.matching.match(c.sae, ilab.SAE.create("topk", 32, 12, k=2)), V,
+        r"sae_a has 24 latents and sae_b 12"),
+    Row("ilab.matching.match", lambda c: ilab.matching.match(c.sae, c.sae, candidates=0), V,
+        r"candidates must be a positive integer, got 0"),
+    Row("ilab.matching.match_chain", lambda c: ilab.matching.match_chain([c.sae]), V, r"at least two SAEs"),
+    Row("ilab.matching.lineage", lambda c: ilab.matching.lineage([ilab.matching.match(c.sae, c.sae)], 30), I,
+        r"Latent 30 is out of range: latents are 0\.\.23"),
+    Row("ilab.matching.paths", lambda c: ilab.matching.paths([]), T, r"non-empty list of Match"),
+    Row("ilab.matching.compose", lambda c: ilab.matching.compose(["x"]), T, r"non-empty list of Match"),
+    Row("ilab.matching.approximate", lambda c: ilab.matching.approximate(torch.ones(2, 32), c.sae, c.sae,
+                                                                          np.arange(3)), V, r"perm must map 24"),
+    Row("ilab.matching.explained_by_gap", lambda c: ilab.matching.explained_by_gap({}, [c.sae, c.sae]), V,
+        r"acts holds no activations for 'blocks\.1\.hook_resid_post'"),
+    Row("ilab.matching.explained_by_gap", lambda c: ilab.matching.explained_by_gap({}, [c.sae], max_gap=-1), V,
+        r"max_gap must be an integer >= 0, got -1"),
+    Row("ilab.matching.stitch", lambda c: ilab.matching.stitch(c.sae, c.sae, torch.ones(4, 32), threshold=1.5), V,
+        r"threshold is a cosine similarity in \(0, 1\), got 1\.5"),
+    Row("ilab.matching.stitch", lambda c: ilab.matching.stitch(c.sae, c.sae, torch.ones(4, 7)), V,
+        r"x_TD must be activations \[T, 32\]"),
+    Row("ilab.matching.train_meta_sae", lambda c: ilab.matching.train_meta_sae(c.sae, width=99), V,
+        r"width must be an integer in 1\.\.24, got 99"),
+    Row("ilab.matching.decompose", lambda c: ilab.matching.decompose(c.sae, c.sae, 99), I,
+        r"Latent 99 is out of range"),
+    Row("ilab.matching.meta_table", lambda c: ilab.matching.meta_table(ilab.SAE.create("topk", 16, 8, k=2), c.sae),
+        V, r"meta reads d_in=16, but sae's decoder rows have width 32"),
+    Row("ilab.matching.correlate", lambda c: ilab.matching.correlate(torch.ones(3, 2), torch.ones(4, 2)), V,
+        r"same tokens"),
+    Row("ilab.matching.similarity", lambda c: ilab.matching.similarity(c.model, c.sae, c.model, c.sae, ""), V,
+        r"empty"),
+    Row("ilab.matching.explained_variance", lambda c: ilab.matching.explained_variance(torch.ones(3, 2),
+                                                                                        torch.ones(3, 5)),
+        V, r"must both be \[tokens, width\] of one shape, got \[3, 2\] and \[3, 5\]"),
 ]
 
 #: Public names with no row, and why.
@@ -506,6 +543,15 @@ EXEMPT: dict[str, str] = {
     "ilab.SAE.load_extra": "an architecture hook fed by the validated file readers (SAE.load has rows)",
     "ilab.SAE.init_weights": "seed: any integer torch accepts; called by SAE.create and the trainer",
     "ilab.SAE.fold_input_scale": "called by the trainer with the scale it measured",
+    "ilab.matching.fold": "takes an SAE (any SAE folds); match, which calls it, has rows",
+    "ilab.matching.thresholds": "takes an SAE (any SAE has thresholds or ones); match has rows",
+    "ilab.matching.align_ends": "lists of ints from token_ends; similarity, which calls it, has rows",
+    "ilab.matching.explained_variance_chart": "draws the DataFrame explained_by_gap made (which has rows)",
+    "ilab.matching.Folded": "a dataclass built by fold",
+    "ilab.matching.Match": "a result built by match (which has rows)",
+    "ilab.matching.Match.share_below": "bound: check_number, the same check every number passes",
+    "ilab.matching.Similarity": "a result built by similarity / correlate (which have rows)",
+    "ilab.matching.Stitching": "a result built by stitch (which has rows)",
 }
 
 

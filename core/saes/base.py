@@ -83,6 +83,7 @@ class SAEConfig:
     site_out: str = ""  # a transcoder's output site ("" for an SAE, which reconstructs its input)
     d_out: int | None = None  # a transcoder's output width (None: d_in)
     skip: bool = False  # a transcoder's affine skip connection x @ W_skip
+    matryoshka_widths: list[int] | None = None  # matryoshka: nested prefix widths, the last = d_sae
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -413,7 +414,7 @@ class SAE(nn.Module):
     ) -> SAE:
         """Train one SAE on an activation store (or its path) or straight from a model.
 
-        ``arch`` is one of standard, topk, batchtopk, jumprelu, gated; ``k`` is for the TopK
+        ``arch`` is one of standard, topk, batchtopk, jumprelu, gated, matryoshka; ``k`` is for the TopK
         family, ``l1`` the L1 coefficient (standard, gated), ``l0`` the L0 coefficient (jumprelu).
         Other keywords go to :func:`interplab.core.saes.train.train_saes` (``n_tokens``,
         ``batch_size``, ``site``, ``corpus``, ``checkpoint_dir``, ...).
@@ -421,7 +422,8 @@ class SAE(nn.Module):
         >>> sae = ilab.SAE.train(store, arch="topk", width=4096, k=32, n_tokens=200_000)
         """
         spec: dict[str, Any] = {"arch": arch, "width": width}
-        for key, value in (("k", k), ("l1_coefficient", l1), ("l0_coefficient", l0), ("lr", kwargs.pop("lr", None))):
+        for key, value in (("k", k), ("l1_coefficient", l1), ("l0_coefficient", l0), ("lr", kwargs.pop("lr", None)),
+                           ("matryoshka_widths", kwargs.pop("matryoshka_widths", None))):  # fmt: skip
             if value is not None:
                 spec[key] = value
         return SAE.train_many(source, [spec], **kwargs)[0]
@@ -437,11 +439,14 @@ class SAE(nn.Module):
         return _provided("train_many")(source, specs, **kwargs)
 
     @staticmethod
-    def load(path: Any, layer: int | None = None, site: str | None = None) -> SAE:
+    def load(path: Any, layer: int | str | None = None, site: str | None = None) -> SAE:
         """Load an SAE: a SAELens folder, a Gemma Scope ``params.npz``, a dictionary_learning folder,
-        or ``"embedded"`` with ``layer=`` for the suite trained on the embedded model."""
+        ``"embedded"`` with ``layer=`` for the suite trained on the embedded model, or a SAELens release
+        and id (``SAE.load("gemma-scope-2-270m-pt-res", "layer_5_width_16k_l0_medium")``, from the hub)."""
         if isinstance(path, str) and path == "embedded":
             return _provided("load_embedded")(layer)
+        if isinstance(layer, str):
+            return _provided("load_release")(path, layer)
         return _provided("load")(path, site=site)
 
     def save(self, path: Any, dtype: torch.dtype = torch.float32) -> Any:

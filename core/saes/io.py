@@ -147,6 +147,11 @@ def _saelens_config(file: Path) -> dict[str, Any]:
         if raw.bool("apply_b_dec_to_input", False):
             raise FileError(file, "apply_b_dec_to_input",
                             "is true, which a transcoder cannot have (b_dec is at its output)")  # fmt: skip
+    widths = ours.raw("matryoshka_widths", None)
+    if widths is not None and (not isinstance(widths, list) or not all(
+            isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in widths)):  # fmt: skip
+        raise FileError(file, "metadata.interplab.matryoshka_widths", f"must be a list of positive integers, got "
+                                                                      f"{widths!r:.80}")  # fmt: skip
     return {
         "transcoder": transcoder is not None,
         "skip": bool(transcoder and transcoder[1]),
@@ -161,6 +166,7 @@ def _saelens_config(file: Path) -> dict[str, Any]:
         "apply_b_dec_to_input": raw.bool("apply_b_dec_to_input", transcoder is None),
         "d_in": raw.int("d_in", minimum=1),
         "d_sae": raw.int("d_sae", minimum=1),
+        "settings": {"matryoshka_widths": widths} if widths is not None and interplab_arch == "matryoshka" else {},
     }
 
 
@@ -172,7 +178,7 @@ def load_saelens(path: str | Path) -> SAE:
     weights = folder / WEIGHTS
     header = safetensors_header(weights)
     arch = cfg["arch"]
-    if arch == "batchtopk" and "threshold" not in header.tensors:
+    if getattr(arch_class(arch), "batch_topk", False) and "threshold" not in header.tensors:
         arch = "topk"
     cls = arch_class(arch)
     shapes = cls.file_shapes(_shape_config(arch, cfg))
@@ -180,11 +186,13 @@ def load_saelens(path: str | Path) -> SAE:
     n_values = sum(math.prod(s) for s in shapes.values())
     check_memory(f"Loading the SAE at {str(folder)!r}", 2 * header.nbytes + 4 * n_values)
     tensors = load_file(str(weights))
-    if arch == "batchtopk" and not bool((tensors["threshold"] == tensors["threshold"][0]).all()):
+    if getattr(arch_class(arch), "batch_topk", False) and not bool(
+            (tensors["threshold"] == tensors["threshold"][0]).all()):  # fmt: skip
         arch = "jumprelu"  # a per-latent threshold: a JumpReLU SAE, not a BatchTopK one
-    sae = _build(arch, cfg["d_in"], cfg["d_sae"], cfg["site"], cfg["model_name"], cfg["apply_b_dec_to_input"],
-                 cfg["k"], cfg["meta"], str(folder / CFG), transcoder=_transcoder_fields(cfg))  # fmt: skip
-    _assign(sae, tensors, str(weights))
+    settings = cfg["settings"] if arch == cfg["arch"] else {}
+    sae = build_sae(arch, cfg["d_in"], cfg["d_sae"], cfg["site"], cfg["model_name"], cfg["apply_b_dec_to_input"],
+                    cfg["k"], cfg["meta"], str(folder / CFG), {**settings, **_transcoder_fields(cfg)})  # fmt: skip
+    assign_tensors(sae, tensors, str(weights))
     if cfg["rescale_by_decoder_norm"]:
         # SAELens scales latents by decoder norms; fold that into the weights (same outputs).
         with torch.no_grad():
@@ -208,9 +216,9 @@ def _shape_config(arch: str, cfg: dict[str, Any]) -> SAEConfig:
                      **_transcoder_fields(cfg))  # fmt: skip
 
 
-def _build(
+def build_sae(
     arch: str, d_in: int, d_sae: int, site: str, model_name: str, apply_b_dec: bool, k: Any, meta: dict[str, Any],
-    source: str = "", transcoder: dict[str, Any] | None = None,
+    source: str = "", settings: dict[str, Any] | None = None,
 ) -> SAE:
     cls = arch_class(arch)
     cfg = SAEConfig(
@@ -222,7 +230,7 @@ def _build(
         apply_b_dec_to_input=apply_b_dec,
         k=k if k else None,
         metadata=meta,
-        **(transcoder or {}),
+        **(settings or {}),
     )
     try:
         return cls(cfg)
@@ -232,7 +240,7 @@ def _build(
         raise FileError(source, "config", f"does not describe a valid {arch} SAE: {err}") from None
 
 
-def _assign(sae: SAE, tensors: dict[str, torch.Tensor], source: str) -> None:
+def assign_tensors(sae: SAE, tensors: dict[str, torch.Tensor], source: str) -> None:
     """Copy tensors into the SAE, checking every name and shape against its architecture first."""
     t = {k.replace("w_", "W_") if k.startswith("w_") else k: v for k, v in tensors.items()}
     expected = type(sae).file_shapes(sae.cfg)
@@ -280,9 +288,9 @@ def load_gemma_scope(path: str | Path, site: str | None = None) -> SAE:
         layer = re.search(r"layer_(\d+)", str(file))
         kind = re.search(r"-(res|mlp|att)(?:[-/]|$)", str(file))
         site = f"blocks.{layer.group(1)}.{_GEMMA_SCOPE_SITES[kind.group(1)]}" if layer and kind else ""
-    sae = _build("jumprelu", d_in, d_sae, site, "", False, None, {"source": "gemma-scope"}, str(file))
+    sae = build_sae("jumprelu", d_in, d_sae, site, "", False, None, {"source": "gemma-scope"}, str(file))
     arrays = {k: torch.from_numpy(np.asarray(v, dtype=np.float32)) for k, v in load_npz(file).items()}
-    _assign(sae, arrays, str(file))
+    assign_tensors(sae, arrays, str(file))
     return sae
 
 
@@ -344,9 +352,9 @@ def load_dictionary_learning(path: str | Path) -> SAE:
     layer = trainer.int("layer", None, minimum=0)
     if layer is not None:
         site = f"blocks.{layer}.hook_resid_post"
-    sae = _build(arch, d_in, d_sae, site, trainer.str("lm_name", ""), True, k, {"source": "dictionary_learning"},
+    sae = build_sae(arch, d_in, d_sae, site, trainer.str("lm_name", ""), True, k, {"source": "dictionary_learning"},
                  str(config_file))  # fmt: skip
-    _assign(sae, t, str(weights))
+    assign_tensors(sae, t, str(weights))
     return sae
 
 

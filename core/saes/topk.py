@@ -62,7 +62,7 @@ class TopKSAE(SAE):
         loss = mse
         aux = torch.zeros((), device=x.device)
         if dead is not None and bool(dead.any()):
-            aux = self._auxk(x, recon.detach(), dead, y)
+            aux = self._auxk(x, recon.detach(), dead) if target is None else self._auxk(x, recon.detach(), dead, y)
             loss = loss + AUX_COEFFICIENT * aux
         return loss, {
             "recon": recon,
@@ -75,9 +75,11 @@ class TopKSAE(SAE):
     def _after_select(self, acts: torch.Tensor, active: torch.Tensor) -> None:
         """Hook for BatchTopK's threshold estimate."""
 
-    def _auxk(self, x: torch.Tensor, recon: torch.Tensor, dead: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    def _auxk(
+        self, x: torch.Tensor, recon: torch.Tensor, dead: torch.Tensor, y: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Reconstruct the error of ``y`` (x for an SAE) with the top dead latents (normalised by its variance)."""
-        err = y - recon
+        err = (x if y is None else y) - recon
         dead_idx = dead.nonzero().flatten()
         k_aux = min(self.d_in // 2, len(dead_idx))
         pre = (x - self._b_dec_in()) @ self.W_enc[:, dead_idx] + self.b_enc[dead_idx]

@@ -43,7 +43,7 @@ CHECKPOINT = "checkpoint.safetensors"
 JOB = "SAE training"
 DEFAULT_LR = 4e-4
 _SPEC_KEYS = {"arch", "width", "k", "l1_coefficient", "l0_coefficient", "site", "lr", "apply_b_dec_to_input",
-              "site_out", "skip"}
+              "site_out", "skip", "matryoshka_widths"}
 
 
 def _check_spec(spec: dict[str, Any], default_site: str | None, sites: Sequence[str]) -> dict[str, Any]:
@@ -59,7 +59,8 @@ def _check_spec(spec: dict[str, Any], default_site: str | None, sites: Sequence[
         raise ValueError(f"site={spec['site']!r} is not available from this source; it has {list(sites)}.")
     if spec.get("site_out") is not None and spec["site_out"] not in sites:
         raise ValueError(f"site_out={spec['site_out']!r} is not available from this source; it has {list(sites)}.")
-    settings = {k: spec[k] for k in ("k", "l1_coefficient", "l0_coefficient", "site_out", "skip") if k in spec}
+    settings = {k: spec[k] for k in ("k", "l1_coefficient", "l0_coefficient", "site_out", "skip", "matryoshka_widths")
+                if k in spec}
     if spec.get("site_out"):
         settings["apply_b_dec_to_input"] = spec.get("apply_b_dec_to_input", False)
     cls.validate(SAEConfig(arch=arch, d_in=1, d_sae=spec["width"], **settings))
@@ -349,7 +350,8 @@ def train_saes(
 
     saes = []
     for i, spec in enumerate(specs):
-        extra = {k: spec[k] for k in ("k", "l1_coefficient", "l0_coefficient", "apply_b_dec_to_input", "skip")
+        extra = {k: spec[k] for k in ("k", "l1_coefficient", "l0_coefficient", "apply_b_dec_to_input", "skip",
+                                      "matryoshka_widths")
                  if k in spec}
         if spec.get("site_out"):
             extra.update(site_out=spec["site_out"], d_out=dims[spec["site_out"]])
@@ -440,8 +442,9 @@ def train_saes(
                         "stopped; the last checkpoint (if any) is kept. Lower lr or the sparsity coefficient."
                     ) from None
                 if type(sae).resample_dead and step and step % resample_every == 0 and step < 0.8 * n_steps:
+                    extra = {} if y is None else {"target": y}  # an SAE's resampling is called as before
                     _resample(sae, opt, since_fired[i] > dead_tokens, x, info["recon"].detach(),
-                              seed * 1_000_003 + step * 101 + i, target=y)
+                              seed * 1_000_003 + step * 101 + i, **extra)
                 out = x if y is None else y
                 var = float((out - out.mean(0)).pow(2).sum(-1).mean())
                 if step >= tail_start:
@@ -465,7 +468,10 @@ def train_saes(
             feed.close()
     _check_finite(saes, specs, step)
     for sae, fired, (err, var) in zip(saes, since_fired, tail, strict=True):
-        sae.fold_input_scale(scales[sae.site], scales[sae.site_out] if sae.site_out else None)
+        if sae.site_out:  # a transcoder: its output was scaled by its own site's scale
+            sae.fold_input_scale(scales[sae.site], scales[sae.site_out])
+        else:
+            sae.fold_input_scale(scales[sae.site])
         dead_fraction = float((fired > dead_tokens).float().mean())
         explained = 1.0 - err / var if var > 0 else None
         sae.cfg.metadata.update(
