@@ -1,6 +1,7 @@
 """interplab widgets: anywidgets that render engine results inline (no engine logic here)."""
 
 from .attention import AttentionPattern
+from .circuit import CircuitGraph
 from .dashboard import FeatureDashboard
 from .heatmap import FeatureHeatmap, TokenHeatmap
 from .lens import LogitLens
@@ -9,6 +10,7 @@ from .steering import SteeringPanel
 
 __all__ = [
     "AttentionPattern",
+    "CircuitGraph",
     "FeatureDashboard",
     "FeatureHeatmap",
     "LogitLens",
