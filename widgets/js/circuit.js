@@ -183,6 +183,7 @@ function render({ model, el }) {
     }
     sliderValue.textContent = ` ${Number(model.get("threshold")).toFixed(2)}`;
     info.textContent = `${nodes} nodes, ${shown} edges shown`;
+    canvas.ilabNodePosition = (i) => (visible[i] ? [pos[2 * i], pos[2 * i + 1]] : null); // for tests
     canvas.dataset.nodes = String(nodes);
     canvas.dataset.edges = String(shown);
   }
