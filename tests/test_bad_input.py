@@ -11,6 +11,7 @@ type and that the message names the bad value or what is valid.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 from collections.abc import Callable
@@ -30,7 +31,7 @@ from tests.tiny import TEXTS, tiny_model
 
 NAMESPACES = {"ilab": ilab, "ilab.patching": ilab.patching, "ilab.steering": ilab.steering,
               "ilab.features": ilab.features, "ilab.metrics": ilab.metrics, "ilab.widgets": ilab.widgets,
-              "ilab.jobs": ilab.jobs, "ilab.matching": ilab.matching}  # fmt: skip
+              "ilab.jobs": ilab.jobs, "ilab.matching": ilab.matching, "ilab.circuits": ilab.circuits}  # fmt: skip
 SITE = "blocks.1.hook_resid_post"
 
 
@@ -161,6 +162,18 @@ def _layer_sweep(c: Ctx, **kw: Any) -> Any:
 V = ValueError
 T = TypeError
 I = (IndexError, ValueError)  # noqa: E741  (OutOfRangeError is both)
+
+
+@functools.cache
+def _circuit() -> tuple[Any, Any, Any]:
+    """A tiny Gemma 3 with random transcoders and its attribution graph (built once)."""
+    from tests.circuits.test_attribute import PROMPT, transcoders
+
+    model = tiny_model("gemma3")
+    tcs = transcoders(model.d_model)
+    return model, tcs, ilab.circuits.attribute(model, tcs, PROMPT, batch_size=16, progress=False)
+
+
 ROWS: list[Row] = [
     # ---------------------------------------------------------------- ilab.*
     Row("ilab.load_model", lambda c: ilab.load_model(42), T, "model must be None .*got int"),
@@ -516,10 +529,44 @@ ROWS: list[Row] = [
     Row("ilab.matching.explained_variance", lambda c: ilab.matching.explained_variance(torch.ones(3, 2),
                                                                                         torch.ones(3, 5)),
         V, r"must both be \[tokens, width\] of one shape, got \[3, 2\] and \[3, 5\]"),
+    # ---------------------------------------------------------------- circuits
+    Row("ilab.circuits.attribute", lambda c: ilab.circuits.attribute(c.model, [], "the cat"), V, "Supported families"),
+    Row("ilab.circuits.check_transcoders", lambda c: ilab.circuits.check_transcoders(c.model, "x"), T,
+        "must be a list or a dict of transcoders"),
+    Row("ilab.circuits.intervene", lambda c: ilab.circuits.intervene(_circuit()[0], _circuit()[1], "the cat", {}), V,
+        "changes must be a non-empty"),
+    Row("ilab.circuits.transcoder_quality", lambda c: ilab.circuits.transcoder_quality(c.model, [c.sae], ["a"]), T,
+        "must be a transcoder"),
+    Row("ilab.circuits.prune", lambda c: ilab.circuits.prune(torch.zeros(3, 3), 0, 2, 1, torch.ones(1), 2.0), V,
+        "node_threshold must be between 0 and 1"),
+    Row("ilab.circuits.influence", lambda c: ilab.circuits.influence(torch.tensor([[0.0, 1], [1, 0]]),
+                                                                     torch.tensor([1.0, 0])), RuntimeError, "cycle"),
+    Row("ilab.circuits.Graph.feature_index", lambda c: _circuit()[2].feature_index(99, 0, 0), V, "is not a node"),
+    Row("ilab.circuits.Graph.load", lambda c: ilab.circuits.Graph.load(c.tmp / "no-graph"), FileNotFoundError,
+        "No attribution graph"),
+    Row("ilab.circuits.Graph.node", lambda c: _circuit()[2].node(10**6), IndexError, "out of range"),
+    Row("ilab.circuits.Graph.prune", lambda c: _circuit()[2].prune(1.5), V, "node_threshold must be between"),
+    Row("ilab.circuits.Graph.to_json", lambda c: _circuit()[2].to_json(edge_threshold=-1), V,
+        "edge_threshold must be between"),
+    Row("ilab.widgets.CircuitGraph", lambda c: ilab.widgets.CircuitGraph("g"), T, "shows an ilab.circuits.Graph"),
+    Row("ilab.widgets.CircuitGraph.group", lambda c: ilab.widgets.CircuitGraph(_circuit()[2]).group("", [0]), V,
+        "non-empty label"),
+    Row("ilab.widgets.CircuitGraph.set_row_text", lambda c: ilab.widgets.CircuitGraph(_circuit()[2]).set_row_text([1]),
+        T, "labels must map latent ids"),
+    Row("ilab.widgets.CircuitGraph.show_intervention",
+        lambda c: ilab.widgets.CircuitGraph(_circuit()[2]).show_intervention({}), T,
+        "takes an ilab.circuits.intervene"),
 ]
 
-#: Public names with no row, and why.
+
 EXEMPT: dict[str, str] = {
+    "ilab.circuits.Graph": "built by ilab.circuits.attribute and Graph.load (which have rows)",
+    "ilab.circuits.Graph.save": "writes the graph it holds to any folder path, atomically",
+    "ilab.circuits.InterventionResult": "made by ilab.circuits.intervene (which has rows)",
+    "ilab.circuits.InterventionResult.prob_change": "a token id indexes the logits it holds",
+    "ilab.circuits.Pruned": "a NamedTuple of masks that prune returns",
+    "ilab.circuits.embedded_transcoders": "takes no arguments",
+    "ilab.circuits.graph_scores": "arrays of a Graph (Graph.scores); the thresholds-free twin of prune, which has rows",
     "ilab.default_corpus": "takes no arguments",
     "ilab.load_ipython_extension": "called by IPython's %load_ext with its own shell, never by users",
     "ilab.unload_ipython_extension": "called by IPython's %unload_ext with its own shell, never by users",

@@ -72,6 +72,8 @@ class CircuitGraph(Widget):
 
     def set_row_text(self, labels: dict[int, str]) -> None:
         """Labels of latents (a linked FeatureDashboard sends its labels here); shown in hover boxes."""
+        if not isinstance(labels, dict):
+            raise TypeError(f"labels must map latent ids to label strings, got {type(labels).__name__}.")
         data = dict(self.graph)
         data["latent_labels"] = {str(int(k)): str(v) for k, v in labels.items()}
         self.graph = data

@@ -30,6 +30,7 @@ def normalise_rows(adjacency: torch.Tensor) -> torch.Tensor:
 
 def influence(normalised: torch.Tensor, weights: torch.Tensor, max_iter: int = 1000) -> torch.Tensor:
     """``weights @ (Â + Â² + ...)``: each node's influence on what ``weights`` weights (an acyclic graph ends)."""
+    normalised = normalised.double()
     step = weights.double() @ normalised
     total = step.clone()
     for _ in range(max_iter):
