@@ -57,7 +57,7 @@ def random_transcoders(model: Any, width: int, k: int, threshold: float = 0.5) -
     return out
 
 
-def graph_section(quick: bool, batch: int, max_features: int) -> dict[str, Any]:
+def graph_section(quick: bool, batch: int, max_features: int, folder: str | None = None) -> dict[str, Any]:
     import importlib
 
     from interplab.core.circuits import attribute
@@ -75,7 +75,12 @@ def graph_section(quick: bool, batch: int, max_features: int) -> dict[str, Any]:
     else:
         model, prompt = ilab.load_model(dtype="float32"), PROMPT_16
         try:
-            tcs, source = ilab.circuits.embedded_transcoders(), "shipped"
+            if folder:  # SAELens transcoder folders (e.g. from `python -m interplab train-transcoders --out`)
+                paths = sorted(Path(folder).iterdir(), key=lambda p: int(p.name.split(".")[1]))
+                tcs = [ilab.SAE.load(p) for p in paths]
+                source = f"trained, from {folder}"
+            else:
+                tcs, source = ilab.circuits.embedded_transcoders(), "shipped"
         except FileNotFoundError:
             tcs, source = random_transcoders(model, 1024, 16), "random BatchTopK width 1024 k 16"
     n_tokens = int(model.to_tokens(prompt)["input_ids"].shape[1])
@@ -232,12 +237,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="tiny model, fewer page loads")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-feature-nodes", type=int, default=128)
+    parser.add_argument("--transcoders", help="a folder of SAELens transcoder folders, one per layer")
     args = parser.parse_args()
     import interplab as ilab
 
     result: dict[str, Any] = {"benchmark": "circuits", "quick": args.quick}
     log("graph time")
-    result["graph"] = graph_section(args.quick, args.batch_size, args.max_feature_nodes)
+    result["graph"] = graph_section(args.quick, args.batch_size, args.max_feature_nodes, args.transcoders)
     log("widget payload")
     widget = ilab.widgets.CircuitGraph(synthetic_graph(), node_threshold=1.0, edge_threshold=1.0)
     widget.threshold = 1.0  # the slider at its end: every node and edge is drawn
