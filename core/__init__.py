@@ -2,8 +2,8 @@
 
 The base (``model.py``, ``sites.py``, ``attention.py``, ``loading.py``, ``embedded.py``, ``activations.py``,
 ``lens.py``, ``metrics.py``) and shared helpers (``checks.py``, ``atomic.py``, ``charts.py``) sit at the top;
-``data/``, ``saes/``, ``features/``, ``evals/``, ``views/``, ``patching/``, ``steering/`` and ``recipes/``
-each hold one capability. ``ARCHITECTURE.md`` at the repository root is the map.
+``data/``, ``saes/``, ``features/``, ``evals/``, ``views/``, ``patching/``, ``steering/``, ``circuits/`` and
+``recipes/`` each hold one capability. ``ARCHITECTURE.md`` at the repository root is the map.
 """
 
 from .activations import Activations

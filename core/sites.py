@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 #: Site kinds in the order they run: the embedding, then inside each block.
-KINDS = ("embed", "resid_pre", "hook_z", "pattern", "attn_out", "resid_mid", "mlp_post", "mlp_out", "resid_post")
+KINDS = (
+    "embed", "resid_pre", "hook_z", "pattern", "attn_out", "resid_mid", "mlp_in", "mlp_post", "mlp_out", "resid_post",
+)
 #: Kinds that exist once per block (``embed`` is once per model).
 BLOCK_KINDS = KINDS[1:]
 _HOOK_SUFFIX = {
@@ -30,6 +32,7 @@ _HOOK_SUFFIX = {
     "hook_z": "attn.hook_z",
     "attn_out": "hook_attn_out",
     "resid_mid": "hook_resid_mid",
+    "mlp_in": "hook_mlp_in",
     "mlp_post": "mlp.hook_post",
     "mlp_out": "hook_mlp_out",
     "resid_post": "hook_resid_post",
@@ -39,7 +42,7 @@ _SITE_RE = re.compile(r"^(?:blocks\.(\d+)\.([\w.]+)|(hook_embed))$")
 #: TransformerLens hook names interplab does not map (read them through ``model.nn``).
 _TL_UNMAPPED = re.compile(
     r"^(?:blocks\.\d+\.)?(?:attn\.hook_(?:q|k|v|attn_scores|result|rot_q|rot_k)|mlp\.hook_(?:pre|pre_linear)"
-    r"|ln\w*\.hook_(?:scale|normalized)|hook_(?:attn_in|q_input|k_input|v_input|mlp_in)"
+    r"|ln\w*\.hook_(?:scale|normalized)|hook_(?:attn_in|q_input|k_input|v_input)"
     r"|hook_pos_embed|hook_tokens)$"
 )
 #: What each site holds, for messages and docs.
@@ -50,6 +53,7 @@ DESCRIPTIONS = {
     "hook_z": "per-head attention values before the output projection, heads x head-dim flattened",
     "attn_out": "the attention output added to the residual stream",
     "resid_mid": "the residual stream between attention and the MLP",
+    "mlp_in": "the MLP's input: the output of the norm before it (what Gemma Scope 2 transcoders read)",
     "mlp_post": "MLP neurons: the activation entering the down projection",
     "mlp_out": "the MLP output added to the residual stream",
     "resid_post": "the residual stream leaving the block",
@@ -242,6 +246,8 @@ def site_module_path(family: Family, site: Site) -> tuple[str, str]:
         return f"{block}.{family.attn}", "weights"
     if site.kind == "resid_mid":
         return f"{block}.{family.mlp_norm}", "stream"
+    if site.kind == "mlp_in":
+        return f"{block}.{family.mlp_norm}", "output"
     if site.kind == "mlp_post":
         return f"{block}.{family.down_proj}", "input"
     sub = family.attn_out if site.kind == "attn_out" else family.mlp_out

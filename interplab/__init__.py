@@ -9,7 +9,7 @@ Example
 """
 
 from interplab import widgets
-from interplab.core import das, features, matching, metrics, patching, probes, steering
+from interplab.core import circuits, das, features, matching, metrics, patching, probes, steering
 from interplab.core.activations import Activations
 from interplab.core.checks import set_memory_budget
 from interplab.core.data import ActivationStore, default_corpus
@@ -37,6 +37,7 @@ __all__ = [
     "SAEEvaluation",
     "__version__",
     "attention_data",
+    "circuits",
     "das",
     "default_corpus",
     "evaluate",

@@ -57,6 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     suite.add_argument("--n-tokens", type=int, default=1_000_000)
     suite.add_argument("--width", type=int, default=4096)
     suite.add_argument("--k", type=int, default=32)
+    tcs = sub.add_parser("train-transcoders", help="train one transcoder per layer of the embedded model (long)")
+    tcs.add_argument("--checkpoint-dir", required=True, help="where training checkpoints (and resumes)")
+    tcs.add_argument("--out", default=None, help="output folder (default: the package's transcoder folder)")
+    tcs.add_argument("--n-tokens", type=int, default=300_000)
+    tcs.add_argument("--width", type=int, default=1024)
+    tcs.add_argument("--k", type=int, default=16)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.command == "prepare":
@@ -77,6 +83,14 @@ def main(argv: list[str] | None = None) -> int:
 
         results = train_suite(args.store, layers=tuple(args.layers), n_tokens=args.n_tokens, width=args.width, k=args.k)
         logging.info("%s", json.dumps(results, indent=1))
+    elif args.command == "train-transcoders":
+        import json
+
+        from interplab.core.recipes.transcoders import train_transcoders
+
+        kw = {"out_dir": args.out} if args.out else {}
+        rows = train_transcoders(args.checkpoint_dir, n_tokens=args.n_tokens, width=args.width, k=args.k, **kw)
+        logging.info("%s", json.dumps(rows, indent=1))
     return 0
 
 

@@ -11,6 +11,7 @@ type and that the message names the bad value or what is valid.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 from collections.abc import Callable
@@ -31,7 +32,7 @@ from tests.tiny import TEXTS, tiny_model
 NAMESPACES = {"ilab": ilab, "ilab.patching": ilab.patching, "ilab.steering": ilab.steering,
               "ilab.features": ilab.features, "ilab.metrics": ilab.metrics, "ilab.widgets": ilab.widgets,
               "ilab.jobs": ilab.jobs, "ilab.matching": ilab.matching, "ilab.probes": ilab.probes,
-              "ilab.das": ilab.das}  # fmt: skip
+              "ilab.das": ilab.das, "ilab.circuits": ilab.circuits}  # fmt: skip
 SITE = "blocks.1.hook_resid_post"
 
 
@@ -171,6 +172,18 @@ def _das_pairs(c: Ctx) -> Any:
 V = ValueError
 T = TypeError
 I = (IndexError, ValueError)  # noqa: E741  (OutOfRangeError is both)
+
+
+@functools.cache
+def _circuit() -> tuple[Any, Any, Any]:
+    """A tiny Gemma 3 with random transcoders and its attribution graph (built once)."""
+    from tests.circuits.test_attribute import PROMPT, transcoders
+
+    model = tiny_model("gemma3")
+    tcs = transcoders(model.d_model)
+    return model, tcs, ilab.circuits.attribute(model, tcs, PROMPT, batch_size=16, progress=False)
+
+
 ROWS: list[Row] = [
     # ---------------------------------------------------------------- ilab.*
     Row("ilab.load_model", lambda c: ilab.load_model(42), T, "model must be None .*got int"),
@@ -283,6 +296,8 @@ ROWS: list[Row] = [
         r"reads 'blocks\.7\.hook_resid_post', which .* does not have"),
     Row("ilab.SAE.validate", lambda c: type(c.sae).validate(ilab.core.saes.SAEConfig("topk", 0, 4, k=1)), V,
         "d_in must be a positive integer, got 0"),
+    Row("ilab.SAE.target_of", lambda c: c.sae.target_of(torch.zeros(2, 32), torch.zeros(2, 5)), V,
+        r"target must have shape \[2, 32\]"),
     # ---------------------------------------------------------------- features
     Row("ilab.FeatureData", lambda c: ilab.FeatureData.load(c.tmp / "nothing"), FileNotFoundError,
         "holds no feature data"),
@@ -601,10 +616,44 @@ ROWS: list[Row] = [
     Row("ilab.das.knob_sweep", lambda c: ilab.das.knob_sweep(c.model, "das", None), T, "das must be a DASResult"),
     Row("ilab.das.KnobSweep", lambda c: ilab.das.knob_sweep(c.model, ilab.das.DASResult(SITE, [-1], torch.zeros(32, 1),
         *[0.0] * 5), ilab.das.KnobTask([("a", "b", "c")]), scales=[]), V, "scales is empty"),
+    # ---------------------------------------------------------------- circuits
+    Row("ilab.circuits.attribute", lambda c: ilab.circuits.attribute(c.model, [], "the cat"), V, "Supported families"),
+    Row("ilab.circuits.check_transcoders", lambda c: ilab.circuits.check_transcoders(c.model, "x"), T,
+        "must be a list or a dict of transcoders"),
+    Row("ilab.circuits.intervene", lambda c: ilab.circuits.intervene(_circuit()[0], _circuit()[1], "the cat", {}), V,
+        "changes must be a non-empty"),
+    Row("ilab.circuits.transcoder_quality", lambda c: ilab.circuits.transcoder_quality(c.model, [c.sae], ["a"]), T,
+        "must be a transcoder"),
+    Row("ilab.circuits.prune", lambda c: ilab.circuits.prune(torch.zeros(3, 3), 0, 2, 1, torch.ones(1), 2.0), V,
+        "node_threshold must be between 0 and 1"),
+    Row("ilab.circuits.influence", lambda c: ilab.circuits.influence(torch.tensor([[0.0, 1], [1, 0]]),
+                                                                     torch.tensor([1.0, 0])), RuntimeError, "cycle"),
+    Row("ilab.circuits.Graph.feature_index", lambda c: _circuit()[2].feature_index(99, 0, 0), V, "is not a node"),
+    Row("ilab.circuits.Graph.load", lambda c: ilab.circuits.Graph.load(c.tmp / "no-graph"), FileNotFoundError,
+        "No attribution graph"),
+    Row("ilab.circuits.Graph.node", lambda c: _circuit()[2].node(10**6), IndexError, "out of range"),
+    Row("ilab.circuits.Graph.prune", lambda c: _circuit()[2].prune(1.5), V, "node_threshold must be between"),
+    Row("ilab.circuits.Graph.to_json", lambda c: _circuit()[2].to_json(edge_threshold=-1), V,
+        "edge_threshold must be between"),
+    Row("ilab.widgets.CircuitGraph", lambda c: ilab.widgets.CircuitGraph("g"), T, "shows an ilab.circuits.Graph"),
+    Row("ilab.widgets.CircuitGraph.group", lambda c: ilab.widgets.CircuitGraph(_circuit()[2]).group("", [0]), V,
+        "non-empty label"),
+    Row("ilab.widgets.CircuitGraph.set_row_text", lambda c: ilab.widgets.CircuitGraph(_circuit()[2]).set_row_text([1]),
+        T, "labels must map latent ids"),
+    Row("ilab.widgets.CircuitGraph.show_intervention",
+        lambda c: ilab.widgets.CircuitGraph(_circuit()[2]).show_intervention({}), T,
+        "takes an ilab.circuits.intervene"),
 ]
 
-#: Public names with no row, and why.
+
 EXEMPT: dict[str, str] = {
+    "ilab.circuits.Graph": "built by ilab.circuits.attribute and Graph.load (which have rows)",
+    "ilab.circuits.Graph.save": "writes the graph it holds to any folder path, atomically",
+    "ilab.circuits.InterventionResult": "made by ilab.circuits.intervene (which has rows)",
+    "ilab.circuits.InterventionResult.prob_change": "a token id indexes the logits it holds",
+    "ilab.circuits.Pruned": "a NamedTuple of masks that prune returns",
+    "ilab.circuits.embedded_transcoders": "takes no arguments",
+    "ilab.circuits.graph_scores": "arrays of a Graph (Graph.scores); the thresholds-free twin of prune, which has rows",
     "ilab.default_corpus": "takes no arguments",
     "ilab.load_ipython_extension": "called by IPython's %load_ext with its own shell, never by users",
     "ilab.unload_ipython_extension": "called by IPython's %unload_ext with its own shell, never by users",
@@ -628,6 +677,8 @@ EXEMPT: dict[str, str] = {
     "Model.softcap": "applied by the engine to logit tensors it made",
     "ilab.SAE.with_defaults": "an architecture hook: training specs pass through _check_spec (SAE.train has rows)",
     "ilab.SAE.tensor_shapes": "an architecture hook fed checked sizes by SAE.validate and the file readers",
+    "ilab.SAE.skip_out": "the skip term forward adds after encode checked x (SAE.forward has rows)",
+    "ilab.SAE.file_shapes": "tensor_shapes for a config SAE.validate or the file readers checked",
     "ilab.SAE.load_extra": "an architecture hook fed by the validated file readers (SAE.load has rows)",
     "ilab.SAE.init_weights": "seed: any integer torch accepts; called by SAE.create and the trainer",
     "ilab.SAE.fold_input_scale": "called by the trainer with the scale it measured",

@@ -229,8 +229,8 @@ def test_embedded_loads(embedded):
     assert embedded.n_layers == 18 and embedded.d_model == 640
     assert embedded.config.model_type in ("gemma3", "gemma3_text")
     # the embedding, then per layer: resid_pre, attn.hook_z, attn.hook_pattern, hook_attn_out, hook_resid_mid,
-    # mlp.hook_post, hook_mlp_out, hook_resid_post
-    assert len(embedded.sites) == 1 + 18 * 8
+    # hook_mlp_in, mlp.hook_post, hook_mlp_out, hook_resid_post
+    assert len(embedded.sites) == 1 + 18 * 9
     assert embedded.sites[0] == "hook_embed" and "blocks.17.mlp.hook_post" in embedded.sites
     assert embedded.to_str_tokens("Hi")[0] == "<bos>"
 

@@ -21,7 +21,7 @@ ATOL = 1e-5
 SUFFIXES = ("hook_resid_pre", "attn.hook_z", "hook_attn_out", "hook_mlp_out", "hook_resid_post")
 #: Sites added in issue 12, with the five above: in forward order within a block.
 ALL_SUFFIXES = ("hook_resid_pre", "attn.hook_z", "attn.hook_pattern", "hook_attn_out", "hook_resid_mid",
-                "mlp.hook_post", "hook_mlp_out", "hook_resid_post")  # fmt: skip
+                "hook_mlp_in", "mlp.hook_post", "hook_mlp_out", "hook_resid_post")  # fmt: skip
 PADDING_TEXTS = [*TEXTS, "a dog ran"]  # lengths 7, 15, 10, 4: both batches of 2 hold padding
 
 
@@ -97,6 +97,7 @@ def hf_reference(family: str, hf: torch.nn.Module, enc: dict) -> dict:
         )
         handles.append(block.get_submodule(paths.mlp_norm).register_forward_pre_hook(keep(("mid", layer), pre=True)))
         handles.append(block.get_submodule(paths.down_proj).register_forward_pre_hook(keep(("post", layer), pre=True)))
+        handles.append(block.get_submodule(paths.mlp).register_forward_pre_hook(keep(("mlp_in", layer), pre=True)))
     before = hf.config._attn_implementation
     hf.set_attn_implementation("eager")
     try:
@@ -128,6 +129,7 @@ def hf_reference(family: str, hf: torch.nn.Module, enc: dict) -> dict:
             ref[f"blocks.{layer}.attn.hook_pattern"] = out.attentions[layer]
             ref[f"blocks.{layer}.hook_resid_mid"] = got[("mid", layer)]
             ref[f"blocks.{layer}.mlp.hook_post"] = got[("post", layer)]
+            ref[f"blocks.{layer}.hook_mlp_in"] = got[("mlp_in", layer)]  # what the MLP module itself reads
             ref[("raw_attn", layer)] = got[("attn", layer)]
             ref[("raw_mlp", layer)] = got[("mlp", layer)]
         # The hooked last-block output really is the residual stream HF normalises.

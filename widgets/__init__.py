@@ -1,6 +1,7 @@
 """interplab widgets: anywidgets that render engine results inline (no engine logic here)."""
 
 from .attention import AttentionPattern
+from .circuit import CircuitGraph
 from .dashboard import FeatureDashboard
 from .flow import FeatureFlow
 from .heatmap import FeatureHeatmap, TokenHeatmap
@@ -10,6 +11,7 @@ from .steering import SteeringPanel
 
 __all__ = [
     "AttentionPattern",
+    "CircuitGraph",
     "FeatureDashboard",
     "FeatureFlow",
     "FeatureHeatmap",

@@ -14,7 +14,7 @@ Example
 >>> sae = SAE.load("embedded", layer=6)
 """
 
-from . import io, pretrained, releases, train  # noqa: F401  (they provide SAE.load, SAE.save, SAE.train_many)
+from . import io, pretrained, releases, train, transcoder_releases  # noqa: F401  (they provide SAE.load, SAE.save, SAE.train_many)
 from .base import REGISTRY, SAE, SAEConfig, arch_class, sae_fingerprint
 from .batchtopk import BatchTopKSAE
 from .gated import GatedSAE

@@ -10,6 +10,12 @@ Every architecture stores ``W_enc`` [d_in, d_sae], ``b_enc`` [d_sae], ``W_dec`` 
 and ``b_dec`` [d_in] (the SAELens layout), computes ``pre = (x - b_dec) @ W_enc + b_enc``
 (``b_dec`` subtracted when ``apply_b_dec_to_input``), and decodes ``acts @ W_dec + b_dec``.
 
+Every architecture is also a **transcoder** when its config names an output site (``site_out``):
+it reads ``site`` (e.g. the MLP input ``blocks.6.hook_mlp_in``) and predicts ``site_out`` (the MLP
+output ``blocks.6.hook_mlp_out``), so ``W_dec`` is [d_sae, d_out], ``b_dec`` [d_out], ``b_dec`` is
+never subtracted from the input, and with ``skip=True`` an affine skip ``x @ W_skip`` ([d_in, d_out])
+is added to the output. The activation rule and the loss are the architecture's own.
+
 Example
 -------
 >>> sae = SAE.create("topk", d_in=640, d_sae=4096, k=32, site="blocks.6.hook_resid_post")
@@ -74,6 +80,9 @@ class SAEConfig:
     l1_coefficient: float | None = None  # standard / gated
     l0_coefficient: float | None = None  # jumprelu
     bandwidth: float = 0.001  # jumprelu straight-through estimator
+    site_out: str = ""  # a transcoder's output site ("" for an SAE, which reconstructs its input)
+    d_out: int | None = None  # a transcoder's output width (None: d_in)
+    skip: bool = False  # a transcoder's affine skip connection x @ W_skip
     matryoshka_widths: list[int] | None = None  # matryoshka: nested prefix widths, the last = d_sae
     metadata: dict[str, Any] = field(default_factory=dict)
 
@@ -86,6 +95,8 @@ class SAE(nn.Module):
 
     arch: ClassVar[str] = ""
     saelens_arch: ClassVar[str] = ""  # the architecture name SAELens saves it under
+    #: The SAELens transcoder class it saves as ("" where SAELens has none: saved as ``<arch>_transcoder``).
+    saelens_transcoder_arch: ClassVar[str] = ""
     #: Settings filled in when a spec leaves them out (e.g. ``{"k": 32}``); see :meth:`with_defaults`.
     defaults: ClassVar[dict[str, Any]] = {}
     #: Whether the trainer re-initialises dead latents (Bricken et al.); TopK-style SAEs use AuxK instead.
@@ -97,8 +108,11 @@ class SAE(nn.Module):
         self.cfg = cfg
         self.W_enc = nn.Parameter(torch.zeros(cfg.d_in, cfg.d_sae))
         self.b_enc = nn.Parameter(torch.zeros(cfg.d_sae))
-        self.W_dec = nn.Parameter(torch.zeros(cfg.d_sae, cfg.d_in))
-        self.b_dec = nn.Parameter(torch.zeros(cfg.d_in))
+        d_out = cfg.d_out or cfg.d_in
+        self.W_dec = nn.Parameter(torch.zeros(cfg.d_sae, d_out))
+        self.b_dec = nn.Parameter(torch.zeros(d_out))
+        if cfg.skip:
+            self.W_skip = nn.Parameter(torch.zeros(cfg.d_in, d_out))
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -126,10 +140,22 @@ class SAE(nn.Module):
             raise ValueError(f"bandwidth must be a positive number, got {cfg.bandwidth!r}.")
         if not isinstance(cfg.apply_b_dec_to_input, bool):
             raise TypeError(f"apply_b_dec_to_input must be True or False, got {cfg.apply_b_dec_to_input!r}.")
-        for name in ("site", "model_name"):
+        for name in ("site", "model_name", "site_out"):
             if not isinstance(getattr(cfg, name), str):
                 raise TypeError(f"{name} must be a string, got {getattr(cfg, name)!r}.")
-        n = sum(math.prod(shape) for shape in cls.tensor_shapes(cfg.d_in, cfg.d_sae).values())
+        if cfg.d_out is not None:
+            check_int("d_out", cfg.d_out, minimum=1)
+        if not isinstance(cfg.skip, bool):
+            raise TypeError(f"skip must be True or False, got {cfg.skip!r}.")
+        transcoder = bool(cfg.site_out) or cfg.d_out is not None
+        if cfg.skip and not transcoder:
+            raise ValueError("skip=True is for transcoders: give site_out= (the site the transcoder predicts).")
+        if transcoder and cfg.apply_b_dec_to_input:
+            raise ValueError(
+                "A transcoder's b_dec lives at its output site, so apply_b_dec_to_input must be False "
+                f"(site={cfg.site!r}, site_out={cfg.site_out!r})."
+            )
+        n = sum(math.prod(shape) for shape in cls.file_shapes(cfg).values())
         check_memory(f"A {cls.arch or 'SAE'} SAE with d_in={cfg.d_in:,} and width={cfg.d_sae:,}", 4 * n,
                      "Give a smaller width.")  # fmt: skip
 
@@ -137,6 +163,18 @@ class SAE(nn.Module):
     def tensor_shapes(cls, d_in: int, d_sae: int) -> dict[str, tuple[int, ...]]:
         """The tensors a saved SAE of this architecture holds, by their SAELens name, with their shapes."""
         return {"W_enc": (d_in, d_sae), "b_enc": (d_sae,), "W_dec": (d_sae, d_in), "b_dec": (d_in,)}
+
+    @classmethod
+    def file_shapes(cls, cfg: SAEConfig) -> dict[str, tuple[int, ...]]:
+        """:meth:`tensor_shapes` for this config: a transcoder's decoder at ``d_out``, its ``W_skip`` [d_out, d_in]
+        (the SAELens layout of files; the module holds it transposed)."""
+        shapes = cls.tensor_shapes(cfg.d_in, cfg.d_sae)
+        d_out = cfg.d_out or cfg.d_in
+        if d_out != cfg.d_in:
+            shapes = {**shapes, "W_dec": (cfg.d_sae, d_out), "b_dec": (d_out,)}
+        if cfg.skip:
+            shapes = {**shapes, "W_skip": (d_out, cfg.d_in)}
+        return shapes
 
     @classmethod
     def with_defaults(cls, settings: dict[str, Any]) -> dict[str, Any]:
@@ -154,6 +192,8 @@ class SAE(nn.Module):
         Every setting is explicit here (``k`` for TopK); :meth:`with_defaults` fills them in for training specs.
         """
         cls = arch_class(arch)
+        if kwargs.get("site_out") or kwargs.get("d_out") is not None:
+            kwargs.setdefault("apply_b_dec_to_input", False)  # a transcoder's b_dec is at its output
         sae = cls(SAEConfig(arch=arch, d_in=d_in, d_sae=d_sae, **kwargs))
         sae.init_weights()
         return sae
@@ -163,8 +203,15 @@ class SAE(nn.Module):
         W = torch.randn(self.cfg.d_sae, self.cfg.d_in, generator=gen)
         W /= W.norm(dim=1, keepdim=True)
         with torch.no_grad():
-            self.W_dec.copy_(W)
-            self.W_enc.copy_(W.T)
+            if self.d_out == self.d_in:
+                self.W_dec.copy_(W)
+            else:  # a transcoder into another width: its own random unit rows
+                W_out = torch.randn(self.cfg.d_sae, self.d_out, generator=gen)
+                self.W_dec.copy_(W_out / W_out.norm(dim=1, keepdim=True))
+            # a transcoder's encoder starts small: its output starts near b_dec (the mean), not at a random map
+            self.W_enc.copy_(W.T * (0.1 if self.is_transcoder else 1.0))
+            if self.cfg.skip:
+                self.W_skip.zero_()
             self.b_enc.zero_()
             self.b_dec.zero_()
 
@@ -180,6 +227,21 @@ class SAE(nn.Module):
     @property
     def site(self) -> str:
         return self.cfg.site
+
+    @property
+    def d_out(self) -> int:
+        """The width of what it writes: ``d_in`` for an SAE, the output site's for a transcoder."""
+        return self.cfg.d_out or self.cfg.d_in
+
+    @property
+    def site_out(self) -> str:
+        """The site a transcoder predicts ("" for an SAE)."""
+        return self.cfg.site_out
+
+    @property
+    def is_transcoder(self) -> bool:
+        """Whether it predicts another site (a transcoder) rather than reconstructing its input."""
+        return bool(self.cfg.site_out) or self.cfg.d_out is not None
 
     @property
     def threshold(self) -> torch.Tensor | None:
@@ -216,8 +278,25 @@ class SAE(nn.Module):
         pre = self.pre_acts(x)
         return pre * (pre > threshold)
 
+    def skip_out(self, x: torch.Tensor) -> torch.Tensor | float:
+        """A transcoder's affine skip term ``x @ W_skip`` [..., d_out] (0 without one)."""
+        return x.to(self.W_skip.dtype) @ self.W_skip if self.cfg.skip else 0.0
+
+    def target_of(self, x: torch.Tensor, target: torch.Tensor | None) -> torch.Tensor:
+        """What the loss compares the output with: ``x`` for an SAE, the checked ``target`` for a transcoder."""
+        if target is None:
+            if self.is_transcoder:
+                raise ValueError(f"A transcoder's loss needs target= (the {self.site_out or 'output'} activations).")
+            return x
+        if target.shape[-1] != self.d_out or target.shape[:-1] != x.shape[:-1]:
+            raise ValueError(
+                f"target must have shape {[*x.shape[:-1], self.d_out]} (the rows of x, d_out={self.d_out}); "
+                f"got {list(target.shape)}."
+            )
+        return target.to(self.W_dec.dtype)
+
     def decode(self, acts: torch.Tensor) -> torch.Tensor:
-        """Reconstruction [..., d_in] from latent activations."""
+        """Reconstruction [..., d_out] from latent activations (a transcoder's skip term is added by forward)."""
         if acts.shape[-1] != self.d_sae:
             raise ValueError(f"This SAE has {self.d_sae} latents; decode got activations of last dim {acts.shape[-1]}.")
         return acts @ self.W_dec + self.b_dec
@@ -230,7 +309,7 @@ class SAE(nn.Module):
     def trace_tensors(self) -> dict[str, Any]:
         """This SAE's rule as plain tensors (see :mod:`interplab.core.trace_ops`); subclasses add their keys."""
         with torch.no_grad():
-            b_in = self.b_dec if self.cfg.apply_b_dec_to_input else torch.zeros_like(self.b_dec)
+            b_in = self.b_dec if self.cfg.apply_b_dec_to_input else self.W_enc.new_zeros(self.d_in)
             named = {"W_enc": self.W_enc, "b_enc": self.b_enc, "b_in": b_in, "W_dec": self.W_dec, "b_dec": self.b_dec}
             p: dict[str, Any] = {k: v.detach().clone() for k, v in named.items()}
             threshold = self.threshold
@@ -261,12 +340,16 @@ class SAE(nn.Module):
         return p
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.decode(self.encode(x))
+        """The reconstruction of ``x`` (an SAE) or the prediction of the output site (a transcoder)."""
+        return self.decode(self.encode(x)) + self.skip_out(x)
 
     # ----------------------------------------------------------- training
-    def training_loss(self, x: torch.Tensor, dead: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, Any]]:
-        """Loss for one batch and a dict with ``recon`` [B, d_in], ``mse`` and ``l0`` (floats), ``fired`` [d_sae]
-        bool. ``dead`` [d_sae] bool marks latents that have not fired for a while (TopK's AuxK uses it)."""
+    def training_loss(
+        self, x: torch.Tensor, dead: torch.Tensor | None = None, target: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Loss for one batch and a dict with ``recon`` [B, d_out], ``mse`` and ``l0`` (floats), ``fired`` [d_sae]
+        bool. ``dead`` [d_sae] bool marks latents that have not fired for a while (TopK's AuxK uses it);
+        ``target`` [B, d_out] is what a transcoder predicts (an SAE reconstructs ``x``)."""
         raise NotImplementedError
 
     @torch.no_grad()
@@ -282,11 +365,16 @@ class SAE(nn.Module):
             self.W_dec.grad -= (self.W_dec.grad * W).sum(1, keepdim=True) * W
 
     @torch.no_grad()
-    def fold_input_scale(self, scale: float) -> None:
-        """Make an SAE trained on ``x * scale`` read raw ``x`` (weights change, behaviour on x does not)."""
+    def fold_input_scale(self, scale: float, out_scale: float | None = None) -> None:
+        """Make an SAE trained on ``x * scale`` read raw ``x`` (weights change, behaviour on x does not).
+
+        A transcoder trained to predict ``y * out_scale`` then predicts raw ``y``."""
+        out_scale = scale if out_scale is None else out_scale
         self.W_enc *= scale
-        self.W_dec /= scale
-        self.b_dec /= scale
+        self.W_dec /= out_scale
+        self.b_dec /= out_scale
+        if self.cfg.skip:
+            self.W_skip *= scale / out_scale
 
     def extra_state(self) -> dict[str, torch.Tensor]:
         """Tensors beyond the four shared ones, keyed by their SAELens name."""
@@ -294,6 +382,12 @@ class SAE(nn.Module):
 
     def check_fits(self, model: Any, site: str | None = None) -> str:
         """The site this SAE reads on ``model``; a clear error if its site or width does not fit."""
+        if self.site_out:
+            if self.site_out not in model.sites:
+                raise ValueError(f"This transcoder writes {self.site_out!r}, which {model.name!r} does not have.")
+            if model.site_dim(self.site_out) != self.d_out:
+                raise ValueError(f"This transcoder writes d_out={self.d_out}, but {self.site_out} of {model.name!r} "
+                                 f"has width {model.site_dim(self.site_out)}.")  # fmt: skip
         site = site or self.site
         if not site:
             raise ValueError("This SAE does not say which site it reads; pass site=, e.g. 'blocks.6.hook_resid_post'.")
@@ -368,13 +462,18 @@ class SAE(nn.Module):
     def __repr__(self) -> str:
         k = f", k={self.cfg.k}" if self.cfg.k else ""
         site = f", site={self.site!r}" if self.site else ""
+        if self.is_transcoder:
+            site += f", site_out={self.site_out!r}, d_out={self.d_out}" + (", skip=True" if self.cfg.skip else "")
+            return f"{type(self).__name__}Transcoder(d_in={self.d_in}, d_sae={self.d_sae}{k}{site})"
         return f"{type(self).__name__}(d_in={self.d_in}, d_sae={self.d_sae}{k}{site})"
 
 
 def sae_fingerprint(sae: SAE) -> str:
     """A stable id of an SAE's weights and site (16 hex digits)."""
     h = hashlib.sha256(f"{sae.site}|{sae.d_in}|{sae.d_sae}|{type(sae).__name__}".encode())
-    for t in (sae.W_enc, sae.b_enc, sae.W_dec, sae.b_dec):
+    if sae.is_transcoder:
+        h.update(f"|{sae.site_out}|{sae.d_out}|{sae.cfg.skip}".encode())
+    for t in (sae.W_enc, sae.b_enc, sae.W_dec, sae.b_dec, *([sae.W_skip] if sae.cfg.skip else [])):
         h.update(t.detach().float().contiguous().numpy().tobytes())
     return h.hexdigest()[:16]
 

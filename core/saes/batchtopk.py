@@ -21,6 +21,7 @@ THRESHOLD_RATE = 0.01
 class BatchTopKSAE(TopKSAE):
     arch = "batchtopk"
     saelens_arch = "jumprelu"
+    saelens_transcoder_arch = "jumprelu_transcoder"
     batch_topk = True
 
     def __init__(self, cfg):  # type: ignore[no-untyped-def]

@@ -46,16 +46,21 @@ class GatedSAE(SAE):
         pre_gate, magnitude = self._paths(x)
         return (pre_gate > 0).to(magnitude.dtype) * magnitude
 
-    def training_loss(self, x: torch.Tensor, dead: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, Any]]:
+    def training_loss(
+        self, x: torch.Tensor, dead: torch.Tensor | None = None, target: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
         x = self._check_input(x)
+        y = self.target_of(x, target)
         pre_gate, magnitude = self._paths(x)
         acts = (pre_gate > 0).to(magnitude.dtype) * magnitude
-        recon = self.decode(acts)
-        mse = (recon - x).pow(2).sum(-1).mean()
+        recon = self.decode(acts) + self.skip_out(x)
+        mse = (recon - y).pow(2).sum(-1).mean()
         gate = pre_gate.relu()
         sparsity = gate.sum(-1).mean()
         aux_recon = gate @ self.W_dec.detach() + self.b_dec.detach()
-        aux = (aux_recon - x).pow(2).sum(-1).mean()
+        if self.cfg.skip:
+            aux_recon = aux_recon + self.skip_out(x).detach()
+        aux = (aux_recon - y).pow(2).sum(-1).mean()
         loss = mse + (self.cfg.l1_coefficient or 0.0) * sparsity + aux
         active = acts > 0
         return loss, {

@@ -43,7 +43,7 @@ def save_saelens(
     """Write ``sae`` as a SAELens v6 folder, atomically (a temporary folder renamed into place)."""
     target = Path(path)
     cfg = {
-        "architecture": sae.saelens_arch,
+        "architecture": saelens_arch_of(sae),
         "d_in": sae.d_in,
         "d_sae": sae.d_sae,
         "dtype": str(dtype).replace("torch.", ""),
@@ -66,6 +66,12 @@ def save_saelens(
         cfg["k"] = sae.cfg.k
         cfg["rescale_acts_by_decoder_norm"] = False
     tensors = {"W_enc": sae.W_enc, "W_dec": sae.W_dec, "b_dec": sae.b_dec}
+    if sae.is_transcoder:
+        cfg["d_out"] = sae.d_out
+        cfg["metadata"]["hook_name_out"] = sae.site_out
+        cfg["metadata"]["hook_head_index_out"] = None
+        if sae.cfg.skip:
+            tensors["W_skip"] = sae.W_skip.T  # SAELens keeps it [d_out, d_in]
     extra = sae.extra_state()
     if "b_gate" not in extra:
         tensors["b_enc"] = sae.b_enc
@@ -77,6 +83,33 @@ def save_saelens(
             save_file({"sparsity": sparsity.detach().to("cpu", torch.float32).contiguous()}, str(work / SPARSITY))
         (work / CFG).write_text(json.dumps(cfg, indent=1))
     return target
+
+
+#: SAELens transcoder architectures -> (interplab architecture, whether it has the affine skip).
+TRANSCODER_ARCHS = {
+    "transcoder": ("standard", False),
+    "skip_transcoder": ("standard", True),
+    "jumprelu_transcoder": ("jumprelu", False),
+    "jumprelu_skip_transcoder": ("jumprelu", True),
+}
+
+
+def saelens_arch_of(sae: SAE) -> str:
+    """The architecture name a SAELens cfg.json gives ``sae``: its SAE class, or its transcoder class.
+
+    Where SAELens 6.54 has no transcoder of that activation (TopK, gated) the name is interplab's own,
+    ``topk_transcoder`` / ``gated_transcoder`` (with ``_skip_``), read back by :func:`load_saelens`.
+    """
+    if not sae.is_transcoder:
+        return sae.saelens_arch
+    base = sae.saelens_transcoder_arch or f"{sae.arch}_transcoder"
+    return base.replace("transcoder", "skip_transcoder") if sae.cfg.skip else base
+
+
+def _transcoder_archs() -> dict[str, tuple[str, bool]]:
+    own = {f"{a}_transcoder": (a, False) for a, cls in REGISTRY.items() if not cls.saelens_transcoder_arch}
+    own |= {f"{a}_skip_transcoder": (a, True) for a, cls in REGISTRY.items() if not cls.saelens_transcoder_arch}
+    return {**TRANSCODER_ARCHS, **own}
 
 
 def _saelens_config(file: Path) -> dict[str, Any]:
@@ -91,7 +124,8 @@ def _saelens_config(file: Path) -> dict[str, Any]:
     if arch is None:  # configs older than SAELens 6
         fn = raw.str("activation_fn_str", "relu")
         arch = "topk" if fn == "topk" else "standard"
-    supported = sorted({cls.saelens_arch for cls in REGISTRY.values()})
+    transcoders = _transcoder_archs()
+    supported = sorted({cls.saelens_arch for cls in REGISTRY.values()} | set(transcoders))
     if arch not in supported:
         raise FileError(file, "architecture", f"is {arch!r}, which is not supported (supported: {supported})")
     kwargs = raw.obj("activation_fn_kwargs", {})
@@ -107,19 +141,29 @@ def _saelens_config(file: Path) -> dict[str, Any]:
     site = meta.str("hook_name", None) or raw.str("hook_name", None) or raw.str("hook_point", "")
     model_name = meta.str("model_name", None) or raw.str("model_name", "")
     interplab_arch = meta.str("interplab_arch", None, choices=sorted(REGISTRY))
+    transcoder = transcoders.get(arch)
+    if transcoder is not None:
+        arch = transcoder[0]
+        if raw.bool("apply_b_dec_to_input", False):
+            raise FileError(file, "apply_b_dec_to_input",
+                            "is true, which a transcoder cannot have (b_dec is at its output)")  # fmt: skip
     widths = ours.raw("matryoshka_widths", None)
     if widths is not None and (not isinstance(widths, list) or not all(
             isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in widths)):  # fmt: skip
         raise FileError(file, "metadata.interplab.matryoshka_widths", f"must be a list of positive integers, got "
                                                                       f"{widths!r:.80}")  # fmt: skip
     return {
+        "transcoder": transcoder is not None,
+        "skip": bool(transcoder and transcoder[1]),
+        "d_out": raw.int("d_out", minimum=1) if transcoder else None,
+        "site_out": (meta.str("hook_name_out", None) or raw.str("hook_name_out", "") or "") if transcoder else "",
         "arch": interplab_arch or arch,
         "k": k,
         "site": site,
         "model_name": model_name,
         "meta": {key: v for key, v in meta.data.items() if key != "interplab"},
         "rescale_by_decoder_norm": raw.bool("rescale_acts_by_decoder_norm", False),
-        "apply_b_dec_to_input": raw.bool("apply_b_dec_to_input", True),
+        "apply_b_dec_to_input": raw.bool("apply_b_dec_to_input", transcoder is None),
         "d_in": raw.int("d_in", minimum=1),
         "d_sae": raw.int("d_sae", minimum=1),
         "settings": {"matryoshka_widths": widths} if widths is not None and interplab_arch == "matryoshka" else {},
@@ -137,16 +181,17 @@ def load_saelens(path: str | Path) -> SAE:
     if getattr(arch_class(arch), "batch_topk", False) and "threshold" not in header.tensors:
         arch = "topk"
     cls = arch_class(arch)
-    expect_arrays(weights, header.tensors, {name: (shape, FLOATS) for name, shape in
-                                            cls.tensor_shapes(cfg["d_in"], cfg["d_sae"]).items()})  # fmt: skip
-    check_memory(f"Loading the SAE at {str(folder)!r}", 2 * header.nbytes + 4 * _n_values(cls, cfg))
+    shapes = cls.file_shapes(_shape_config(arch, cfg))
+    expect_arrays(weights, header.tensors, {name: (shape, FLOATS) for name, shape in shapes.items()})
+    n_values = sum(math.prod(s) for s in shapes.values())
+    check_memory(f"Loading the SAE at {str(folder)!r}", 2 * header.nbytes + 4 * n_values)
     tensors = load_file(str(weights))
     if getattr(arch_class(arch), "batch_topk", False) and not bool(
             (tensors["threshold"] == tensors["threshold"][0]).all()):  # fmt: skip
         arch = "jumprelu"  # a per-latent threshold: a JumpReLU SAE, not a BatchTopK one
     settings = cfg["settings"] if arch == cfg["arch"] else {}
     sae = build_sae(arch, cfg["d_in"], cfg["d_sae"], cfg["site"], cfg["model_name"], cfg["apply_b_dec_to_input"],
-                    cfg["k"], cfg["meta"], str(folder / CFG), settings)  # fmt: skip
+                    cfg["k"], cfg["meta"], str(folder / CFG), {**settings, **_transcoder_fields(cfg)})  # fmt: skip
     assign_tensors(sae, tensors, str(weights))
     if cfg["rescale_by_decoder_norm"]:
         # SAELens scales latents by decoder norms; fold that into the weights (same outputs).
@@ -158,8 +203,17 @@ def load_saelens(path: str | Path) -> SAE:
     return sae
 
 
-def _n_values(cls: type[SAE], cfg: dict[str, Any]) -> int:
-    return sum(math.prod(s) for s in cls.tensor_shapes(cfg["d_in"], cfg["d_sae"]).values())
+def _transcoder_fields(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The config fields of a transcoder read from a cfg.json ({} for an SAE)."""
+    if not cfg.get("transcoder"):
+        return {}
+    return {"site_out": cfg["site_out"], "d_out": cfg["d_out"], "skip": cfg["skip"]}
+
+
+def _shape_config(arch: str, cfg: dict[str, Any]) -> SAEConfig:
+    """A config with just the sizes of a file's SAE, to compute the shapes its tensors must have."""
+    return SAEConfig(arch=arch, d_in=cfg["d_in"], d_sae=cfg["d_sae"], apply_b_dec_to_input=False,
+                     **_transcoder_fields(cfg))  # fmt: skip
 
 
 def build_sae(
@@ -189,7 +243,7 @@ def build_sae(
 def assign_tensors(sae: SAE, tensors: dict[str, torch.Tensor], source: str) -> None:
     """Copy tensors into the SAE, checking every name and shape against its architecture first."""
     t = {k.replace("w_", "W_") if k.startswith("w_") else k: v for k, v in tensors.items()}
-    expected = type(sae).tensor_shapes(sae.d_in, sae.d_sae)
+    expected = type(sae).file_shapes(sae.cfg)
     for name, shape in expected.items():
         if name not in t:
             raise FileError(source, name, f"is missing (the file holds {sorted(t)}; a {sae.arch} SAE needs "
@@ -206,6 +260,8 @@ def assign_tensors(sae: SAE, tensors: dict[str, torch.Tensor], source: str) -> N
     with torch.no_grad():
         for name in ("W_enc", "b_enc", "W_dec", "b_dec"):
             getattr(sae, name).copy_(t[name])
+        if "W_skip" in expected:
+            sae.W_skip.copy_(t["W_skip"].T)  # files hold it [d_out, d_in]
     sae.load_extra(t)
     sae.eval()
 

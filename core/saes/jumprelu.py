@@ -23,6 +23,7 @@ INITIAL_THRESHOLD = 0.001
 class JumpReLUSAE(SAE):
     arch = "jumprelu"
     saelens_arch = "jumprelu"
+    saelens_transcoder_arch = "jumprelu_transcoder"
     defaults: ClassVar[dict[str, Any]] = {"l0_coefficient": 0.5}
 
     def __init__(self, cfg):  # type: ignore[no-untyped-def]
@@ -33,13 +34,17 @@ class JumpReLUSAE(SAE):
     def threshold(self) -> torch.Tensor:
         return self.log_threshold.exp()
 
-    def training_loss(self, x: torch.Tensor, dead: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, Any]]:
+    def training_loss(
+        self, x: torch.Tensor, dead: torch.Tensor | None = None, target: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
         x = self._check_input(x)
+        y = self.target_of(x, target)
         recon, l0, active = jumprelu_l0(
             x, self.W_enc, self.b_enc, self.W_dec, self.b_dec, self.log_threshold, self.cfg.bandwidth,
             self.cfg.apply_b_dec_to_input,
         )
-        mse = (recon - x).pow(2).sum(-1).mean()
+        recon = recon + self.skip_out(x)
+        mse = (recon - y).pow(2).sum(-1).mean()
         loss = mse + (self.cfg.l0_coefficient or 0.0) * l0
         return loss, {"recon": recon, "mse": float(mse.detach()), "l0": float(l0.detach()), "fired": active.any(0)}
 

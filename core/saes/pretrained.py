@@ -13,6 +13,8 @@ from .base import SAE, provide
 from .io import load_saelens
 
 SUITE = Path(__file__).parent / "pretrained" / "gemma-3-270m"
+#: The transcoders shipped for every layer of the embedded model (``blocks.L.transcoder`` folders).
+TRANSCODERS = Path(__file__).parent / "pretrained" / "gemma-3-270m-transcoders"
 
 
 def embedded_layers() -> list[int]:
@@ -26,6 +28,15 @@ def load_embedded(layer: int | None) -> SAE:
     if layer not in layers:
         raise ValueError(f"No embedded SAE for layer={layer!r}; the suite covers layers {layers}.")
     return load_saelens(SUITE / f"blocks.{layer}.hook_resid_post")
+
+
+def load_embedded_transcoders() -> list[SAE]:
+    """The shipped transcoders of the embedded model, one per layer in order (MLP input -> MLP output)."""
+    folders = sorted(TRANSCODERS.glob("blocks.*.transcoder"), key=lambda p: int(p.name.split(".")[1]))
+    if not folders:
+        raise FileNotFoundError(f"No transcoders at {str(TRANSCODERS)!r}; train them with "
+                                "`python -m interplab train-transcoders`.")  # fmt: skip
+    return [load_saelens(p) for p in folders]
 
 
 provide("load_embedded", load_embedded)

@@ -44,14 +44,17 @@ class TopKSAE(SAE):
         return {**super().trace_tensors(), "k": int(self.cfg.k)}
 
     def _b_dec_in(self) -> torch.Tensor:
-        return self.b_dec if self.cfg.apply_b_dec_to_input else torch.zeros_like(self.b_dec)
+        return self.b_dec if self.cfg.apply_b_dec_to_input else self.W_enc.new_zeros(self.d_in)
 
-    def training_loss(self, x: torch.Tensor, dead: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, Any]]:
+    def training_loss(
+        self, x: torch.Tensor, dead: torch.Tensor | None = None, target: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
         x = self._check_input(x)
+        y = self.target_of(x, target)
         vals, rows, cols = select_active(x, self.W_enc, self.b_enc, self._b_dec_in(), self.cfg.k, self.batch_topk)
         acts = vals.relu()
-        recon = decode_pairs(acts, rows, cols, self.W_dec, self.b_dec, x.shape[0])
-        mse = (recon - x).pow(2).sum(-1).mean()
+        recon = decode_pairs(acts, rows, cols, self.W_dec, self.b_dec, x.shape[0]) + self.skip_out(x)
+        mse = (recon - y).pow(2).sum(-1).mean()
         active = acts > 0
         fired = torch.zeros(self.d_sae, dtype=torch.bool, device=x.device)
         fired[cols[active]] = True
@@ -59,7 +62,7 @@ class TopKSAE(SAE):
         loss = mse
         aux = torch.zeros((), device=x.device)
         if dead is not None and bool(dead.any()):
-            aux = self._auxk(x, recon.detach(), dead)
+            aux = self._auxk(x, recon.detach(), dead) if target is None else self._auxk(x, recon.detach(), dead, y)
             loss = loss + AUX_COEFFICIENT * aux
         return loss, {
             "recon": recon,
@@ -72,9 +75,11 @@ class TopKSAE(SAE):
     def _after_select(self, acts: torch.Tensor, active: torch.Tensor) -> None:
         """Hook for BatchTopK's threshold estimate."""
 
-    def _auxk(self, x: torch.Tensor, recon: torch.Tensor, dead: torch.Tensor) -> torch.Tensor:
-        """Reconstruct the residual error with the top dead latents (normalised by the error's variance)."""
-        err = x - recon
+    def _auxk(
+        self, x: torch.Tensor, recon: torch.Tensor, dead: torch.Tensor, y: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Reconstruct the error of ``y`` (x for an SAE) with the top dead latents (normalised by its variance)."""
+        err = (x if y is None else y) - recon
         dead_idx = dead.nonzero().flatten()
         k_aux = min(self.d_in // 2, len(dead_idx))
         pre = (x - self._b_dec_in()) @ self.W_enc[:, dead_idx] + self.b_enc[dead_idx]

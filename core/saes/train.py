@@ -43,7 +43,7 @@ CHECKPOINT = "checkpoint.safetensors"
 JOB = "SAE training"
 DEFAULT_LR = 4e-4
 _SPEC_KEYS = {"arch", "width", "k", "l1_coefficient", "l0_coefficient", "site", "lr", "apply_b_dec_to_input",
-              "matryoshka_widths"}
+              "site_out", "skip", "matryoshka_widths"}
 
 
 def _check_spec(spec: dict[str, Any], default_site: str | None, sites: Sequence[str]) -> dict[str, Any]:
@@ -57,7 +57,12 @@ def _check_spec(spec: dict[str, Any], default_site: str | None, sites: Sequence[
     spec.setdefault("site", default_site)
     if spec["site"] not in sites:
         raise ValueError(f"site={spec['site']!r} is not available from this source; it has {list(sites)}.")
-    settings = {k: spec[k] for k in ("k", "l1_coefficient", "l0_coefficient", "matryoshka_widths") if k in spec}
+    if spec.get("site_out") is not None and spec["site_out"] not in sites:
+        raise ValueError(f"site_out={spec['site_out']!r} is not available from this source; it has {list(sites)}.")
+    settings = {k: spec[k] for k in ("k", "l1_coefficient", "l0_coefficient", "site_out", "skip", "matryoshka_widths")
+                if k in spec}
+    if spec.get("site_out"):
+        settings["apply_b_dec_to_input"] = spec.get("apply_b_dec_to_input", False)
     cls.validate(SAEConfig(arch=arch, d_in=1, d_sae=spec["width"], **settings))
     if "lr" in spec:
         lr = check_number(spec["lr"], "lr")
@@ -67,10 +72,14 @@ def _check_spec(spec: dict[str, Any], default_site: str | None, sites: Sequence[
 
 
 def train_step(
-    sae: SAE, opt: torch.optim.Optimizer, x: torch.Tensor, dead: torch.Tensor, since_fired: torch.Tensor
+    sae: SAE, opt: torch.optim.Optimizer, x: torch.Tensor, dead: torch.Tensor, since_fired: torch.Tensor,
+    target: torch.Tensor | None = None,
 ) -> dict[str, Any]:
-    """One optimiser step: loss, backward, unit-norm-preserving update; updates ``since_fired`` in place."""
-    loss, info = sae.training_loss(x, dead=dead)
+    """One optimiser step: loss, backward, unit-norm-preserving update; updates ``since_fired`` in place.
+
+    ``target`` is what a transcoder predicts (its output site's activations, same rows as ``x``)."""
+    extra = {} if target is None else {"target": target}  # an SAE's loss is called as before
+    loss, info = sae.training_loss(x, dead=dead, **extra)
     if not bool(torch.isfinite(loss.detach())):
         raise FloatingPointError(f"the training loss of {sae!r} is {float(loss.detach())}")
     opt.zero_grad(set_to_none=True)
@@ -243,21 +252,26 @@ def _model_stream(
 
 @torch.no_grad()
 def _resample(
-    sae: SAE, opt: torch.optim.Optimizer, dead: torch.Tensor, x: torch.Tensor, recon: torch.Tensor, seed: int
+    sae: SAE, opt: torch.optim.Optimizer, dead: torch.Tensor, x: torch.Tensor, recon: torch.Tensor, seed: int,
+    target: torch.Tensor | None = None,
 ) -> int:
-    """Re-initialise dead latents towards inputs the SAE reconstructs worst (Bricken et al.)."""
+    """Re-initialise dead latents towards inputs the SAE reconstructs worst (Bricken et al.).
+
+    For a transcoder the decoder rows point at the missed output (``target``), the encoder at its input."""
     idx = dead.nonzero().flatten()
     if len(idx) == 0:
         return 0
-    err = (x - recon).pow(2).sum(-1)
+    y = x if target is None else target
+    err = (y - recon).pow(2).sum(-1)
     gen = torch.Generator().manual_seed(seed)
     picks = torch.multinomial(err / err.sum(), len(idx), replacement=len(idx) > len(x), generator=gen)
-    directions = x[picks] - sae.b_dec
+    directions = y[picks] - sae.b_dec
     directions /= directions.norm(dim=1, keepdim=True).clamp_min(1e-8)
+    reads = directions if target is None else x[picks] / x[picks].norm(dim=1, keepdim=True).clamp_min(1e-8)
     alive = ~dead
     enc_norm = sae.W_enc[:, alive].norm(dim=0).mean() if bool(alive.any()) else torch.tensor(1.0)
     sae.W_dec[idx] = directions
-    sae.W_enc[:, idx] = directions.T * enc_norm * 0.2
+    sae.W_enc[:, idx] = reads.T * enc_norm * 0.2
     sae.b_enc[idx] = 0.0
     for p in (sae.W_enc, sae.b_enc, sae.W_dec):
         state = opt.state.get(p, {})
@@ -303,7 +317,7 @@ def train_saes(
         if site is None and not any("site" in s for s in specs):
             raise ValueError("Training from a model needs site=, e.g. 'blocks.6.hook_resid_post'.")
         wanted = [site] if site else []
-        wanted += [s["site"] for s in specs if s.get("site")]
+        wanted += [s["site"] for s in specs if s.get("site")] + [s["site_out"] for s in specs if s.get("site_out")]
         available = [p.name for p in source.parse_sites(wanted)]
         model_name, dims = source.name, {s: source.site_dim(s) for s in available}
     else:
@@ -321,7 +335,8 @@ def train_saes(
     check_memory(f"Training {len(specs)} SAE(s)", sum(
         4 * (4 * (2 * dims[sp["site"]] + 3) * sp["width"] + 3 * batch_size * (sp["width"] + dims[sp["site"]]))
         for sp in specs), "Train fewer or narrower SAEs at once, or use a smaller batch_size.")  # fmt: skip
-    sites = sorted({s["site"] for s in specs}, key=available.index)
+    outs = {s["site_out"] for s in specs if s.get("site_out")}  # a transcoder's output: from the same pass
+    sites = sorted({s["site"] for s in specs} | outs, key=available.index)
     n_steps = n_tokens // batch_size
     dead_tokens = dead_tokens or max(batch_size, min(10_000_000, n_tokens // 4))
     resample_every = resample_every or max(1, n_steps // 5)
@@ -335,8 +350,11 @@ def train_saes(
 
     saes = []
     for i, spec in enumerate(specs):
-        extra = {k: spec[k] for k in ("k", "l1_coefficient", "l0_coefficient", "apply_b_dec_to_input",
-                                      "matryoshka_widths") if k in spec}  # fmt: skip
+        extra = {k: spec[k] for k in ("k", "l1_coefficient", "l0_coefficient", "apply_b_dec_to_input", "skip",
+                                      "matryoshka_widths")
+                 if k in spec}
+        if spec.get("site_out"):
+            extra.update(site_out=spec["site_out"], d_out=dims[spec["site_out"]])
         sae = SAE.create(
             spec["arch"],
             d_in=dims[spec["site"]],
@@ -409,23 +427,26 @@ def train_saes(
             postfix = {}
             for i, (sae, opt) in enumerate(zip(saes, opts)):
                 x = batch[sae.site].float() * scales[sae.site]
+                y = batch[sae.site_out].float() * scales[sae.site_out] if sae.site_out else None
                 if step == 0 and sae.b_dec.abs().sum() == 0:
                     with torch.no_grad():
-                        sae.b_dec.copy_(x.mean(0))
+                        sae.b_dec.copy_((x if y is None else y).mean(0))
                 for group in opt.param_groups:
                     group["lr"] = specs[i].get("lr", DEFAULT_LR) * factor
                 dead = since_fired[i] > dead_tokens
                 try:
-                    info = train_step(sae, opt, x, dead, since_fired[i])
+                    info = train_step(sae, opt, x, dead, since_fired[i], target=y)
                 except FloatingPointError as err:
                     raise ValueError(
                         f"Training diverged at step {step} of {n_steps}: {err} (spec {i}: {specs[i]}). Training "
                         "stopped; the last checkpoint (if any) is kept. Lower lr or the sparsity coefficient."
                     ) from None
                 if type(sae).resample_dead and step and step % resample_every == 0 and step < 0.8 * n_steps:
+                    extra = {} if y is None else {"target": y}  # an SAE's resampling is called as before
                     _resample(sae, opt, since_fired[i] > dead_tokens, x, info["recon"].detach(),
-                              seed * 1_000_003 + step * 101 + i)
-                var = float((x - x.mean(0)).pow(2).sum(-1).mean())
+                              seed * 1_000_003 + step * 101 + i, **extra)
+                out = x if y is None else y
+                var = float((out - out.mean(0)).pow(2).sum(-1).mean())
                 if step >= tail_start:
                     tail[i][0] += float(info["mse"])
                     tail[i][1] += var
@@ -447,13 +468,17 @@ def train_saes(
             feed.close()
     _check_finite(saes, specs, step)
     for sae, fired, (err, var) in zip(saes, since_fired, tail, strict=True):
-        sae.fold_input_scale(scales[sae.site])
+        if sae.site_out:  # a transcoder: its output was scaled by its own site's scale
+            sae.fold_input_scale(scales[sae.site], scales[sae.site_out])
+        else:
+            sae.fold_input_scale(scales[sae.site])
         dead_fraction = float((fired > dead_tokens).float().mean())
         explained = 1.0 - err / var if var > 0 else None
         sae.cfg.metadata.update(
             {
                 "training_tokens": n_steps * batch_size,
                 "input_scale": scales[sae.site],
+                **({"output_scale": scales[sae.site_out]} if sae.site_out else {}),
                 "dead_fraction": dead_fraction,
                 "explained_variance": explained,
             }

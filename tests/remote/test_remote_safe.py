@@ -174,3 +174,21 @@ def test_das_and_probes(pair):
     labels = [i % 2 for i in range(len(TEXTS) * 2)]
     p, q = (ilab.probes.train(m, TEXTS * 2, labels, test_size=0.34, cv=0, progress=False) for m in (local, remote))
     assert p.accuracy == q.accuracy
+
+
+def test_circuit_interventions(pair):
+    """Turning transcoder features off and the replacement model's edit run the same remotely."""
+    from interplab.core.circuits import intervene
+    from interplab.core.circuits.quality import replacement_edit
+
+    from tests.circuits.test_attribute import transcoders
+
+    local, remote = pair
+    tcs = transcoders(local.d_model, arch="topk")
+    changes = {(1, 2, 3): 0.0, **{(0, None, j): 3.0 for j in range(40)}}  # some of them fire
+    a = intervene(local, tcs, TEXTS[0], changes, max_new_tokens=3)
+    b = intervene(remote, tcs, TEXTS[0], changes, max_new_tokens=3)
+    assert torch.equal(a.logits_after, b.logits_after) and a.generated_after == b.generated_after
+    assert not torch.equal(a.logits_after, a.logits_before)
+    ea, eb = replacement_edit(local, tcs), replacement_edit(remote, tcs)
+    assert torch.equal(local.logits(TEXTS[0], edit=ea), remote.logits(TEXTS[0], edit=eb))

@@ -529,11 +529,19 @@ def _missing_tensor(path: Path) -> None:
          r"sae_weights\.safetensors': b_dec is missing"),
         (lambda t: _saelens_folder(t, {"normalize_activations": "expected_average_only_in"}), ValueError,
          r"cfg\.json': normalize_activations is 'expected_average_only_in'"),
+        (lambda t: _saelens_folder(t, {"architecture": "crosscoder"}), ValueError,
+         r"cfg\.json': architecture is 'crosscoder', which is not supported.*gated.*jumprelu.*standard.*topk"),
         (lambda t: _saelens_folder(t, {"architecture": "transcoder", "d_out": D_IN}), ValueError,
-         r"cfg\.json': architecture is 'transcoder', which is not supported.*gated.*jumprelu.*standard.*topk"),
+         r"cfg\.json': apply_b_dec_to_input is true, which a transcoder cannot have"),
+        (lambda t: _saelens_folder(t, {"architecture": "skip_transcoder", "d_out": D_IN,
+                                       "apply_b_dec_to_input": False}), ValueError,
+         r"sae_weights\.safetensors': W_skip is missing"),
+        (lambda t: _saelens_folder(t, {"architecture": "transcoder", "apply_b_dec_to_input": False}), ValueError,
+         r"cfg\.json': d_out is missing"),
     ],
     ids=["not-an-sae", "missing", "torch-save-pickle", "plain-pickle", "bad-json", "shape-mismatch",
-         "missing-tensor", "normalize", "transcoder"],
+         "missing-tensor", "normalize", "unknown-arch", "transcoder-b-dec-in", "skip-without-W_skip",
+         "transcoder-without-d_out"],
 )
 def test_bad_files_give_clear_errors_and_write_nothing(tmp_path, make_bad, exc, match):
     path = make_bad(tmp_path)

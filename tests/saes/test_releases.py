@@ -78,7 +78,7 @@ def test_the_table_matches_saelens_release_names_ids_and_paths():
 
     table = yaml.safe_load((Path(sae_lens.__file__).parent / "pretrained_saes.yaml").read_text())
     ours = [name for name in RELEASES if name.startswith("gemma-scope-2-270m")]
-    assert len(ours) == 12
+    assert len(ours) == 16  # res, mlp, att and transcoders (each with -all), pt and it
     for name in ours:
         theirs = table[name]
         release = RELEASES[name]
@@ -135,3 +135,58 @@ def test_a_bad_release_file_is_refused_before_reading(hub_cache):
     save_file(params, str(folder / "params.safetensors"))
     with pytest.raises(ValueError, match=r"params\.safetensors.*threshold has shape \[47\], expected \[48\]"):
         SAE.load("gemma-scope-2-270m-pt-res", "layer_5_width_16k_l0_small")
+
+
+# ------------------------------------------------------------ transcoders
+TC_CASES = [  # release, id, folder in the repo (the id's own path for the short releases)
+    ("gemma-scope-2-270m-pt-transcoders-all", "layer_6_width_16k_l0_small_affine", "transcoder_all"),
+    ("gemma-scope-2-270m-pt-transcoders-all", "layer_3_width_262k_l0_big", "transcoder_all"),
+    ("gemma-scope-2-270m-pt-transcoders", "transcoder/layer_9_width_16k_l0_small_affine", ""),
+]
+
+
+def write_transcoder_fixture(cache: Path, folder: str, sae_id: str, seed: int) -> dict[str, torch.Tensor]:
+    repo = cache / f"models--{REPO.replace('/', '--')}"
+    (repo / "refs").mkdir(parents=True, exist_ok=True)
+    (repo / "refs" / "main").write_text(COMMIT)
+    target = repo / "snapshots" / COMMIT / folder / sae_id
+    target.mkdir(parents=True)
+    g = torch.Generator().manual_seed(seed)
+    d = 640
+    params = {"w_enc": torch.randn(d, D_SAE, generator=g) * 0.1, "w_dec": torch.randn(D_SAE, d, generator=g),
+              "b_enc": torch.randn(D_SAE, generator=g) * 0.1, "b_dec": torch.randn(d, generator=g),
+              "threshold": torch.rand(D_SAE, generator=g) * 0.5 + 0.01}  # fmt: skip
+    if sae_id.endswith("_affine"):
+        params["affine_skip_connection"] = torch.randn(d, d, generator=g) * 0.05
+    save_file(params, str(target / "params.safetensors"))
+    layer = int(sae_id.split("layer_")[1].split("_")[0])
+    (target / "config.json").write_text(json.dumps({
+        "architecture": "jump_relu", "model_name": "gemma-v3-270m-pt",
+        "hf_hook_point_in": f"model.layers.{layer}.pre_feedforward_layernorm.output",
+        "hf_hook_point_out": f"model.layers.{layer}.post_feedforward_layernorm.output",
+        "affine_connection": sae_id.endswith("_affine")}))  # fmt: skip
+    return params
+
+
+@pytest.mark.parametrize(("release", "sae_id", "folder"), TC_CASES)
+def test_transcoder_release_loads_like_saelens_gemma3_loader(hub_cache, release, sae_id, folder):
+    from sae_lens import SAE as SLSAE
+
+    params = write_transcoder_fixture(hub_cache, folder, sae_id, seed=len(sae_id))
+    tc = SAE.load(release, sae_id)
+    sl = SLSAE.from_pretrained(release, sae_id, device="cpu")
+    affine = sae_id.endswith("_affine")
+    assert type(sl).__name__ == ("JumpReLUSkipTranscoder" if affine else "JumpReLUTranscoder")
+    layer = int(sae_id.split("layer_")[1].split("_")[0])
+    assert tc.is_transcoder and tc.cfg.skip is affine
+    assert (tc.site, tc.site_out) == (sl.cfg.metadata.hook_name, sl.cfg.metadata.hook_name_out)
+    assert (tc.site, tc.site_out) == (f"blocks.{layer}.hook_mlp_in", f"blocks.{layer}.hook_mlp_out")
+    assert torch.equal(tc.W_enc.detach(), params["w_enc"]) and torch.equal(tc.W_dec.detach(), sl.W_dec.detach())
+    if affine:
+        assert torch.equal(tc.W_skip.detach(), params["affine_skip_connection"])
+        assert torch.equal(tc.W_skip.detach().T, sl.W_skip.detach())
+    x = torch.randn(32, 640, generator=torch.Generator().manual_seed(3)) * 3
+    with torch.no_grad():
+        assert (tc.encode(x) > 0).any() and (tc.encode(x) == 0).any()
+        torch.testing.assert_close(tc.encode(x), sl.encode(x), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(tc(x), sl(x), atol=1e-4, rtol=1e-5)

@@ -1,0 +1,25 @@
+"""Circuits: attribution graphs over transcoders, their pruning and scores, and interventions on features.
+
+``replacement.py`` the linearised replacement model (frozen attention patterns and norm scales, MLP
+outputs as leaves), ``attribute.py`` the graph build from batched backward passes, ``prune.py``
+influence, pruning and scores, ``graph.py`` the :class:`Graph` result (files, viewer JSON),
+``interventions.py`` features turned off or scaled in the real model, ``quality.py`` how well transcoders
+replace the MLPs.
+
+Example
+-------
+>>> g = ilab.circuits.attribute(model, transcoders, "The capital of France is")
+>>> g.prune(0.8, 0.98).nodes.sum(), g.scores()
+"""
+
+from ..saes.pretrained import load_embedded_transcoders as embedded_transcoders
+from .attribute import attribute, check_transcoders
+from .graph import Graph
+from .interventions import InterventionResult, intervene
+from .prune import Pruned, graph_scores, influence, prune
+from .quality import transcoder_quality
+
+__all__ = [
+    "Graph", "InterventionResult", "Pruned", "attribute", "check_transcoders", "embedded_transcoders",
+    "graph_scores", "influence", "intervene", "prune", "transcoder_quality",
+]  # fmt: skip

@@ -1,0 +1,265 @@
+"""Attribution graphs: the direct effect of every active feature, error and token on every feature and logit.
+
+One linearised forward pass of the prompt (:mod:`.replacement`) repeated ``batch_size`` times; each
+backward pass injects one target per row (a feature's encoder direction at its MLP input, or a logit's
+demeaned unembedding direction at the final norm's output) and reads the gradient at every source's
+write point: a feature's edge is its activation times its decoder row dotted with that gradient, an
+error node's is its error vector's, a token's its embedding's. Rows are computed for the logits, then for
+features, all of them or, with ``max_feature_nodes``, those with the most influence on the logits first.
+
+Example
+-------
+>>> g = attribute(model, transcoders, "When Mary and John went to the store, John gave a drink to")
+>>> g.n_features, g.logit_tokens[:3], g.scores()
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from ..checks import check_positive_int, check_texts
+from ..model import Model
+from ..saes.base import SAE
+from .graph import Graph
+from .prune import influence, logit_weights, normalise_rows
+from .replacement import ReplacementPass, check_family, replacement_pass
+
+logger = logging.getLogger(__name__)
+
+
+def check_transcoders(model: Model, transcoders: Any) -> list[SAE]:
+    """One transcoder per layer, from ``blocks.L.hook_mlp_in`` to ``blocks.L.hook_mlp_out``, in layer order."""
+    if isinstance(transcoders, Mapping):
+        items = list(transcoders.values())
+    elif isinstance(transcoders, Sequence) and not isinstance(transcoders, (str, bytes)):
+        items = list(transcoders)
+    else:
+        raise TypeError(
+            f"transcoders must be a list or a dict of transcoders by layer, got {type(transcoders).__name__}."
+        )
+    by_layer: dict[int, SAE] = {}
+    for tc in items:
+        if not isinstance(tc, SAE) or not tc.is_transcoder:
+            raise TypeError(f"Every item must be a transcoder (an SAE with site_out), got {tc!r:.80}.")
+        parts = tc.site.split(".")
+        layer = int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else -1
+        if tc.site != f"blocks.{layer}.hook_mlp_in" or tc.site_out != f"blocks.{layer}.hook_mlp_out":
+            raise ValueError(f"Attribution needs MLP transcoders (blocks.L.hook_mlp_in -> blocks.L.hook_mlp_out); "
+                             f"{tc!r} reads {tc.site!r} and writes {tc.site_out!r}.")  # fmt: skip
+        tc.check_fits(model)
+        if layer in by_layer:
+            raise ValueError(f"Two transcoders for layer {layer}.")
+        by_layer[layer] = tc
+    missing = sorted(set(range(model.n_layers)) - set(by_layer))
+    if missing:
+        raise ValueError(f"Attribution replaces every MLP: transcoders are missing for layers {missing} "
+                         f"(the model has {model.n_layers}).")  # fmt: skip
+    return [by_layer[layer] for layer in range(model.n_layers)]
+
+
+def _reader(tc: SAE) -> torch.Tensor:
+    """The direction [d_in, d_sae] whose dot product with the MLP input is each latent's pre-activation."""
+    p = tc.trace_tensors()
+    return (p["W_mag"] if "W_mag" in p else p["W_enc"]).float()
+
+
+@dataclass
+class Sources:
+    """The graph's source nodes from one replacement pass: active features, errors, token embeddings."""
+
+    features: torch.Tensor  # [F, 3] layer, position, latent
+    activations: torch.Tensor  # [F]
+    decoders: list[list[tuple[torch.Tensor, torch.Tensor]]]  # [layer][pos] -> (node ids, act * W_dec rows)
+    errors: torch.Tensor  # [layers, P, D]
+    embeds: torch.Tensor  # [P, D]
+
+
+def find_sources(run: ReplacementPass, tcs: list[SAE], skip_bos: bool) -> Sources:
+    """Active features per (layer, position) and each layer's error: the MLP output the features miss.
+
+    With ``skip_bos`` features at position 0 are not nodes: what they write stays in that position's error.
+    """
+    n_pos = run.embed_leaf.shape[1]
+    feats, acts, decoders, errors = [], [], [], []
+    count = 0
+    with torch.no_grad():
+        for layer, tc in enumerate(tcs):
+            x = run.mlp_in[layer][0].detach().float()
+            a = tc.encode(x)  # [P, M]
+            if skip_bos:
+                a[0] = 0
+            out = run.mlp_out_leaf[layer][0].detach().float()
+            recon = a @ tc.W_dec.float() + tc.b_dec.float() + tc.skip_out(x)
+            errors.append(out - recon)
+            per_pos = []
+            for pos in range(n_pos):
+                idx = a[pos].nonzero().flatten()
+                vals = a[pos, idx]
+                ids = torch.arange(count, count + len(idx))
+                count += len(idx)
+                feats.append(torch.stack([torch.full_like(idx, layer), torch.full_like(idx, pos), idx], 1))
+                acts.append(vals)
+                per_pos.append((ids, vals[:, None] * tc.W_dec.float()[idx]))
+            decoders.append(per_pos)
+    return Sources(torch.cat(feats).long(), torch.cat(acts), decoders, torch.stack(errors),
+                   run.embed_leaf[0].detach().float())  # fmt: skip
+
+
+class RowBuilder:
+    """Rows of the adjacency (direct effects on a batch of targets) from backward passes of one replacement pass."""
+
+    def __init__(self, run: ReplacementPass, sources: Sources, readers: list[torch.Tensor], n_layers: int):
+        self.run, self.src, self.readers, self.n_layers = run, sources, readers, n_layers
+        self.batch = run.embed_leaf.shape[0]
+        self.n_pos = run.embed_leaf.shape[1]
+        self.n_features = len(sources.features)
+        self.n_sources = self.n_features + n_layers * self.n_pos + self.n_pos
+        self.backward_passes = 0
+
+    def rows(self, targets: list[tuple[str, Any]]) -> torch.Tensor:
+        """Direct effects [len(targets), n_sources] on ``("feature", node)`` / ``("logit", direction_D)`` targets."""
+        out = torch.zeros(len(targets), self.n_sources)
+        for start in range(0, len(targets), self.batch):
+            chunk = targets[start : start + self.batch]
+            out[start : start + len(chunk)] = self._chunk(chunk)
+        return out
+
+    def _chunk(self, chunk: list[tuple[str, Any]]) -> torch.Tensor:
+        run, n = self.run, len(chunk)
+        value = torch.zeros((), dtype=torch.float32)
+        for row, (kind, what) in enumerate(chunk):
+            if kind == "feature":
+                layer, pos, latent = (int(v) for v in self.src.features[what])
+                value = value + run.mlp_in[layer][row, pos].float() @ self.readers[layer][:, latent]
+            else:
+                value = value + run.final[row, -1].float() @ what
+        grads = torch.autograd.grad(value, run.leaves, retain_graph=True, allow_unused=True)
+        self.backward_passes += 1
+        g = [torch.zeros_like(leaf[:n], dtype=torch.float32) if gr is None else gr[:n].float()
+             for leaf, gr in zip(run.leaves, grads, strict=True)]  # fmt: skip
+        rows = torch.zeros(n, self.n_sources)
+        f, p = self.n_features, self.n_pos
+        for layer in range(self.n_layers):
+            g_l = g[layer + 1]  # [n, P, D]
+            for pos, (ids, dec) in enumerate(self.src.decoders[layer]):
+                if len(ids):
+                    rows[:, ids] = g_l[:, pos] @ dec.T
+            rows[:, f + layer * p : f + (layer + 1) * p] = (g_l * self.src.errors[layer]).sum(-1)
+        rows[:, f + self.n_layers * p :] = (g[0] * self.src.embeds).sum(-1)
+        return rows
+
+
+def top_logits(
+    logits_V: torch.Tensor, max_n_logits: int, desired_logit_prob: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The most likely next tokens until their probabilities add up to ``desired_logit_prob`` (at most
+    ``max_n_logits``): (token ids, probabilities)."""
+    probs = torch.softmax(logits_V.float(), -1)
+    top_p, top_i = torch.topk(probs, max_n_logits)
+    cut = int(torch.searchsorted(torch.cumsum(top_p, 0), torch.tensor(desired_logit_prob))) + 1
+    cut = max(1, min(cut, max_n_logits))
+    return top_i[:cut], top_p[:cut]
+
+
+def attribute(
+    model: Model,
+    transcoders: Any,
+    prompt: str,
+    *,
+    max_n_logits: int = 10,
+    desired_logit_prob: float = 0.95,
+    max_feature_nodes: int | None = None,
+    batch_size: int = 32,
+    skip_bos: bool = True,
+    progress: bool = True,
+) -> Graph:
+    """The attribution graph of ``prompt`` for its most likely next tokens (see the module doc).
+
+    ``transcoders`` holds one MLP transcoder per layer (a list or a dict by layer). ``max_feature_nodes``
+    caps the feature nodes (those with the most influence on the logits are kept); ``batch_size`` is the
+    number of targets per backward pass.
+
+    >>> g = ilab.circuits.attribute(model, tcs, "The capital of France is", max_feature_nodes=500)
+    """
+    if not isinstance(prompt, str):
+        raise TypeError(f"prompt must be one string, got {type(prompt).__name__}.")
+    prompt = check_texts(prompt)[0]
+    check_family(model)
+    tcs = check_transcoders(model, transcoders)
+    check_positive_int("max_n_logits", max_n_logits)
+    check_positive_int("batch_size", batch_size)
+    if max_feature_nodes is not None:
+        check_positive_int("max_feature_nodes", max_feature_nodes)
+    if not 0 < float(desired_logit_prob) <= 1:
+        raise ValueError(f"desired_logit_prob must be in (0, 1], got {desired_logit_prob!r}.")
+    ids_1P = model.to_tokens(prompt)["input_ids"][:1]
+    model.check_lengths([ids_1P.shape[1]], "prompt")
+    skips = [tc.W_skip.detach() if tc.cfg.skip else None for tc in tcs]
+    with model.lock:
+        run = replacement_pass(model, ids_1P, skips, batch_size)
+    src = find_sources(run, tcs, skip_bos)
+    _, unembed = model.readout_modules()
+    W_U = unembed.weight.detach().float()  # [V, D]
+    with torch.no_grad():
+        logits = model.softcap(run.final[0, -1].detach().float() @ W_U.T)
+    logit_ids, logit_probs = top_logits(logits, max_n_logits, desired_logit_prob)
+    directions = W_U[logit_ids] - W_U.mean(0)
+    builder = RowBuilder(run, src, [_reader(tc) for tc in tcs], model.n_layers)
+    n_f = builder.n_features
+    wanted = n_f if max_feature_nodes is None else min(n_f, max_feature_nodes)
+    bar = tqdm(total=len(logit_ids) + wanted, desc="attribution rows", unit="row", disable=not progress)
+    logit_rows = builder.rows([("logit", d) for d in directions])
+    bar.update(len(logit_ids))
+    feature_rows = torch.zeros(n_f, builder.n_sources)
+    done = torch.zeros(n_f, dtype=torch.bool)
+    order = list(range(n_f))
+    while int(done.sum()) < wanted:
+        if max_feature_nodes is not None:  # the most influential features not yet computed, by the rows so far
+            order = _by_influence(feature_rows, logit_rows, logit_probs, done)
+        pick = [i for i in order if not done[i]][: min(builder.batch, wanted - int(done.sum()))]
+        feature_rows[pick] = builder.rows([("feature", i) for i in pick])
+        done[pick] = True
+        bar.update(len(pick))
+    bar.close()
+    selected = done.nonzero().flatten()
+    graph = _assemble(src, selected, feature_rows, logit_rows, model.n_layers, builder.n_pos)
+    tokens = model.to_str_tokens(ids_1P[0])
+    return Graph(
+        prompt=prompt, token_ids=ids_1P[0].tolist(), tokens=tokens, n_layers=model.n_layers,
+        features=src.features[selected], activations=src.activations[selected].float(),
+        logit_ids=logit_ids.tolist(), logit_tokens=[model.tokenizer.decode([i]) for i in logit_ids.tolist()],
+        logit_probs=logit_probs.float(),
+        adjacency=graph, model_name=model.name, transcoders=[tc.fingerprint() for tc in tcs],
+    )  # fmt: skip
+
+
+def _by_influence(feature_rows: torch.Tensor, logit_rows: torch.Tensor, probs: torch.Tensor,
+                  done: torch.Tensor) -> list[int]:  # fmt: skip
+    """Feature ids by their influence on the logits through the rows computed so far (largest first)."""
+    n_f, n_src = feature_rows.shape
+    n = n_src + len(probs)
+    a = torch.zeros(n, n)
+    a[:n_f, :n_src] = feature_rows
+    a[n_src:, :n_src] = logit_rows
+    score = influence(normalise_rows(a), logit_weights(n, probs))[:n_f]
+    score[done] = -1
+    return torch.argsort(score, descending=True).tolist()
+
+
+def _assemble(src: Sources, selected: torch.Tensor, feature_rows: torch.Tensor, logit_rows: torch.Tensor,
+              n_layers: int, n_pos: int) -> torch.Tensor:  # fmt: skip
+    """The square adjacency over [selected features, errors, tokens, logits]."""
+    n_f_all = len(src.features)
+    k = len(selected)
+    cols = torch.cat([selected, torch.arange(n_f_all, n_f_all + n_layers * n_pos + n_pos)])
+    n = k + n_layers * n_pos + n_pos + len(logit_rows)
+    a = torch.zeros(n, n)
+    a[:k, : len(cols)] = feature_rows[selected][:, cols]
+    a[n - len(logit_rows) :, : len(cols)] = logit_rows[:, cols]
+    return a

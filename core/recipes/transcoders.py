@@ -1,0 +1,99 @@
+"""Training the transcoders shipped for the embedded Gemma 3 270M: one per layer, from one activation pass.
+
+Every layer's MLP input (``blocks.L.hook_mlp_in``) and output (``blocks.L.hook_mlp_out``) come from the
+same forward passes, which feed all the transcoders at once (:func:`interplab.core.saes.train.train_saes`
+with one spec per layer); the run checkpoints and resumes through :mod:`interplab.core.checkpoint`.
+``python -m interplab train-transcoders`` runs it. The quality table (per-layer explained variance of the
+MLP output, and the replacement model's loss against the real model's) is written beside them.
+
+Example
+-------
+>>> tcs = train_transcoders("/tmp/tc", layers=range(18), n_tokens=300_000)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..atomic import write_text
+from ..circuits.quality import transcoder_quality
+from ..data.corpus import default_corpus
+from ..loading import load_model
+from ..saes.base import SAE
+from ..saes.io import save_saelens
+from ..saes.pretrained import TRANSCODERS
+from ..saes.train import train_saes
+
+logger = logging.getLogger(__name__)
+
+
+def train_transcoders(
+    checkpoint_dir: str | Path,
+    out_dir: str | Path = TRANSCODERS,
+    layers: Iterable[int] | None = None,
+    n_tokens: int = 300_000,
+    width: int = 1024,
+    k: int = 16,
+    batch_size: int = 1024,
+    eval_texts: int = 16,
+) -> dict[int, dict[str, Any]]:
+    """Train one BatchTopK transcoder per layer (MLP input -> MLP output) from one stream; evaluate; save fp16."""
+    model = load_model()
+    layers = list(range(model.n_layers) if layers is None else layers)
+    docs = default_corpus()
+    train_docs, held_out = docs[:-200], docs[-200:]
+    specs = [{"arch": "batchtopk", "width": width, "k": k, "site": f"blocks.{layer}.hook_mlp_in",
+              "site_out": f"blocks.{layer}.hook_mlp_out"} for layer in layers]  # fmt: skip
+    tcs = train_saes(model, specs, n_tokens=n_tokens, batch_size=batch_size, corpus=train_docs,
+                     checkpoint_dir=str(checkpoint_dir), checkpoint_every=10)  # fmt: skip
+    for tc in tcs:
+        tc.cfg.model_name = model.name
+        tc.to(torch.float16).to(torch.float32)  # evaluate exactly what is shipped: float16 weights
+    texts = [d[:400].rsplit(" ", 1)[0] for d in held_out[:: max(1, len(held_out) // eval_texts)]][:eval_texts]
+    table = transcoder_quality(model, tcs, texts)
+    for tc, row in zip(tcs, table["layers"], strict=True):
+        tc.cfg.metadata["evaluation"] = row
+        save_saelens(tc, Path(out_dir) / f"blocks.{tc.site.split('.')[1]}.transcoder", dtype=torch.float16)
+    _write_readme(Path(out_dir), layers, n_tokens, width, k, len(texts), table)
+    return {row["layer"]: row for row in table["layers"]}
+
+
+def _write_readme(out: Path, layers: list[int], n_tokens: int, width: int, k: int, n_texts: int,
+                  table: dict[str, Any]) -> None:  # fmt: skip
+    rows = ["| layer | explained variance of hook_mlp_out | l0 |", "|---|---|---|"]
+    rows += [f"| {r['layer']} | {r['explained_variance']:.4f} | {r['l0']:.1f} |" for r in table["layers"]]
+    text = f"""# Transcoders for the embedded Gemma 3 270M
+
+BatchTopK transcoders (width {width}, k {k}) from `blocks.L.hook_mlp_in` (the MLP's input: the output of
+the norm before it) to `blocks.L.hook_mlp_out` (what the MLP adds to the residual stream) for every layer
+{layers[0]}..{layers[-1]}, trained by interplab's own trainer on {n_tokens:,} tokens of the default corpus
+(one activation pass feeding all {len(layers)} transcoders; context 128, BOS excluded). Saved in SAELens
+transcoder format (`jumprelu_transcoder`), float16. Load them with `ilab.circuits.embedded_transcoders()`.
+
+Made with:
+
+    python -m interplab train-transcoders --checkpoint-dir /tmp/tc-train --n-tokens {n_tokens} --width {width} --k {k}
+
+Quality on {n_texts} held-out passages (the last 200 documents of the default corpus, never trained on):
+
+""" + "\n".join(rows) + f"""
+
+Next-token loss on the same passages: the real model {table['ce_clean']:.4f}; the replacement model (every
+MLP replaced by its transcoder at once, no error terms) {table['ce_replacement']:.4f}.
+"""
+    write_text(out / "README.md", text)
+
+
+def load_transcoders(folder: str | Path = TRANSCODERS) -> dict[int, SAE]:
+    """The transcoders in a folder written by :func:`train_transcoders`, by layer."""
+    from ..saes.io import load_saelens
+
+    out = {}
+    for p in sorted(Path(folder).glob("blocks.*.transcoder")):
+        out[int(p.name.split(".")[1])] = load_saelens(p)
+    return out

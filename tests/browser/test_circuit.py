@@ -1,0 +1,93 @@
+"""CircuitGraph in exported HTML, in headless Chromium over file:// with every network request aborted:
+it draws the graph, its hover box names the node and stays inside the viewport, the slider prunes in
+the browser, and the dark theme paints a dark canvas with light nodes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+from interplab.core.circuits import attribute
+from interplab.widgets import CircuitGraph
+from ipywidgets.embed import dependency_state, embed_data
+from playwright.sync_api import Page
+
+from interplab.export import export_html
+from tests.circuits.test_attribute import PROMPT, transcoders
+from tests.test_export import ensure_web_assets
+from tests.tiny import tiny_model
+
+pytestmark = pytest.mark.browser
+PAINTED = "ilab-circuit-painted"
+
+
+def exported(tmp_path: Path, scheme: str) -> Path:
+    torch.set_num_threads(1)
+    model = tiny_model("gemma3")
+    graph = attribute(model, transcoders(model.d_model), PROMPT, batch_size=16, progress=False)
+    w = CircuitGraph(graph, scheme=scheme)
+    w.threshold = 1.0
+    data = embed_data(views=[w], drop_defaults=False, state=dependency_state([w], drop_defaults=False))
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": data["manager_state"]}
+    cell = nbformat.v4.new_code_cell("CircuitGraph(graph)", execution_count=1)
+    cell.outputs = [nbformat.v4.new_output("execute_result", execution_count=1, data={
+        "application/vnd.jupyter.widget-view+json": data["view_specs"][0], "text/plain": repr(w)})]  # fmt: skip
+    nb.cells = [cell]
+    nbformat.write(nb, tmp_path / "c.ipynb")
+    return export_html(tmp_path / "c.ipynb", tmp_path / "site" / "c.html", execute=False)
+
+
+def open_offline(page: Page, html: Path) -> list[str]:
+    blocked: list[str] = []
+    page.route("**/*", lambda r: r.continue_() if r.request.url.startswith(("file:", "data:", "blob:"))
+               else (blocked.append(r.request.url), r.abort()))  # fmt: skip
+    page.goto(html.as_uri(), wait_until="load")
+    page.wait_for_function(f"performance.getEntriesByName('{PAINTED}', 'mark').length > 0", timeout=30_000)
+    return blocked
+
+
+def test_exported_graph_draws_hovers_inside_the_viewport_and_prunes(page: Page, tmp_path):
+    ensure_web_assets()
+    html = exported(tmp_path, "light")
+    page.set_viewport_size({"width": 1000, "height": 700})
+    blocked = open_offline(page, html)
+    assert not blocked
+    canvas = page.locator(".ilab-circuit canvas")
+    nodes, edges = int(canvas.get_attribute("data-nodes")), int(canvas.get_attribute("data-edges"))
+    assert nodes > 10 and edges > 10
+    # hover a node: the box names it and stays on screen
+    # the drawn node nearest the middle of the canvas
+    xy = page.evaluate("""() => { const c = document.querySelector('.ilab-circuit canvas'); let best = null;
+        for (let i = 0; i < 500; i++) { const p = c.ilabNodePosition(i);
+          if (p && (!best || Math.abs(p[0] - 450) < Math.abs(best[0] - 450))) best = p; } return best; }""")
+    canvas.scroll_into_view_if_needed()
+    page.evaluate(f"window.scrollBy(0, {xy[1]} - 200)")  # the node itself on screen
+    page.wait_for_timeout(200)
+    box = canvas.bounding_box()
+    page.mouse.move(box["x"] + xy[0], box["y"] + xy[1], steps=4)
+    tip = page.locator(".ilab-cg-tip")
+    tip.wait_for(state="visible")
+    assert "logit" in tip.text_content() or "feature" in tip.text_content() or "error" in tip.text_content()
+    t = tip.bounding_box()
+    assert t["x"] >= 0 and t["y"] >= 0 and t["x"] + t["width"] <= 1000 and t["y"] + t["height"] <= 700
+    # the slider prunes in the browser
+    page.locator(".ilab-circuit input[type=range]").fill("0.1")
+    fewer = int(canvas.get_attribute("data-nodes"))
+    assert fewer < nodes
+
+
+def test_dark_theme_paints_a_dark_canvas_with_light_nodes(page: Page, tmp_path):
+    ensure_web_assets()
+    html = exported(tmp_path, "dark")
+    open_offline(page, html)
+    stats = page.evaluate("""() => { const c = document.querySelector('.ilab-circuit canvas');
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let dark = 0, bright = 0;
+        for (let i = 0; i < d.length; i += 4) { const l = (d[i] + d[i + 1] + d[i + 2]) / 3;
+          if (l < 60) dark++; else if (l > 120) bright++; }
+        return {dark, bright, total: d.length / 4}; }""")
+    assert stats["dark"] > 0.5 * stats["total"] and stats["bright"] > 50

@@ -1,0 +1,61 @@
+"""CircuitGraph, the Python side: its data (binary arrays, client-side pruning ranks), selection, supernodes,
+the dashboard link and an intervention shown next to the graph."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from interplab.core.circuits import attribute, intervene
+from interplab.widgets import CircuitGraph
+from interplab.widgets._kit import payload_array
+
+from tests.circuits.test_attribute import PROMPT, transcoders
+from tests.tiny import tiny_model
+
+
+@pytest.fixture(scope="module")
+def built():
+    torch.set_num_threads(1)
+    model = tiny_model("gemma3")
+    tcs = transcoders(model.d_model)
+    return model, tcs, attribute(model, tcs, PROMPT, batch_size=16, progress=False)
+
+
+def test_circuit_graph_sends_binary_arrays_matching_the_pruned_graph(built):
+    _, _, graph = built
+    w = CircuitGraph(graph, node_threshold=0.9, edge_threshold=0.99)
+    kept = graph.prune(0.9, 0.99)
+    d = w.graph
+    assert d["n_nodes"] == int(kept.nodes.sum())
+    assert isinstance(d["kind"]["view"], memoryview) and d["kind"]["dtype"] == "uint8"
+    kinds = payload_array(d["kind"])
+    assert (kinds == 2).sum() == graph.n_pos and (kinds == 3).sum() == graph.n_logits  # tokens, logits always kept
+    src, dst, weight = payload_array(d["src"]), payload_array(d["dst"]), payload_array(d["weight"])
+    assert len(src) == d["n_edges"] == int(kept.edges.sum()) and (np.abs(weight) > 0).all()
+    rank = payload_array(d["rank"])
+    assert ((rank >= 0) & (rank <= 1.0 + 1e-6)).all()
+    # an edge's weight is the adjacency entry between the nodes it joins
+    idx = w._view["node_index"]
+    assert np.allclose(weight, graph.adjacency[idx[dst], idx[src]].numpy())
+
+
+def test_selection_supernodes_dashboard_link_and_intervention(built):
+    model, tcs, graph = built
+    w = CircuitGraph(graph, dashboard_layer=1)
+    kinds = payload_array(w.graph["kind"])
+    layers = payload_array(w.graph["layer"])
+    feature = int(np.nonzero((kinds == 0) & (layers == 1))[0][0])
+    w.selected = feature
+    node = w.selected_node
+    assert node["kind"] == "feature" and w.latent == node["latent"]
+    w.group("subject", [feature, 0])
+    assert w.supernodes == [{"label": "subject", "nodes": [feature, 0]}]
+    with pytest.raises(ValueError, match="non-empty label"):
+        w.group(" ", [0])
+    layer, pos, latent = node["layer"], node["pos"], node["latent"]
+    r = intervene(model, tcs, PROMPT, {(layer, pos, latent): 0.0})
+    w.show_intervention(r)
+    assert w.intervention["before"] and w.intervention["after"]
+    with pytest.raises(TypeError, match=r"ilab\.circuits\.Graph"):
+        CircuitGraph("nope")

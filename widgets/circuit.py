@@ -1,0 +1,97 @@
+"""CircuitGraph: an attribution graph drawn inline on a canvas, with a pruning slider, hover paths,
+supernodes and a linked FeatureDashboard.
+
+Columns are token positions, rows layers (token embeddings at the bottom, logits at the top); nodes are
+coloured by kind, edges drawn with width by weight and colour by sign. Hovering a node highlights its
+strongest upstream and downstream paths; clicking a feature selects it (``selected``, and ``latent`` for
+a linked dashboard); the slider hides nodes by cumulative influence in the browser (no round trip);
+shift-click nodes and name them to group them into a supernode (``supernodes``).
+
+Example
+-------
+>>> g = ilab.circuits.attribute(model, transcoders, prompt)
+>>> w = ilab.widgets.CircuitGraph(g)
+>>> w.selected_node            # the clicked node: kind, layer, pos, latent
+>>> w.show_intervention(ilab.circuits.intervene(model, transcoders, prompt, {(6, 3, 120): 0.0}))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import traitlets
+from interplab.core.circuits.graph import Graph
+from interplab.core.circuits.interventions import InterventionResult
+from interplab.core.circuits.view import graph_view
+
+from ._kit import Widget, array_payload, css, esm
+
+_ARRAYS = {"kind": "uint8", "layer": "int32", "pos": "int32", "latent": "int32", "activation": "float32",
+           "rank": "float32", "src": "int32", "dst": "int32", "weight": "float32"}  # fmt: skip
+
+
+class CircuitGraph(Widget):
+    """An attribution graph (see the module doc)."""
+
+    _esm = esm("circuit.js")
+    _css = css("circuit.css")
+
+    graph = traitlets.Dict().tag(sync=True)
+    threshold = traitlets.Float(0.8).tag(sync=True)  # the slider: nodes up to this cumulative influence show
+    selected = traitlets.Int(-1).tag(sync=True)  # index into the view's nodes (-1: none)
+    latent = traitlets.Int(-1).tag(sync=True)  # the clicked feature's latent (a linked dashboard opens it)
+    supernodes = traitlets.List(traitlets.Dict()).tag(sync=True)  # [{"label": str, "nodes": [view indices]}]
+    intervention = traitlets.Dict().tag(sync=True)  # what show_intervention gave: the answer before and after
+
+    def __init__(self, graph: Graph, dashboard: Any = None, dashboard_layer: int | None = None,
+                 node_threshold: float = 0.9, edge_threshold: float = 0.99, max_edges: int = 10_000,
+                 **kwargs: Any) -> None:  # fmt: skip
+        if not isinstance(graph, Graph):
+            raise TypeError(f"CircuitGraph shows an ilab.circuits.Graph, got {type(graph).__name__}.")
+        view = graph_view(graph, node_threshold, edge_threshold, max_edges)
+        self._graph, self._view, self._dashboard_layer = graph, view, dashboard_layer
+        data = {k: (array_payload(v, _ARRAYS[k]) if k in _ARRAYS else v) for k, v in view.items()
+                if k != "node_index"}  # fmt: skip
+        super().__init__(graph=data, threshold=min(0.8, node_threshold), **kwargs)
+        if dashboard is not None:
+            dashboard.link(self)
+
+    @traitlets.observe("selected")
+    def _follow(self, change: dict[str, Any]) -> None:
+        node = self.selected_node
+        if node is not None and node["kind"] == "feature" and (
+                self._dashboard_layer is None or node["layer"] == self._dashboard_layer):  # fmt: skip
+            self.latent = node["latent"]
+
+    @property
+    def selected_node(self) -> dict[str, Any] | None:
+        """The clicked node as :meth:`interplab.core.circuits.Graph.node` describes it (None: none)."""
+        if not 0 <= self.selected < self._view["n_nodes"]:
+            return None
+        return self._graph.node(int(self._view["node_index"][self.selected]))
+
+    def set_row_text(self, labels: dict[int, str]) -> None:
+        """Labels of latents (a linked FeatureDashboard sends its labels here); shown in hover boxes."""
+        if not isinstance(labels, dict):
+            raise TypeError(f"labels must map latent ids to label strings, got {type(labels).__name__}.")
+        data = dict(self.graph)
+        data["latent_labels"] = {str(int(k)): str(v) for k, v in labels.items()}
+        self.graph = data
+
+    def group(self, label: str, nodes: list[int]) -> None:
+        """Group view nodes into a labelled supernode (what shift-click and the Group button do)."""
+        if not isinstance(label, str) or not label.strip():
+            raise ValueError("A supernode needs a non-empty label.")
+        bad = [n for n in nodes if not isinstance(n, int) or not 0 <= n < self._view["n_nodes"]]
+        if bad or not nodes:
+            raise ValueError(f"nodes must be view node indices 0..{self._view['n_nodes'] - 1}, got {nodes!r:.80}.")
+        self.supernodes = [*self.supernodes, {"label": label, "nodes": list(nodes)}]
+
+    def show_intervention(self, result: InterventionResult) -> None:
+        """Show an intervention's answer before and after next to the graph."""
+        if not isinstance(result, InterventionResult):
+            raise TypeError(f"show_intervention takes an ilab.circuits.intervene result, got {type(result).__name__}.")
+        self.intervention = result.to_dict()
+
+    def __repr__(self) -> str:
+        return f"CircuitGraph({self._view['n_nodes']} nodes, {self._view['n_edges']} edges)"
