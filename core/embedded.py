@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 EMBEDDED_NAME = "gemma-3-270m"
 _READY_MARK = "interplab-ready"
 #: What the prepared folder holds; an older mark (or none) means it is converted again.
-FORMAT = {"format": 2, "dtype": "bfloat16", "tokenizer": "fast"}
+FORMAT = {"format": 3, "dtype": "bfloat16", "tokenizer": "fast", "aligned": 64}
 
 
 def cache_dir() -> Path:

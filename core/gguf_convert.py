@@ -214,15 +214,42 @@ def save_fast_tokenizer(gguf_path: Path, out: Path, model_type: str) -> None:
     cfg_path.write_text(json.dumps(cfg, indent=1, ensure_ascii=False), encoding="utf-8")
 
 
+ALIGNMENT = 64  # bytes: where oneDNN's fast CPU kernels want a weight to start
+_ST_DTYPES = {torch.bfloat16: "BF16", torch.float16: "F16", torch.float32: "F32", torch.int64: "I64"}
+
+
+def save_aligned(tensors: dict[str, torch.Tensor], path: Path) -> None:
+    """Write a safetensors file in which every tensor starts on a 64-byte boundary of the file.
+
+    Memory-mapped weights then start on 64 bytes in memory too (the mapping is page-aligned). With
+    ``safetensors.torch.save_file``'s 8-byte layout the embedded model's bfloat16 matrix products ran
+    about 2x slower (8 x 64 tokens through the tied unembedding: 4.5 s against 1.9 s). The header is
+    padded with spaces, as the format allows; tensors whose size is not a multiple of 64 bytes go last.
+    """
+    names = sorted(tensors, key=lambda n: (tensors[n].numel() * tensors[n].element_size()) % ALIGNMENT != 0)
+    header: dict[str, object] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for name in names:
+        t = tensors[name]
+        size = t.numel() * t.element_size()
+        header[name] = {"dtype": _ST_DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-(8 + len(text)) % ALIGNMENT)
+    with open(path, "wb") as handle:  # inside the caller's atomic folder
+        handle.write(struct.pack("<Q", len(text)) + text)
+        for name in names:
+            handle.write(tensors[name].contiguous().view(torch.uint8).reshape(-1).numpy().data)  # no copy
+
+
 def convert_gguf(gguf_path: Path, out: Path, dtype: torch.dtype = torch.bfloat16) -> None:
     """Write a transformers folder for a GGUF: ``config.json``, ``model.safetensors`` in ``dtype``, the tokenizer."""
-    from safetensors.torch import save_file
     from transformers import AutoConfig, GenerationConfig
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     config_dict = gguf_config(gguf_path)
     tensors = convert_weights(gguf_path, config_dict, dtype)
-    save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
+    save_aligned(tensors, out / "model.safetensors")
     del tensors  # before the tokenizer, whose Python objects would otherwise sit under the weights
     save_fast_tokenizer(gguf_path, out, config_dict["model_type"])
     config = AutoConfig.for_model(**config_dict)

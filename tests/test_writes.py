@@ -53,7 +53,7 @@ EXEMPT = {
     # convert_gguf writes into the folder its only caller (prepare_embedded_model) holds in atomic_folder
     ("core/gguf_convert.py", "save_pretrained"): "inside the caller's atomic_folder",
     ("core/gguf_convert.py", "write_text"): "inside the caller's atomic_folder",
-    ("core/gguf_convert.py", "save_file"): "inside the caller's atomic_folder",
+    ("core/gguf_convert.py", "open"): "inside the caller's atomic_folder",
 }
 
 
