@@ -114,3 +114,11 @@ def test_binder_rehearsal(tmp_path):
     elapsed = time.perf_counter() - started
     print(f"Binder rehearsal: {elapsed:.0f} s in all; the tour's kernel peaked at {peak_gb:.2f} GB")
     assert peak_gb < TOUR_PEAK_LIMIT_GB
+
+
+def test_readme_launches_binder_on_the_tour():
+    """The README's Binder badge opens JupyterLab on a notebook that exists."""
+    readme = (ROOT / "README.md").read_text()
+    links = re.findall(r"\(https://mybinder\.org/v2/gh/[^/\s]+/[^/\s]+/[^?\s)]+\?labpath=([^)\s]+)\)", readme)
+    assert links and all((ROOT / link).is_file() for link in links), links
+    assert "nbs/00_tour.ipynb" in links
