@@ -94,7 +94,10 @@ def bench_notebooks(stems: list[str] | None) -> dict:
         if stems and path.stem not in stems:
             continue
         log(f"notebook {path.name}")
-        out[path.stem] = notebook_peak(path)
+        try:
+            out[path.stem] = notebook_peak(path)
+        except Exception as err:  # a failing notebook is reported, the others still measured
+            out[path.stem] = {"error": str(err).strip().splitlines()[-1][:300]}
         log(f"  {out[path.stem]}")
     return out
 
@@ -210,7 +213,8 @@ def main() -> None:
                     "goals": {"notebook_peak_rss_gb": 1.4, "prepare_peak_rss_gb": 2.0, "load_s": 3.0}}
     if "a" in args.parts:
         result["notebooks"] = bench_notebooks(args.notebooks)
-        result["notebooks_max_peak_rss_gb"] = max(v["peak_rss_gb"] for v in result["notebooks"].values())
+        peaks = [v["peak_rss_gb"] for v in result["notebooks"].values() if "peak_rss_gb" in v]
+        result["notebooks_max_peak_rss_gb"] = max(peaks, default=None)
     if "b" in args.parts:
         log("prepare into an empty cache")
         result["prepare"] = bench_prepare()

@@ -45,9 +45,9 @@ display(w, attn)
 """
 EVIL = """
 evil = '<img src=x onerror=alert(1)>'
-tokens = ["<bos>", evil, " and"]
+tokens = ["<bos>", evil, '"']
 view = LensView(tokens=tokens, top_ids=np.array([[[0, 1], [1, 0], [0, 1]]]), top_probs=np.full((1, 3, 2), 0.5),
-                candidates=np.array([0, 1]), candidate_tokens=[evil, " ok"], candidate_probs=np.full((1, 3, 2), 0.5),
+                candidates=np.array([0, 1]), candidate_tokens=[evil, '"'], candidate_probs=np.full((1, 3, 2), 0.5),
                 layers=[0])
 pattern = np.tril(np.ones((1, 1, 3, 3), dtype=np.float32)); pattern /= pattern.sum(-1, keepdims=True)
 display(ilab.widgets.LogitLens(view), ilab.widgets.AttentionPattern(AttentionData(tokens, [0], pattern)))
@@ -95,6 +95,32 @@ def check_attention(page: Page, out: Locator, n_heads: int) -> None:
     expect(tip).to_contain_text("attention")
     out.locator(".ilab-attn-thumb").nth(2).click()
     expect(out.locator(".ilab-attn-title")).to_contain_text("H2")
+
+
+EVIL_TOKEN = "<img src=x onerror=alert(1)>"
+
+
+def check_tokens_as_themselves(page: Page, lens_out: Locator, attn_out: Locator) -> None:
+    """Hover boxes, the clicked cell's heading and the strip labels show a token as its own text:
+    `"` as a quote and `<img ...>` as those characters, never escaped (`"\\""`) nor as markup."""
+    lens_cells = lens_out.locator(".ilab-lens-cell")
+    expect(lens_cells).to_have_count(3, timeout=30_000)
+    lens_cells.nth(2).hover()  # layer 0, position 2: the token `"`; its top tokens are `<img ...>` and `"`
+    tip = page.locator(".ilab-lens-tip:visible")
+    expect(tip).to_contain_text('after position 2 "')
+    text = tip.text_content() or ""
+    assert f"P({EVIL_TOKEN}) = " in text and f"  {EVIL_TOKEN}" in text and '\\"' not in text, text
+    lens_cells.nth(1).click()
+    expect(lens_out.locator(".ilab-lens-where")).to_have_text(f"layer 0 · after position 1 {EVIL_TOKEN}")
+    strip = attn_out.locator(".ilab-attn-from .ilab-attn-tok")
+    strip.nth(2).hover()
+    attn_tip = page.locator(".ilab-attn-tip:visible")
+    expect(attn_tip).to_contain_text('" (position 2)')
+    expect(attn_out.locator(".ilab-attn-striplabel").first).to_have_text('" (position 2) attends to:')
+    strip.nth(1).hover()
+    expect(attn_tip).to_contain_text(f"{EVIL_TOKEN} (position 1)")
+    assert '\\"' not in (attn_tip.text_content() or "")
+    assert lens_out.locator("img").count() == 0 and attn_out.locator("img").count() == 0
 
 
 def test_lens_and_attention_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab_server: LabServer,
@@ -146,6 +172,7 @@ def test_lens_and_attention_in_jupyterlab(page: Page, run_notebook: RunNotebook,
     expect(evil.locator(".ilab-lens-cell")).to_have_count(3, timeout=30_000)
     assert evil.locator(".ilab-lens-top").first.text_content() == "<img src=x onerror=alert(1)>"
     assert evil.locator(".ilab-attn-tok").nth(1).text_content() == "<img src=x onerror=alert(1)>"
+    check_tokens_as_themselves(page, evil.locator(".ilab-lens"), evil.locator(".ilab-attn"))
     assert evil.locator("img").count() == 0 and not dialogs
 
 
@@ -157,4 +184,5 @@ def test_exported_lens_and_attention_render_offline(page: Page, offline: Offline
     check_lens(page, lens_out, 14)
     check_attention(page, attn_out, 4)
     assert page.locator(".ilab-lens-top").nth(2 * 14).text_content() == "<img src=x onerror=alert(1)>"
+    check_tokens_as_themselves(page, page.locator(".ilab-lens").last, page.locator(".ilab-attn").last)
     assert not offline.blocked and not offline.dialogs and not offline.errors, offline.problems()

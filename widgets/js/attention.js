@@ -140,7 +140,7 @@ function render({ model, el }) {
   function drawStrips() {
     const i = focusToken();
     const pat = current();
-    const who = JSON.stringify(tokens[i]);
+    const who = ilabTokenText(tokens[i]).text;
     fromLabel.textContent = `${who} (position ${i}) attends to:`;
     toLabel.textContent = `attending to ${who}:`;
     fromStrip.replaceChildren();
@@ -179,8 +179,8 @@ function render({ model, el }) {
     const i = focusToken();
     const pat = current();
     hovered = j;
-    tip.show(span, `${JSON.stringify(tokens[j])} (position ${j})\nattends to ${JSON.stringify(tokens[i])}: ${ilabFmt(pat[j * n + i])}` +
-      `\n${JSON.stringify(tokens[i])} attends to it: ${ilabFmt(pat[i * n + j])}`);
+    tip.show(span, `${ilabTokenText(tokens[j]).text} (position ${j})\nattends to ${ilabTokenText(tokens[i]).text}: ${ilabFmt(pat[j * n + i])}` +
+      `\n${ilabTokenText(tokens[i]).text} attends to it: ${ilabFmt(pat[i * n + j])}`);
   }
 
   strips.addEventListener("mouseover", (e) => {
@@ -213,7 +213,7 @@ function render({ model, el }) {
     if (q < 0 || k < 0 || q >= n || k >= n) return;
     pointer.style.left = `${e.clientX - r.left}px`;
     pointer.style.top = `${e.clientY - r.top}px`;
-    tip.show(pointer, `query ${JSON.stringify(tokens[q])} (${q}) → key ${JSON.stringify(tokens[k])} (${k})\n` +
+    tip.show(pointer, `query ${ilabTokenText(tokens[q]).text} (${q}) → key ${ilabTokenText(tokens[k]).text} (${k})\n` +
       `attention ${ilabFmt(current()[q * n + k])}`);
   });
   matrix.addEventListener("mouseleave", () => tip.hide());

@@ -117,9 +117,9 @@ function render({ model, el }) {
 
   function describe(l, p) {
     const chosen = data.vocab[data.ids.indexOf(model.get("token_id"))];
-    const lines = [`layer ${data.layers[l]} · after position ${p} ${JSON.stringify(data.tokens[p])}`];
-    lines.push(`P(${JSON.stringify(chosen)}) = ${ilabFmt(colourProb(l, p))}`);
-    for (const [t, pr] of topList(l, p, 5)) lines.push(`${ilabFmt(pr).padStart(6)}  ${JSON.stringify(t)}`);
+    const lines = [`layer ${data.layers[l]} · after position ${p} ${ilabTokenText(data.tokens[p]).text}`];
+    lines.push(`P(${ilabTokenText(chosen ?? "").text}) = ${ilabFmt(colourProb(l, p))}`);
+    for (const [t, pr] of topList(l, p, 5)) lines.push(`${ilabFmt(pr).padStart(6)}  ${ilabTokenText(t).text}`);
     return lines.join("\n");
   }
 
@@ -135,7 +135,7 @@ function render({ model, el }) {
     const p = sel[1];
     if (l < 0 || p < 0 || p >= data.P) return;
     cells[l * data.P + p].classList.add("ilab-selected");
-    detail.appendChild(ilabEl("div", "ilab-lens-where", `layer ${sel[0]} · after position ${p} ${JSON.stringify(data.tokens[p])}`));
+    detail.appendChild(ilabEl("div", "ilab-lens-where", `layer ${sel[0]} · after position ${p} ${ilabTokenText(data.tokens[p]).text}`));
     const list = ilabEl("ol", "ilab-lens-toplist");
     for (const [t, pr] of topList(l, p, data.k)) {
       const shown = ilabTokenText(t);
