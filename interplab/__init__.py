@@ -9,7 +9,7 @@ Example
 """
 
 from interplab import widgets
-from interplab.core import features, metrics, patching, steering
+from interplab.core import evals, features, metrics, patching, steering
 from interplab.core.activations import Activations
 from interplab.core.checks import set_memory_budget
 from interplab.core.data import ActivationStore, default_corpus
@@ -38,6 +38,7 @@ __all__ = [
     "__version__",
     "attention_data",
     "default_corpus",
+    "evals",
     "evaluate",
     "export_html",
     "feature_data",
