@@ -21,6 +21,7 @@ from .drift import DriftResult, attention_drift, rank_one
 from .labelled import brown_genres
 from .polysemy import PolysemyResult, load_polysemy, polysemy
 from .probing import ProbingResult, sparse_probing
+from .probing import pooled as pooled_activations
 from .reconstruction import SAEEvaluation
 from .suites import SUITES, SuiteResults, evaluate
 
@@ -40,6 +41,7 @@ __all__ = [
     "evaluate",
     "load_polysemy",
     "polysemy",
+    "pooled_activations",
     "rank_one",
     "sparse_probing",
 ]

@@ -159,3 +159,19 @@ def test_feature_scans(pair):
         assert torch.equal(torch.as_tensor(getattr(a, key)), torch.as_tensor(getattr(b, key))), key
     x, y = ilab.features.active_latents(sae, local, TEXTS[1]), ilab.features.active_latents(sae, remote, TEXTS[1])
     assert torch.equal(torch.as_tensor(x.ids), torch.as_tensor(y.ids))
+
+
+def test_eval_suites(pair):
+    """The evaluation suites' traces (site reads, surprisal, ablation, attention drift) with interplab absent."""
+    local, remote = pair
+    sae = random_sae(local, "topk")
+    texts = ["the cat sat on the mat", "the dog ran to the house", "a big red bird sat", "the fox ran"]
+    outs = []
+    for model in (local, remote):
+        corr = ilab.evals.correlate(sae, model, TEXTS, "surprisal")
+        causal = corr.causal_check(sae, model, TEXTS, n_latents=2, n_random=1)
+        probe = ilab.evals.pooled_activations(sae, model, texts, SITE)
+        drift = ilab.evals.attention_drift(model, CLEAN, ["John"], steer=(SITE, torch.ones(model.d_model)))
+        outs.append((corr.latents.r.to_numpy(), causal.mean_change.to_numpy(), probe[0], drift.after.patterns))
+    for a, b in zip(*outs, strict=True):
+        assert torch.allclose(torch.as_tensor(a), torch.as_tensor(b), atol=1e-5)
