@@ -22,6 +22,7 @@ Example
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
@@ -35,7 +36,7 @@ from tqdm.auto import tqdm
 from ..charts import offline
 from ..checks import check_positive_int
 from ..files import Fields, FileError, read_json
-from .tidy import check_sae, encode_rows, site_batches, tidy
+from .tidy import check_sae, encode_rows, sites_batches, tidy
 
 if TYPE_CHECKING:
     from ..model import Model
@@ -168,34 +169,53 @@ class PolysemyResult:
 
 
 def polysemy(
-    sae: SAE, model: Model, words: list[PolyWord] | str | os.PathLike[str] | None = None, site: str | None = None,
-    batch_size: int = 32, progress: bool = True,
-) -> PolysemyResult:  # fmt: skip
+    sae: SAE | Sequence[SAE], model: Model, words: list[PolyWord] | str | os.PathLike[str] | None = None,
+    site: str | None = None, batch_size: int = 32, progress: bool = True,
+) -> PolysemyResult | list[PolysemyResult]:  # fmt: skip
     """PS-Eval of ``sae`` on ``model``: the built-in polysemous words, or ``words`` (a list or a file).
 
+    A list of SAEs (at their own sites) is read in one forward pass and gives a list of results.
+
     >>> polysemy(sae, model).metrics["accuracy"]
+    >>> [r.metrics["accuracy"] for r in polysemy([sae0, sae6, sae12], model)]
     """
-    check_sae(sae)
+    many = isinstance(sae, (list, tuple))
+    saes = list(sae) if many else [sae]
+    if not saes:
+        raise ValueError("sae is an empty list; give an SAE or a list of SAEs.")
+    for s in saes:
+        check_sae(s)
     check_positive_int("batch_size", batch_size)
-    site = sae.check_fits(model, site)
+    if many and site is not None:
+        raise ValueError("site= applies to one SAE; with a list, each SAE is read at its own site.")
+    sites = [s.check_fits(model, site) for s in saes]
     if words is None or isinstance(words, (str, os.PathLike)):
         words = load_polysemy(words)
     texts, positions, ids = check_polysemy(model.tokenizer, words)
     enc = model.to_tokens(texts)
     pos = torch.tensor(positions)
-    tops, values = [], []
-    sae.eval()
-    batches = site_batches(model, site, enc, batch_size)
-    for rows, x in tqdm(batches, desc="polysemy", total=-(-len(texts) // batch_size), leave=False,
-                        disable=not progress or len(texts) <= batch_size):  # fmt: skip
+    tops: list[list[torch.Tensor]] = [[] for _ in saes]
+    values: list[list[torch.Tensor]] = [[] for _ in saes]
+    for s in saes:
+        s.eval()
+    total = -(-len(texts) // batch_size)
+    for rows, xs in tqdm(sites_batches(model, sites, enc, batch_size), desc="polysemy", total=total, leave=False,
+                         disable=not progress or total <= 1):  # fmt: skip
         p = pos[rows]
-        lat = encode_rows(sae, x[torch.arange(len(p)), p])
-        v, i = lat.max(1)
-        tops.append(torch.where(v > 0, i, torch.full_like(i, -1)))
-        values.append(v)
-    top = torch.cat(tops).numpy()
+        for i, (s, name) in enumerate(zip(saes, sites, strict=True)):
+            lat = encode_rows(s, xs[name][torch.arange(len(p)), p])
+            v, top = lat.max(1)
+            tops[i].append(torch.where(v > 0, top, torch.full_like(top, -1)))
+            values[i].append(v)
+    results = [_result(name, words, texts, ids, torch.cat(t).numpy(), torch.cat(v).numpy())
+               for name, t, v in zip(sites, tops, values, strict=True)]  # fmt: skip
+    return results if many else results[0]
+
+
+def _result(site: str, words: list[PolyWord], texts: list[str], ids: list[tuple[int, int, int]], top: np.ndarray,
+            value: np.ndarray) -> PolysemyResult:  # fmt: skip
     contexts = pd.DataFrame({"word": [words[w].word for w, _, _ in ids], "sense": [s for _, s, _ in ids],
-                             "context": texts, "top_latent": top, "top_value": torch.cat(values).numpy()})  # fmt: skip
+                             "context": texts, "top_latent": top, "top_value": value})  # fmt: skip
     pair_rows = []
     for w, group in contexts.groupby("word", sort=False):
         idx = group.index.to_numpy()

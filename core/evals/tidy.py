@@ -60,6 +60,20 @@ def site_batches(
         yield rows, x.float()
 
 
+def sites_batches(
+    model: Model, sites: Sequence[str], enc: Mapping[str, torch.Tensor], batch_size: int
+) -> Iterator[tuple[slice, dict[str, torch.Tensor]]]:
+    """Like :func:`site_batches` for several sites read in one pass: ``(rows, {site: x_BLD})``."""
+    names = [s.name for s in model.parse_sites(list(dict.fromkeys(sites)))]
+    n = int(enc["input_ids"].shape[0])
+    for start in range(0, n, batch_size):
+        rows = slice(start, min(n, start + batch_size))
+        width = int(enc["attention_mask"][rows].sum(1).max())
+        part = {k: v[rows, :width] for k, v in enc.items()}
+        values = model.run_sites(part, names)
+        yield rows, {name: x.float() for name, x in zip(names, values, strict=True)}
+
+
 def encode_rows(sae: SAE, x_TD: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
     """``sae.encode`` of token rows, ``chunk`` at a time, without gradients (float32 [T, d_sae])."""
     out = []

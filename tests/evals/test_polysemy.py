@@ -106,3 +106,18 @@ def test_builtin_dataset_is_single_tokens_for_the_embedded_tokenizer(embedded) -
     assert len(texts) == sum(len(s.contexts) for w in words for s in w.senses)
     assert len({w.word for w in words}) == len(words)
     assert np.all(np.array(positions) >= 1)  # after BOS
+
+
+def test_a_list_of_saes_is_read_in_one_pass_and_matches_each_alone() -> None:
+    model = ilab.load_model(tiny_hf_model("gpt2"), tokenizer=tiny_tokenizer())
+    a = _sae(32, seed=3)
+    b = ilab.SAE.create("topk", d_in=32, d_sae=16, k=3, site="blocks.1.hook_mlp_out")
+    calls = []
+    real = type(model).run_sites
+    model.run_sites = lambda enc, sites: calls.append(list(sites)) or real(model, enc, sites)  # type: ignore[method-assign]
+    both = polysemy([a, b], model, WORDS, batch_size=100, progress=False)
+    assert len(calls) == 1 and len(calls[0]) == 2
+    for sae, got in zip((a, b), both, strict=True):
+        alone = polysemy(sae, model, WORDS, progress=False)
+        assert got.site == alone.site and got.metrics == alone.metrics
+        assert got.contexts.top_latent.tolist() == alone.contexts.top_latent.tolist()
