@@ -7,6 +7,13 @@ latents. A logistic-regression probe on the full activation gives the reference 
 k, the k latents whose mean differs most between the two sides of the training split get a probe of
 their own. SAEBench reports test accuracy of each.
 
+The reference, ``sae-bench`` 0.6.0, is not run here: its sparse-probing eval loads its data sets
+(bias_in_bios, ag_news, ...) from the Hugging Face hub and its model through TransformerLens at run
+time, which an offline machine cannot do, and its pins (numpy < 2, datasets < 4, torchvision) need a
+separate multi-GB CUDA torch build. The definition above follows its README and paper (mean pooling,
+balanced binary tasks, top-k latents by mean difference, scikit-learn probes); the tests check it
+against an independent brute-force computation.
+
 Example
 -------
 >>> texts, labels = brown_genres()
