@@ -30,7 +30,7 @@ from tests.tiny import TEXTS, tiny_model
 
 NAMESPACES = {"ilab": ilab, "ilab.patching": ilab.patching, "ilab.steering": ilab.steering,
               "ilab.features": ilab.features, "ilab.metrics": ilab.metrics, "ilab.widgets": ilab.widgets,
-              "ilab.jobs": ilab.jobs}  # fmt: skip
+              "ilab.jobs": ilab.jobs, "ilab.evals": ilab.evals}  # fmt: skip
 SITE = "blocks.1.hook_resid_post"
 
 
@@ -483,6 +483,34 @@ ROWS: list[Row] = [
     Row("ilab.jobs.resume", lambda c: ilab.jobs.resume("nope"), V, "No job 'nope' in .*jobs there: none"),
     Row("ilab.SAE.trace_params", lambda c: c.sae.trace_params(latents=[99]), I,
         r"Latent 99 is out of range: latents are 0\.\.23"),
+    # ------------------------------------------------------------------ ilab.evals
+    Row("ilab.evals.polysemy", lambda c: ilab.evals.polysemy(c.sae, c.model, [ilab.evals.polysemy_word(
+        "dog cat", ["the dog cat"], ["a dog cat"])]), V, "'dog cat' is not one token"),
+    Row("ilab.evals.polysemy", lambda c: ilab.evals.polysemy(c.sae, c.model, batch_size=0), V,
+        "batch_size must be a positive integer, got 0"),
+    Row("ilab.evals.load_polysemy", lambda c: ilab.evals.load_polysemy(c.tmp / "none.json"), FileNotFoundError,
+        r"none\.json"),
+    Row("ilab.evals.polysemy_word", lambda c: ilab.evals.polysemy_word("bank", ["a bank"]), V,
+        "needs at least two senses"),
+    Row("ilab.evals.sparse_probing", lambda c: ilab.evals.sparse_probing(c.sae, c.model, TEXTS, ["a", "b"]), V,
+        "one label per text: 3 texts, got 2 labels"),
+    Row("ilab.evals.pooled_activations", lambda c: ilab.evals.pooled_activations(c.sae, c.model, TEXTS, SITE,
+        max_tokens=0), V, "max_tokens must be a positive integer, got 0"),
+    Row("ilab.evals.brown_genres", lambda c: ilab.evals.brown_genres(n_per_class=0), V,
+        "n_per_class must be a positive integer, got 0"),
+    Row("ilab.evals.absorption", lambda c: ilab.evals.absorption(c.sae, c.model, ["cat", "zebra"]), V,
+        "'zebra' is not one token"),
+    Row("ilab.evals.correlate", lambda c: ilab.evals.correlate(c.sae, c.model, TEXTS, "entropy"), V,
+        "'entropy' is not one of"),
+    Row("ilab.evals.CorrelationResult.causal_check", lambda c: ilab.evals.correlate(c.sae, c.model, TEXTS,
+        "position").causal_check(c.sae, c.model, TEXTS, n_latents=0), V, "n_latents must be a positive integer"),
+    Row("ilab.evals.CorrelationResult.top", lambda c: ilab.evals.correlate(c.sae, c.model, TEXTS, "position").top(0),
+        V, "n must be a positive integer, got 0"),
+    Row("ilab.evals.CorrelationResult.chart", lambda c: ilab.evals.correlate(c.sae, c.model, TEXTS,
+        "position").chart(-1), V, "n must be a positive integer, got -1"),
+    Row("ilab.evals.attention_drift", lambda c: ilab.evals.attention_drift(c.model, "the cat sat", ["fox"],
+        steer=(SITE, torch.ones(32))), V, "Target token 'fox' is not in the text"),
+    Row("ilab.evals.rank_one", lambda c: ilab.evals.rank_one("u", "v"), T, "u and v must be vectors"),
 ]
 
 #: Public names with no row, and why.
@@ -508,6 +536,13 @@ EXEMPT: dict[str, str] = {
     "ilab.SAE.load_extra": "an architecture hook fed by the validated file readers (SAE.load has rows)",
     "ilab.SAE.init_weights": "seed: any integer torch accepts; called by SAE.create and the trainer",
     "ilab.SAE.fold_input_scale": "called by the trainer with the scale it measured",
+    "ilab.evals.SAEEvaluation": "a result built by ilab.evaluate (which has rows); users do not construct it",
+    "ilab.evals.AbsorptionResult": "a result built by ilab.evals.absorption (which has rows)",
+    "ilab.evals.CorrelationResult": "a result built by ilab.evals.correlate (which has rows)",
+    "ilab.evals.DriftResult": "a result built by ilab.evals.attention_drift (which has rows)",
+    "ilab.evals.PolysemyResult": "a result built by ilab.evals.polysemy (which has rows)",
+    "ilab.evals.ProbingResult": "a result built by ilab.evals.sparse_probing (which has rows)",
+    "ilab.evals.SuiteResults": "a result built by ilab.evaluate(..., suites=) (which has rows)",
 }
 
 

@@ -19,7 +19,7 @@ from .absorption import AbsorptionResult, absorption
 from .correlation import CorrelationResult, correlate
 from .drift import DriftResult, attention_drift, rank_one
 from .labelled import brown_genres
-from .polysemy import PolysemyResult, load_polysemy, polysemy
+from .polysemy import PolysemyResult, load_polysemy, polysemy, polysemy_word
 from .probing import ProbingResult, sparse_probing
 from .probing import pooled as pooled_activations
 from .reconstruction import SAEEvaluation
@@ -41,6 +41,7 @@ __all__ = [
     "evaluate",
     "load_polysemy",
     "polysemy",
+    "polysemy_word",
     "pooled_activations",
     "rank_one",
     "sparse_probing",

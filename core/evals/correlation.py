@@ -111,7 +111,8 @@ class CorrelationResult:
     causal: pd.DataFrame | None = None
 
     def top(self, n: int = 10) -> pd.DataFrame:
-        return self.latents.head(n)
+        """The ``n`` latents with the largest |r|."""
+        return self.latents.head(check_positive_int("n", n))
 
     @property
     def table(self) -> pd.DataFrame:
@@ -127,7 +128,7 @@ class CorrelationResult:
         """The top latents' correlations with their intervals."""
         import altair as alt
 
-        df = self.top(n).assign(latent=lambda d: d.latent.astype(str))
+        df = self.top(check_positive_int("n", n)).assign(latent=lambda d: d.latent.astype(str))
         base = alt.Chart(df).encode(y=alt.Y("latent:N", sort=None))
         return offline((base.mark_rule().encode(x="low:Q", x2="high:Q") + base.mark_point(filled=True).encode(
             x=alt.X("r:Q", title=f"correlation with {self.signal}"), tooltip=["latent", "r", "low", "high"])

@@ -42,7 +42,10 @@ def rank_one(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
     >>> edit = {"model.layers.4.mlp.down_proj.weight": rank_one(u_640, v_2048)}
     """
-    return torch.outer(torch.as_tensor(u).flatten(), torch.as_tensor(v).flatten())
+    if not isinstance(u, (torch.Tensor, list, tuple)) or not isinstance(v, (torch.Tensor, list, tuple)):
+        raise TypeError(f"u and v must be vectors (tensors or lists), got {type(u).__name__} and {type(v).__name__}.")
+    u_, v_ = torch.as_tensor(u, dtype=torch.float32), torch.as_tensor(v, dtype=torch.float32)
+    return torch.outer(u_.flatten(), v_.flatten())
 
 
 def target_positions(tokens: list[str], targets: Sequence[str | int]) -> list[int]:

@@ -34,7 +34,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..charts import offline
-from ..checks import check_positive_int
+from ..checks import check_positive_int, check_texts
 from ..files import Fields, FileError, read_json
 from .tidy import check_sae, encode_rows, sites_batches, tidy
 
@@ -56,6 +56,25 @@ class Sense:
 class PolyWord:
     word: str  # without the leading space
     senses: list[Sense]
+
+
+def polysemy_word(word: str, *senses: Sequence[str], glosses: Sequence[str] | None = None) -> PolyWord:
+    """A polysemous word with its contexts, one list per sense (at least two).
+
+    >>> polysemy_word("bat", ["A bat flew out of the cave."], ["He swung the bat hard."], glosses=["animal", "club"])
+    """
+    if not isinstance(word, str) or not word.strip():
+        raise ValueError(f"word must be a non-empty string, got {word!r}.")
+    if len(senses) < 2:
+        raise ValueError(f"{word!r} needs at least two senses (one list of contexts each), got {len(senses)}.")
+    glosses = list(glosses) if glosses is not None else [f"sense {i}" for i in range(len(senses))]
+    if len(glosses) != len(senses):
+        raise ValueError(f"glosses: {len(glosses)} given for {len(senses)} senses.")
+    out = []
+    for gloss, contexts in zip(glosses, senses, strict=True):
+        contexts = check_texts(contexts)
+        out.append(Sense(str(gloss), contexts))
+    return PolyWord(word, out)
 
 
 def load_polysemy(path: str | os.PathLike[str] | None = None) -> list[PolyWord]:

@@ -47,6 +47,11 @@ def pooled(
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Per text, the mean over its tokens (BOS left out, the first ``max_tokens``) of the site's
     activations ``[N, d]`` and of the SAE's latents ``[N, d_sae]`` (float32)."""
+    check_sae(sae)
+    texts = check_texts(texts)
+    check_positive_int("max_tokens", max_tokens)
+    check_positive_int("batch_size", batch_size)
+    site = sae.check_fits(model, site)
     enc = model.to_tokens(texts)
     enc = {k: v[:, :max_tokens] for k, v in enc.items()}
     skip = 1 if model.tokenizer.bos_token_id is not None else 0
