@@ -67,7 +67,9 @@ def test_site_path_reads_each_word_token() -> None:
     sae = ilab.SAE.create("standard", d_in=32, d_sae=40, site=site)
     words = ["sat", "store", "small", "sad", "slow", "dog", "day", "drink", "big", "blue", "bird", "tree", "the"]
     captured = {}
-    import interplab.core.evals.absorption as mod
+    import importlib
+
+    mod = importlib.import_module("interplab.core.evals.absorption")
 
     real = mod.absorption_scores
 
