@@ -9,7 +9,7 @@ Example
 """
 
 from interplab import widgets
-from interplab.core import circuits, das, features, matching, metrics, patching, probes, steering
+from interplab.core import circuits, das, evals, features, matching, metrics, patching, probes, steering
 from interplab.core.activations import Activations
 from interplab.core.checks import set_memory_budget
 from interplab.core.data import ActivationStore, default_corpus
@@ -40,6 +40,7 @@ __all__ = [
     "circuits",
     "das",
     "default_corpus",
+    "evals",
     "evaluate",
     "export_html",
     "feature_data",

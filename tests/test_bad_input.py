@@ -32,7 +32,7 @@ from tests.tiny import TEXTS, tiny_model
 NAMESPACES = {"ilab": ilab, "ilab.patching": ilab.patching, "ilab.steering": ilab.steering,
               "ilab.features": ilab.features, "ilab.metrics": ilab.metrics, "ilab.widgets": ilab.widgets,
               "ilab.jobs": ilab.jobs, "ilab.matching": ilab.matching, "ilab.probes": ilab.probes,
-              "ilab.das": ilab.das, "ilab.circuits": ilab.circuits}  # fmt: skip
+              "ilab.das": ilab.das, "ilab.circuits": ilab.circuits, "ilab.evals": ilab.evals}  # fmt: skip
 SITE = "blocks.1.hook_resid_post"
 
 
@@ -195,6 +195,10 @@ ROWS: list[Row] = [
     Row("ilab.evaluate", lambda c: ilab.evaluate(c.sae, c.model, TEXTS, batch_size=0), V,
         "batch_size must be a positive integer, got 0"),
     Row("ilab.evaluate", lambda c: ilab.evaluate(_narrow_sae(), c.model, TEXTS), V, "This SAE reads d_in=8"),
+    Row("ilab.evaluate", lambda c: ilab.evaluate(c.sae, c.model, TEXTS, suites=["ppl"]), V,
+        r"suites: 'ppl' is not one of \['reconstruction'"),
+    Row("ilab.evaluate", lambda c: ilab.evaluate(c.sae, c.model, TEXTS, suites=["correlation"], signal=[[1.0]]), V,
+        r"a list of one array per text \(3\), got 1"),
     Row("ilab.feature_data", lambda c: ilab.feature_data(c.sae, c.model, "/no/such.jsonl"), FileNotFoundError,
         r"'/no/such\.jsonl' does not exist"),
     Row("ilab.feature_data", lambda c: ilab.feature_data(c.sae, c.model, TEXTS, n_top=10**9), MemoryBudgetError,
@@ -476,6 +480,8 @@ ROWS: list[Row] = [
         "data must be FeatureData"),
     Row("ilab.widgets.AttentionPattern", lambda c: ilab.widgets.AttentionPattern("x", "the cat"), T,
         "AttentionPattern takes a model and a text, or AttentionData; got str"),
+    Row("ilab.widgets.AttentionPattern.compare", lambda c: ilab.widgets.AttentionPattern.compare("x"), T,
+        "takes a drift result, or two AttentionData"),
     Row("ilab.widgets.AttentionPattern.set_scale",
         lambda c: ilab.widgets.AttentionPattern(c.model, "the cat", layer=1).set_scale("rainbow"), V,
         "scale='rainbow' is not one of"),
@@ -643,6 +649,34 @@ ROWS: list[Row] = [
     Row("ilab.widgets.CircuitGraph.show_intervention",
         lambda c: ilab.widgets.CircuitGraph(_circuit()[2]).show_intervention({}), T,
         "takes an ilab.circuits.intervene"),
+    # ------------------------------------------------------------------ ilab.evals
+    Row("ilab.evals.polysemy", lambda c: ilab.evals.polysemy(c.sae, c.model, [ilab.evals.polysemy_word(
+        "dog cat", ["the dog cat"], ["a dog cat"])]), V, "'dog cat' is not one token"),
+    Row("ilab.evals.polysemy", lambda c: ilab.evals.polysemy(c.sae, c.model, batch_size=0), V,
+        "batch_size must be a positive integer, got 0"),
+    Row("ilab.evals.load_polysemy", lambda c: ilab.evals.load_polysemy(c.tmp / "none.json"), FileNotFoundError,
+        r"none\.json"),
+    Row("ilab.evals.polysemy_word", lambda c: ilab.evals.polysemy_word("bank", ["a bank"]), V,
+        "needs at least two senses"),
+    Row("ilab.evals.sparse_probing", lambda c: ilab.evals.sparse_probing(c.sae, c.model, TEXTS, ["a", "b"]), V,
+        "one label per text: 3 texts, got 2 labels"),
+    Row("ilab.evals.pooled_activations", lambda c: ilab.evals.pooled_activations(c.sae, c.model, TEXTS, SITE,
+        max_tokens=0), V, "max_tokens must be a positive integer, got 0"),
+    Row("ilab.evals.brown_genres", lambda c: ilab.evals.brown_genres(n_per_class=0), V,
+        "n_per_class must be a positive integer, got 0"),
+    Row("ilab.evals.absorption", lambda c: ilab.evals.absorption(c.sae, c.model, ["cat", "zebra"]), V,
+        "'zebra' is not one token"),
+    Row("ilab.evals.correlate", lambda c: ilab.evals.correlate(c.sae, c.model, TEXTS, "entropy"), V,
+        "'entropy' is not one of"),
+    Row("ilab.evals.CorrelationResult.causal_check", lambda c: ilab.evals.correlate(c.sae, c.model, TEXTS,
+        "position").causal_check(c.sae, c.model, TEXTS, n_latents=0), V, "n_latents must be a positive integer"),
+    Row("ilab.evals.CorrelationResult.top", lambda c: ilab.evals.correlate(c.sae, c.model, TEXTS, "position").top(0),
+        V, "n must be a positive integer, got 0"),
+    Row("ilab.evals.CorrelationResult.chart", lambda c: ilab.evals.correlate(c.sae, c.model, TEXTS,
+        "position").chart(-1), V, "n must be a positive integer, got -1"),
+    Row("ilab.evals.attention_drift", lambda c: ilab.evals.attention_drift(c.model, "the cat sat", ["fox"],
+        steer=(SITE, torch.ones(32))), V, "Target token 'fox' is not in the text"),
+    Row("ilab.evals.rank_one", lambda c: ilab.evals.rank_one("u", "v"), T, "u and v must be vectors"),
 ]
 
 
@@ -691,6 +725,13 @@ EXEMPT: dict[str, str] = {
     "ilab.matching.Match.share_below": "bound: check_number, the same check every number passes",
     "ilab.matching.Similarity": "a result built by similarity / correlate (which have rows)",
     "ilab.matching.Stitching": "a result built by stitch (which has rows)",
+    "ilab.evals.SAEEvaluation": "a result built by ilab.evaluate (which has rows); users do not construct it",
+    "ilab.evals.AbsorptionResult": "a result built by ilab.evals.absorption (which has rows)",
+    "ilab.evals.CorrelationResult": "a result built by ilab.evals.correlate (which has rows)",
+    "ilab.evals.DriftResult": "a result built by ilab.evals.attention_drift (which has rows)",
+    "ilab.evals.PolysemyResult": "a result built by ilab.evals.polysemy (which has rows)",
+    "ilab.evals.ProbingResult": "a result built by ilab.evals.sparse_probing (which has rows)",
+    "ilab.evals.SuiteResults": "a result built by ilab.evaluate(..., suites=) (which has rows)",
 }
 
 

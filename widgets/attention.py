@@ -110,6 +110,31 @@ class AttentionPattern(Widget):
             raise traitlets.TraitError(f"selected_token={value} is not a position of this text (0..{last}).")
         return value
 
+    @staticmethod
+    def compare(before: Any, after: AttentionData | None = None, **kwargs: Any) -> Any:
+        """Two patterns side by side, before | after, with layer, head and clicked token linked.
+
+        ``before`` is an attention-drift result (``ilab.evals.attention_drift``) or AttentionData (then give
+        ``after`` too); ``kwargs`` go to both widgets (``vmax=0.3``...). Returns an ``ipywidgets.HBox``.
+
+        >>> ilab.widgets.AttentionPattern.compare(ilab.evals.attention_drift(model, text, [" Paris"], steer=vec))
+        """
+        import ipywidgets
+
+        if after is None and hasattr(before, "before") and hasattr(before, "after"):
+            before, after = before.before, before.after
+        if not isinstance(before, AttentionData) or not isinstance(after, AttentionData):
+            raise TypeError("AttentionPattern.compare takes a drift result, or two AttentionData (before, after); "
+                            f"got {type(before).__name__} and {type(after).__name__}.")  # fmt: skip
+        if before.tokens != after.tokens or before.layers != after.layers:
+            raise ValueError("before and after must hold the same tokens and layers to be compared.")
+        left, right = AttentionPattern(before, **kwargs), AttentionPattern(after, **kwargs)
+        for name in ("layer", "head", "selected_token"):
+            traitlets.link((left, name), (right, name))
+        box = ipywidgets.HBox([left, right])
+        box.before, box.after = left, right
+        return box
+
     @property
     def data(self) -> AttentionData:
         """The plain data shown."""

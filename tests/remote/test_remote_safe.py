@@ -192,3 +192,19 @@ def test_circuit_interventions(pair):
     assert not torch.equal(a.logits_after, a.logits_before)
     ea, eb = replacement_edit(local, tcs), replacement_edit(remote, tcs)
     assert torch.equal(local.logits(TEXTS[0], edit=ea), remote.logits(TEXTS[0], edit=eb))
+
+
+def test_eval_suites(pair):
+    """The evaluation suites' traces (site reads, surprisal, ablation, attention drift) with interplab absent."""
+    local, remote = pair
+    sae = random_sae(local, "topk")
+    texts = ["the cat sat on the mat", "the dog ran to the house", "a big red bird sat", "the fox ran"]
+    outs = []
+    for model in (local, remote):
+        corr = ilab.evals.correlate(sae, model, TEXTS, "surprisal")
+        causal = corr.causal_check(sae, model, TEXTS, n_latents=2, n_random=1)
+        probe = ilab.evals.pooled_activations(sae, model, texts, SITE)
+        drift = ilab.evals.attention_drift(model, CLEAN, ["John"], steer=(SITE, torch.ones(model.d_model)))
+        outs.append((corr.latents.r.to_numpy(), causal.mean_change.to_numpy(), probe[0], drift.after.patterns))
+    for a, b in zip(*outs, strict=True):
+        assert torch.allclose(torch.as_tensor(a), torch.as_tensor(b), atol=1e-5)
