@@ -216,6 +216,24 @@ class SafetensorsHeader:
         return sum(t.nbytes for t in self.tensors.values())
 
 
+def result_header(path: str | os.PathLike[str], fmt: str, what: str) -> tuple[SafetensorsHeader, Fields]:
+    """The header of a result file saved with ``{"format": fmt, "interplab": <JSON>}`` metadata, and its fields.
+
+    Checked before any tensor is read: the format names ``what`` the file must be, the JSON parses.
+
+    >>> header, info = result_header("probe.safetensors", "interplab-probe-1", "probe result")
+    """
+    path = Path(path)
+    header = safetensors_header(path)
+    if header.metadata.get("format") != fmt:
+        raise FileError(path, "format", f"is {header.metadata.get('format')!r}: not an interplab {what}")
+    try:
+        info = Fields(path, json.loads(header.metadata.get("interplab", "")), "interplab")
+    except json.JSONDecodeError as err:
+        raise FileError(path, "interplab", f"is not JSON ({err})") from None
+    return header, info
+
+
 def _looks_pickled(head: bytes) -> bool:
     return head[:1] == b"\x80" or head[:4] == b"PK\x03\x04"  # pickle protocol 2+, or torch.save's zip
 

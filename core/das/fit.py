@@ -36,7 +36,7 @@ from ..atomic import atomic_path
 from ..charts import offline
 from ..checkpoint import begin, load_state, save_state
 from ..checks import check_int, check_number
-from ..files import FLOATS, Fields, FileError, expect_arrays, read_safetensors, safetensors_header
+from ..files import FLOATS, FileError, expect_arrays, read_safetensors, result_header
 from ..patching.prompts import PromptPairs
 from ..trace_ops import orthonormal
 from .intervene import check_positions, evaluate, prepare, run, source_values
@@ -110,13 +110,7 @@ class DASResult:
     def load(path: str | os.PathLike[str]) -> DASResult:
         """Read a file written by :meth:`save` (header and fields checked first)."""
         path = Path(path)
-        header = safetensors_header(path)
-        if header.metadata.get("format") != FORMAT:
-            raise FileError(path, "format", f"is {header.metadata.get('format')!r}: not an interplab DAS result")
-        try:
-            info = Fields(path, json.loads(header.metadata.get("interplab", "")), "interplab")
-        except json.JSONDecodeError as err:
-            raise FileError(path, "interplab", f"is not JSON ({err})") from None
+        header, info = result_header(path, FORMAT, "DAS result")
         k = info.int("k", minimum=1)
         found = header.tensors.get("Q_DK")
         expect_arrays(path, header.tensors, {"Q_DK": ((found.shape[0] if found else 0, k), FLOATS)})

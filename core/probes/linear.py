@@ -29,7 +29,7 @@ import torch
 from ..atomic import atomic_path
 from ..charts import offline
 from ..checks import check_int, check_number, check_texts
-from ..files import FLOATS, Fields, FileError, expect_arrays, read_safetensors, safetensors_header
+from ..files import FLOATS, FileError, expect_arrays, read_safetensors, result_header
 from .features import expand_sites, sequence_features, token_features
 from .solver import LogisticFit, fit_logistic, predict
 
@@ -163,13 +163,7 @@ class ProbeResult:
     def load(path: str | os.PathLike[str]) -> ProbeResult:
         """Read a file written by :meth:`save`: header and fields checked before any tensor is read."""
         path = Path(path)
-        header = safetensors_header(path)
-        if header.metadata.get("format") != FORMAT:
-            raise FileError(path, "format", f"is {header.metadata.get('format')!r}: not an interplab probe result")
-        try:
-            info = Fields(path, json.loads(header.metadata.get("interplab", "")), "interplab")
-        except json.JSONDecodeError as err:
-            raise FileError(path, "interplab", f"is not JSON ({err})") from None
+        header, info = result_header(path, FORMAT, "probe result")
         sites = info.list("sites")
         classes = info.list("classes")
         if not sites or not all(isinstance(s, str) for s in sites) or len(classes) < 2:
