@@ -123,3 +123,15 @@ def test_readme_launches_binder_on_the_tour():
     links = re.findall(r"\(https://mybinder\.org/v2/gh/[^/\s]+/[^/\s]+/[^?\s)]+\?labpath=([^)\s]+)\)", readme)
     assert links and all((ROOT / link).is_file() for link in links), links
     assert "nbs/00_tour.ipynb" in links
+
+
+def test_every_subpackage_is_installed():
+    """pyproject.toml lists packages by hand: a subpackage missing from it is absent from a non-editable
+    install (Binder's), while editable installs hide it. Before: interplab.core.matching was missing and
+    Binder's `python -m interplab prepare` failed with ImportError."""
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {"interplab", "interplab.core", "interplab.widgets"} | {
+        "interplab.core." + p.parent.relative_to(ROOT / "core").as_posix().replace("/", ".")
+        for p in (ROOT / "core").rglob("__init__.py") if p.parent != ROOT / "core"
+    }
+    assert listed == on_disk, f"missing: {sorted(on_disk - listed)}, not a package: {sorted(listed - on_disk)}"
