@@ -86,6 +86,8 @@ def _wait(what: str, ok, timeout: float, proc: subprocess.Popen | None = None, l
             break
         time.sleep(0.3)
     tail = log.read_text()[-3000:] if log is not None and log.exists() else ""
+    if proc is not None and proc.poll() is not None:
+        raise RuntimeError(f"NDIF: {what} exited with status {proc.returncode} before it came up.\n{tail}")
     raise RuntimeError(f"NDIF: {what} did not come up in {timeout:.0f} s.\n{tail}")
 
 
