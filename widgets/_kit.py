@@ -1,4 +1,4 @@
-"""The shared widget layer: binary array payloads, display options, and the base widget class.
+"""The shared widget layer: binary array payloads, display options, the base widget class and its colour options.
 
 Every widget is a thin Python class plus its own ``.js`` (and ``.css``) file under ``js/``; a large
 widget has a folder of them (``js/dashboard/``). ``js/shared.js`` (decoding, colour scales, number
@@ -21,6 +21,7 @@ import anywidget
 import numpy as np
 import traitlets
 from anywidget._file_contents import FileContents, VirtualFileContents
+from interplab.core.views.colors import check_scale_options
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +90,33 @@ def esm(*names: str) -> Bundle:
 def css(*names: str) -> Bundle:
     """The shared stylesheet followed by the widget's own (paths relative to ``js/``)."""
     return Bundle([HERE / "shared.css", *(HERE / n for n in names if (HERE / n).exists())])
+
+
+class ScaleOptions:
+    """The colour options ``scale``/``vmin``/``vmax``/``center`` checked together, for a widget that declares them.
+
+    Each option set alone is checked against the others (a ``TraitError`` names the bad value);
+    :meth:`_set_scale_options` sets several at once, checked once.
+    """
+
+    def _set_scale_options(
+        self, scale: str, vmin: float | None, vmax: float | None, center: float | None, **more: Any
+    ) -> None:
+        scale, vmin, vmax, center = check_scale_options(scale, vmin, vmax, center)
+        with self.hold_trait_notifications():  # validated together when the block ends
+            self.scale, self.vmin, self.vmax, self.center = scale, vmin, vmax, center
+            for name, value in more.items():
+                setattr(self, name, value)
+
+    @traitlets.validate("vmin", "vmax", "center", "scale")
+    def _check_scale_option(self, proposal: dict[str, Any]) -> Any:
+        options = {"scale": self.scale, "vmin": self.vmin, "vmax": self.vmax, "center": self.center}
+        options[proposal["trait"].name] = proposal["value"]
+        try:
+            check_scale_options(**options)
+        except ValueError as exc:
+            raise traitlets.TraitError(f"{exc} Use set_scale(...) to change several options at once.") from None
+        return proposal["value"]
 
 
 class Widget(anywidget.AnyWidget):

@@ -33,12 +33,12 @@ from interplab.core.views.heatmap import (
     top_columns,
 )
 
-from ._kit import OPTIONS, Widget, array_payload, css, esm
+from ._kit import OPTIONS, ScaleOptions, Widget, array_payload, css, esm
 
 ENCODE_ROWS = 2048  # tokens encoded at once when an SAE gives the features
 
 
-class FeatureHeatmap(Widget):
+class FeatureHeatmap(ScaleOptions, Widget):
     """Tokens coloured by the selected feature; pick features, hover for values, click tokens.
 
     Parameters
@@ -159,22 +159,9 @@ class FeatureHeatmap(Widget):
 
         >>> w.set_scale("diverging", center=0.5, vmax=3)
         """
-        scale, vmin, vmax, center = check_scale_options(scale or "auto", vmin, vmax, center)
-        with self.hold_trait_notifications():  # validated together when the block ends
-            self.scale, self.vmin, self.vmax, self.center = scale, vmin, vmax, center
-            if exclude_bos is not None:
-                self.exclude_bos = bool(exclude_bos)
+        more = {} if exclude_bos is None else {"exclude_bos": bool(exclude_bos)}
+        self._set_scale_options(scale or "auto", vmin, vmax, center, **more)
         return self
-
-    @traitlets.validate("vmin", "vmax", "center", "scale")
-    def _check_scale_option(self, proposal: dict[str, Any]) -> Any:
-        options = {"scale": self.scale, "vmin": self.vmin, "vmax": self.vmax, "center": self.center}
-        options[proposal["trait"].name] = proposal["value"]
-        try:
-            check_scale_options(**options)
-        except ValueError as exc:
-            raise traitlets.TraitError(f"{exc} Use set_scale(...) to change several options at once.") from None
-        return proposal["value"]
 
     @traitlets.observe("vmin", "vmax", "center", "scale", "exclude_bos")
     def _rescale(self, _change: dict[str, Any]) -> None:

@@ -26,7 +26,7 @@ import traitlets
 from interplab.core.patching.result import PatchingResult
 from interplab.core.views.colors import SCALES, ColorScale, check_scale_options, color_scale
 
-from ._kit import Widget, array_payload, css, esm
+from ._kit import ScaleOptions, Widget, array_payload, css, esm
 
 
 def _group(r: PatchingResult) -> str:
@@ -68,7 +68,7 @@ def _grid_payload(key: str, r: PatchingResult) -> dict[str, Any]:
     return out
 
 
-class PatchingGrid(Widget):
+class PatchingGrid(ScaleOptions, Widget):
     """Layers x positions (or heads, or latents) heatmap of one or several patching results.
 
     Parameters
@@ -158,20 +158,8 @@ class PatchingGrid(Widget):
         center: float | None = None,
     ) -> PatchingGrid:
         """Set the colour options together (unnamed ones go back to "from the data"); returns the widget."""
-        scale, vmin, vmax, center = check_scale_options(scale, vmin, vmax, center)
-        with self.hold_trait_notifications():
-            self.scale, self.vmin, self.vmax, self.center = scale, vmin, vmax, center
+        self._set_scale_options(scale, vmin, vmax, center)
         return self
-
-    @traitlets.validate("vmin", "vmax", "center", "scale")
-    def _check_scale_option(self, proposal: dict[str, Any]) -> Any:
-        options = {"scale": self.scale, "vmin": self.vmin, "vmax": self.vmax, "center": self.center}
-        options[proposal["trait"].name] = proposal["value"]
-        try:
-            check_scale_options(**options)
-        except ValueError as exc:
-            raise traitlets.TraitError(f"{exc} Use set_scale(...) to change several options at once.") from None
-        return proposal["value"]
 
     @traitlets.observe("vmin", "vmax", "center", "scale")
     def _rescale(self, _change: dict[str, Any]) -> None:
