@@ -142,6 +142,11 @@ def test_lens_and_attention_in_jupyterlab(page: Page, run_notebook: RunNotebook,
     check_lens(page, lens_out, n_pos)
     wait_for_python(page, "w.selected", f"[1, {n_pos - 1}]")
     assert kernel_eval(page, "print(w.selected_top == w.view.top(1, 13))") == "True"
+    # keyboard: focus the grid, move right twice and down once from the first cell, Enter selects
+    lens_out.locator(".ilab-lens-grid").focus()
+    for key in ("ArrowRight", "ArrowRight", "ArrowDown", "Enter"):
+        page.keyboard.press(key)
+    wait_for_python(page, "w.selected", "[1, 2]")
     # the cells are coloured by P("Mary"): the values drawn are the view's
     drawn = lens_out.locator(".ilab-lens-cell").evaluate_all("els => els.map(e => Number(e.dataset.v))")
     want = json.loads(kernel_eval(page, "import json; print(json.dumps(w.view.prob('Mary').ravel().tolist()))"))

@@ -19,7 +19,6 @@ function render({ model, el }) {
   [picker, grid].forEach(ilabKeepKeys);
 
   let cells = [];
-  let cursor = -1;
   let data = null;
 
   function decode() {
@@ -153,31 +152,16 @@ function render({ model, el }) {
     markSelected();
   }
 
-  function moveCursor(i) {
-    if (cursor >= 0 && cells[cursor]) cells[cursor].classList.remove("ilab-cursor");
-    cursor = Math.max(0, Math.min(cells.length - 1, i));
-    cells[cursor].classList.add("ilab-cursor");
-  }
-
-  grid.addEventListener("mouseover", (e) => {
-    const cell = e.target.closest(".ilab-lens-cell");
-    if (!cell) return tip.hide();
-    tip.show(cell, describe(Number(cell.dataset.l), Number(cell.dataset.p)));
+  const keys = ilabCellGrid(grid, ".ilab-lens-cell", {
+    tip,
+    describe: (cell) => describe(Number(cell.dataset.l), Number(cell.dataset.p)),
+    select,
+    cells: () => cells,
+    columns: () => data.P,
   });
-  grid.addEventListener("mouseleave", () => tip.hide());
   grid.addEventListener("click", (e) => {
     const cell = e.target.closest(".ilab-lens-cell");
     if (cell) select(cell);
-  });
-  grid.addEventListener("keydown", (e) => {
-    const moves = { ArrowRight: 1, ArrowLeft: -1, ArrowDown: data.P, ArrowUp: -data.P };
-    if (e.key in moves) {
-      moveCursor((cursor < 0 ? 0 : cursor) + moves[e.key]);
-      e.preventDefault();
-    } else if (e.key === "Enter" && cursor >= 0) {
-      select(cells[cursor]);
-      e.preventDefault();
-    }
   });
   picker.addEventListener("change", () => {
     model.set("token_id", Number(picker.value));
@@ -188,7 +172,7 @@ function render({ model, el }) {
   function drawAll() {
     ilabTheme(root, model.get("scheme"));
     data = decode();
-    cursor = -1;
+    keys.reset();
     drawPicker();
     drawGrid();
     recolour();

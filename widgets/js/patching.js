@@ -21,7 +21,6 @@ function render({ model, el }) {
   [gridBox, normBox].forEach(ilabKeepKeys);
 
   let cells = [];
-  let cursor = -1;
   let current = null;
 
   const grids = () => model.get("grids");
@@ -240,18 +239,13 @@ function render({ model, el }) {
     markSelected();
   }
 
-  function moveCursor(i) {
-    if (cursor >= 0 && cells[cursor]) cells[cursor].classList.remove("ilab-cursor");
-    cursor = Math.max(0, Math.min(cells.length - 1, i));
-    cells[cursor].classList.add("ilab-cursor");
-  }
-
-  gridBox.addEventListener("mouseover", (e) => {
-    const cell = e.target.closest(".ilab-pg-cell");
-    if (!cell) return tip.hide();
-    tip.show(cell, describe(current.g, current.d, Number(cell.dataset.i)));
+  const keys = ilabCellGrid(gridBox, ".ilab-pg-cell", {
+    tip,
+    describe: (cell) => describe(current.g, current.d, Number(cell.dataset.i)),
+    select: (cell) => select(Number(cell.dataset.i)),
+    cells: () => cells,
+    columns: () => current.g.values.shape[1],
   });
-  gridBox.addEventListener("mouseleave", () => tip.hide());
   gridBox.addEventListener("click", (e) => {
     const cell = e.target.closest(".ilab-pg-cell");
     if (cell) return select(Number(cell.dataset.i));
@@ -259,17 +253,6 @@ function render({ model, el }) {
     if (row) {
       model.set("latent", Number(row.dataset.row));
       model.save_changes();
-    }
-  });
-  gridBox.addEventListener("keydown", (e) => {
-    const C = current.g.values.shape[1];
-    const moves = { ArrowRight: 1, ArrowLeft: -1, ArrowDown: C, ArrowUp: -C };
-    if (e.key in moves) {
-      moveCursor((cursor < 0 ? 0 : cursor) + moves[e.key]);
-      e.preventDefault();
-    } else if (e.key === "Enter" && cursor >= 0) {
-      select(cursor);
-      e.preventDefault();
     }
   });
   normBox.addEventListener("change", () => {
@@ -280,7 +263,7 @@ function render({ model, el }) {
   function drawAll() {
     ilabTheme(root, model.get("scheme"));
     normBox.checked = model.get("normalized");
-    cursor = -1;
+    keys.reset();
     drawTabs();
     drawGrid();
   }
