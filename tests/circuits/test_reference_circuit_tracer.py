@@ -1,0 +1,124 @@
+"""Attribution graphs against circuit-tracer 0.5.0 on the same tiny models, transcoders and prompt.
+
+``tests/reference/circuit_tracer_graph.py`` (run in ``.ref/circuit-tracer``, built by
+``tests/reference/build_circuit_tracer.sh``) wrote a tiny Gemma 3 and a tiny Llama as Hugging Face folders,
+one JumpReLU transcoder with an affine skip per layer in Gemma Scope 2's layout, and circuit-tracer's graph
+of each. interplab loads the same folders and files, builds its graph with circuit-tracer's convention for
+position 0 (``bos_error=False``), and must give the same adjacency to 1e-4 (after mapping circuit-tracer's
+feature order to interplab's), the same logit targets and the same pruned nodes and edges. When
+``.ref/circuit-tracer`` exists the script is rerun first, so the fixtures are regenerated against the installed
+reference.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from interplab.core.circuits import attribute
+from interplab.core.saes import SAE
+from interplab.core.saes.releases import Release
+from interplab.core.saes.transcoder_releases import build_transcoder
+from safetensors.torch import load_file
+
+import interplab as ilab
+
+ROOT = Path(__file__).resolve().parents[2]
+REF = ROOT / "tests" / "reference"
+FIXTURE = REF / "circuit_tracer_graph.json"
+VENV = ROOT / ".ref" / "circuit-tracer"
+
+
+@pytest.fixture(scope="module")
+def reference() -> dict:
+    if (VENV / ".built").exists():  # regenerate against the installed reference (as tests/das/test_reference.py)
+        subprocess.run([str(VENV / "bin" / "python"), str(REF / "circuit_tracer_graph.py"), str(FIXTURE)],
+                       check=True, cwd=ROOT, timeout=600)  # fmt: skip
+    return json.loads(FIXTURE.read_text())
+
+
+def gemma_scope_2_transcoders(folder: Path, n_layers: int) -> list[SAE]:
+    """The reference's transcoder folders (a Gemma Scope 2 release's layout) read by interplab's own loader."""
+    ids = tuple(f"layer_{layer}_width_40_l0_tiny_affine" for layer in range(n_layers))
+    release = Release("tiny-transcoders", "local/tiny", "tiny", "transcoder", "", ids)
+    return [build_transcoder(release, sae_id, folder / "transcoders" / sae_id).eval() for sae_id in ids]
+
+
+def interplab_graph(family: str, ref: dict, bos_error: bool = False):
+    folder = REF / "circuit_tracer" / family
+    model = ilab.load_model(folder / "model", dtype=torch.float32)
+    tcs = gemma_scope_2_transcoders(folder, ref["n_layers"])
+    graph = attribute(model, tcs, ref_prompt(), batch_size=16, bos_error=bos_error, progress=False)
+    return graph, load_file(str(folder / "graph.safetensors"))
+
+
+def ref_prompt() -> str:
+    return json.loads(FIXTURE.read_text())["prompt"]
+
+
+def feature_order(graph, ct: dict) -> torch.Tensor:
+    """For each of circuit-tracer's selected feature nodes, interplab's node index of the same feature."""
+    feats = ct["active_features"][ct["selected_features"]]
+    return torch.tensor([graph.feature_index(*f) for f in feats.tolist()], dtype=torch.long)
+
+
+@pytest.mark.parametrize("family", ["gemma3", "llama"])
+def test_adjacency_and_pruning_equal_circuit_tracer(reference, family):
+    ref = reference["families"][family]
+    graph, ct = interplab_graph(family, ref)
+    assert graph.token_ids == ref["token_ids"]
+    assert graph.logit_ids == ref["logit_ids"]
+    torch.testing.assert_close(graph.logit_probs, ct["logit_probabilities"], atol=1e-5, rtol=1e-4)
+    # the same active features (as sets: circuit-tracer orders them layer, position, latent too)
+    assert graph.n_features == ref["n_features"] > 20
+    order = feature_order(graph, ct)
+    assert sorted(order.tolist()) == list(range(graph.n_features))
+    # interplab's node order for circuit-tracer's: features mapped, errors, tokens and logits as they are
+    perm = torch.cat([order, torch.arange(graph.n_features, graph.n_nodes)])
+    ours = graph.adjacency[perm][:, perm]
+    expected = ct["adjacency"]
+    scale = float(expected.abs().max())
+    torch.testing.assert_close(ours, expected, atol=1e-4 * max(1.0, scale), rtol=0)
+    assert int((expected.abs() > 1e-2 * scale).sum()) > 100  # the rows have teeth
+    torch.testing.assert_close(graph.activations[order], ct["activation_values"], atol=1e-5, rtol=1e-5)
+    # the same pruned graph
+    kept = graph.prune(ref["node_threshold"], ref["edge_threshold"])
+    assert torch.equal(kept.nodes[perm], ct["node_mask"].bool())
+    assert torch.equal(kept.edges[perm][:, perm], ct["edge_mask"].bool())
+    assert graph.scores() == pytest.approx((ref["replacement_score"], ref["completeness_score"]), abs=1e-4)
+
+
+def test_circuit_tracer_gemma_token_nodes_miss_the_embedding_scale(reference):
+    """circuit-tracer 0.5.0's nnsight backend reads Gemma's token vectors unscaled; the fixture corrects them."""
+    ref = reference["families"]["gemma3"]
+    assert ref["embed_scale"] == pytest.approx(32**0.5)
+    assert reference["families"]["llama"]["embed_scale"] == 1.0
+    ct = load_file(str(REF / "circuit_tracer" / "gemma3" / "graph.safetensors"))
+    n_f, n_pos = ref["n_features"], len(ref["token_ids"])
+    tok = slice(n_f + ref["n_layers"] * n_pos, n_f + (ref["n_layers"] + 1) * n_pos)
+    torch.testing.assert_close(ct["raw_token_columns"] * ref["embed_scale"], ct["adjacency"][:, tok])
+    assert float(ct["adjacency"][:, tok].abs().max()) > 0
+
+
+def test_bos_error_default_keeps_position_zero_as_error_nodes(reference):
+    """The default (bos_error=True) differs from circuit-tracer only in position 0's error columns."""
+    ref = reference["families"]["gemma3"]
+    graph, ct = interplab_graph("gemma3", ref, bos_error=True)
+    order = feature_order(graph, ct)
+    perm = torch.cat([order, torch.arange(graph.n_features, graph.n_nodes)])
+    ours = graph.adjacency[perm][:, perm]
+    n_f, n_pos = graph.n_features, graph.n_pos
+    bos_errors = [n_f + layer * n_pos for layer in range(graph.n_layers)]
+    assert bool(ours[:, bos_errors].any()) and not bool(ct["adjacency"][:, bos_errors].any())
+    rest = torch.ones(graph.n_nodes, dtype=torch.bool)
+    rest[bos_errors] = False
+    scale = float(ct["adjacency"].abs().max())
+    torch.testing.assert_close(ours[:, rest], ct["adjacency"][:, rest], atol=1e-4 * max(1.0, scale), rtol=0)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
