@@ -5,7 +5,7 @@
 one JumpReLU transcoder with an affine skip per layer in Gemma Scope 2's layout, and circuit-tracer's graph
 of each. interplab loads the same folders and files, builds its graph with circuit-tracer's convention for
 position 0 (``bos_error=False``), and must give the same adjacency to 1e-4 (after mapping circuit-tracer's
-feature order to interplab's), the same logit targets and the same pruned nodes and edges. When
+feature order to interplab's), the same logit targets, scores, pruned nodes and edges, and viewer JSON. When
 ``.ref/circuit-tracer`` exists the script is rerun first, so the fixtures are regenerated against the installed
 reference.
 """
@@ -118,6 +118,52 @@ def test_bos_error_default_keeps_position_zero_as_error_nodes(reference):
     rest[bos_errors] = False
     scale = float(ct["adjacency"].abs().max())
     torch.testing.assert_close(ours[:, rest], ct["adjacency"][:, rest], atol=1e-4 * max(1.0, scale), rtol=0)
+
+
+def _key(node: dict) -> tuple:
+    return node["feature_type"], node["layer"], node["ctx_idx"], node["feature"]
+
+
+def _circuit_tracer_id(node: dict) -> str:
+    """circuit-tracer 0.5.0 names error nodes ``0_{layer}_{pos}`` (which can collide with a layer-0 feature's id);
+    interplab names them ``{layer}_-1_{pos}``. Every other node id is the same."""
+    if node["feature_type"] == "mlp reconstruction error":
+        return f"0_{node['layer']}_{node['ctx_idx']}"
+    return node["node_id"]
+
+
+@pytest.mark.parametrize("family", ["gemma3", "llama"])
+def test_viewer_json_matches_circuit_tracer(reference, family):
+    """The pruned graph's viewer JSON has circuit-tracer's nodes, fields and links (error node ids aside)."""
+    ref = reference["families"][family]
+    graph, _ = interplab_graph(family, ref)
+    ours = graph.to_json(slug=f"tiny-{family}", node_threshold=ref["node_threshold"],
+                         edge_threshold=ref["edge_threshold"])  # fmt: skip
+    theirs = json.loads((REF / "circuit_tracer" / family / "viewer.json").read_text())
+    assert ours["metadata"]["prompt_tokens"] == theirs["metadata"]["prompt_tokens"]
+    assert ours["qParams"] == theirs["qParams"]
+    mine, other = {_key(n): n for n in ours["nodes"]}, {_key(n): n for n in theirs["nodes"]}
+    assert set(mine) == set(other) and len(mine) == len(ours["nodes"]) == len(theirs["nodes"]) == ref["n_pruned_nodes"]
+    for k, theirs_node in other.items():
+        node = mine[k]
+        assert _circuit_tracer_id(node) == theirs_node["node_id"]
+        for field in ("is_target_logit", "run_idx", "reverse_ctx_idx", "clerp"):
+            assert node[field] == theirs_node[field], (k, field)
+        if k[0] != "mlp reconstruction error":
+            assert node["jsNodeId"] == theirs_node["jsNodeId"]
+        for field in ("influence", "activation", "token_prob"):
+            assert node.get(field) == pytest.approx(theirs_node.get(field), abs=1e-5), (k, field)
+    # interplab's ids are unique; circuit-tracer's error ids collide with layer-0 features here (a viewer keys by id)
+    assert len({n["node_id"] for n in ours["nodes"]}) == len(ours["nodes"])
+    collisions = len(theirs["nodes"]) - len({n["node_id"] for n in theirs["nodes"]})
+    assert collisions == (2 if family == "gemma3" else 0)
+    ids = {n["node_id"]: _circuit_tracer_id(n) for n in ours["nodes"]}
+    mine_links = sorted((ids[e["source"]], ids[e["target"]], e["weight"]) for e in ours["links"])
+    other_links = sorted((e["source"], e["target"], e["weight"]) for e in theirs["links"])
+    assert len(mine_links) == len(other_links) > 100
+    scale = max(abs(w) for *_, w in other_links)
+    for a, b in zip(mine_links, other_links, strict=True):
+        assert a[:2] == b[:2] and a[2] == pytest.approx(b[2], abs=1e-4 * max(1.0, scale))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ affine skip in a Gemma Scope 2 release's layout (``transcoders/layer_L_width_40_
 [d_in, d_sae], ``w_dec`` [d_sae, d_out], ``b_enc``, ``b_dec``, ``threshold``, ``affine_skip_connection``
 [d_in, d_out], applied as ``x @ affine_skip_connection`` as Gemma Scope 2's own tutorial does) and what
 circuit-tracer's nnsight backend makes of them (``graph.safetensors``: the unpruned adjacency, the active
-features, the pruning masks at node 0.8 / edge 0.98). The JSON file holds the command, the versions, the token
+features, the pruning masks at node 0.8 / edge 0.98; ``viewer.json``: the pruned graph as its
+``create_graph_files`` writes it for Neuronpedia's viewer). The JSON file holds the command, the versions, the token
 ids, the logit targets, the node counts and the scores. interplab's side loads exactly these files.
 
 circuit-tracer's Gemma token nodes: its nnsight backend takes a token node's vector from ``embed_tokens.weight``
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import json
 import sys
-import time
+import tempfile
 from importlib.metadata import version
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from circuit_tracer import attribute
 from circuit_tracer.graph import compute_graph_scores, prune_graph
 from circuit_tracer.replacement_model.replacement_model_nnsight import NNSightReplacementModel
 from circuit_tracer.transcoder.single_layer_transcoder import load_transcoder_set
+from circuit_tracer.utils.create_graph_files import create_graph_files
 from safetensors.torch import save_file
 from tokenizers import Tokenizer, models, pre_tokenizers
 from tokenizers.processors import TemplateProcessing
@@ -105,9 +107,7 @@ def run(family: str, folder: Path) -> dict:
     model = NNSightReplacementModel.from_pretrained_and_transcoders(str(folder / "model"), tcs, device="cpu",
                                                                     dtype=torch.float32)  # fmt: skip
     ids = tokenizer()(PROMPT)["input_ids"]
-    start = time.perf_counter()
     graph = attribute(ids, model, max_n_logits=10, desired_logit_prob=0.95, batch_size=16)
-    seconds = time.perf_counter() - start
     n_f, n_pos = len(graph.selected_features), len(ids)
     tok = slice(n_f + n_layers * n_pos, n_f + (n_layers + 1) * n_pos)
     raw_tokens = graph.adjacency_matrix[:, tok].clone()
@@ -116,6 +116,11 @@ def run(family: str, folder: Path) -> dict:
     graph.adjacency_matrix[:, tok] *= scale
     kept = prune_graph(graph, NODE_THRESHOLD, EDGE_THRESHOLD)
     replacement, completeness = compute_graph_scores(graph)
+    with tempfile.TemporaryDirectory() as tmp:  # the viewer JSON (Neuronpedia's format) as circuit-tracer writes it
+        create_graph_files(graph, slug=f"tiny-{family}", output_path=tmp, scan=f"tiny-{family}",
+                           node_threshold=NODE_THRESHOLD, edge_threshold=EDGE_THRESHOLD)  # fmt: skip
+        viewer = json.loads((Path(tmp) / f"tiny-{family}.json").read_text())
+    (folder / "viewer.json").write_text(json.dumps(viewer, separators=(",", ":")) + "\n")
     save_file({
         "adjacency": graph.adjacency_matrix.float().contiguous(),
         "raw_token_columns": raw_tokens.float().contiguous(),
@@ -125,13 +130,13 @@ def run(family: str, folder: Path) -> dict:
         "logit_probabilities": graph.logit_probabilities.float().contiguous(),
         "node_mask": kept.node_mask.to(torch.uint8).contiguous(),
         "edge_mask": kept.edge_mask.to(torch.uint8).contiguous(),
-    }, str(folder / "graph.safetensors"), metadata={"command": COMMAND, **versions()})  # fmt: skip
+    }, str(folder / "graph.safetensors"), metadata={"header": json.dumps({"command": COMMAND, **versions()})})
     return {
         "token_ids": ids, "logit_ids": [int(t.vocab_idx) for t in graph.logit_targets], "n_layers": n_layers,
         "n_features": n_f, "embed_scale": scale, "feature_input_hook": hook_in, "feature_output_hook": hook_out,
         "node_threshold": NODE_THRESHOLD, "edge_threshold": EDGE_THRESHOLD, "replacement_score": replacement,
         "completeness_score": completeness, "n_pruned_nodes": int(kept.node_mask.sum()),
-        "n_pruned_edges": int(kept.edge_mask.sum()), "attribute_seconds": round(seconds, 3),
+        "n_pruned_edges": int(kept.edge_mask.sum()),
     }  # fmt: skip
 
 
