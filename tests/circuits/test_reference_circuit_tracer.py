@@ -102,6 +102,11 @@ def test_circuit_tracer_gemma_token_nodes_miss_the_embedding_scale(reference):
     tok = slice(n_f + ref["n_layers"] * n_pos, n_f + (ref["n_layers"] + 1) * n_pos)
     torch.testing.assert_close(ct["raw_token_columns"] * ref["embed_scale"], ct["adjacency"][:, tok])
     assert float(ct["adjacency"][:, tok].abs().max()) > 0
+    # only the token columns change: every other edge circuit-tracer gives as it is
+    others = torch.ones(ct["adjacency"].shape[1], dtype=torch.bool)
+    others[tok] = False
+    torch.testing.assert_close(ct["raw_adjacency"][:, others], ct["adjacency"][:, others])
+    torch.testing.assert_close(ct["raw_adjacency"][:, tok], ct["raw_token_columns"])
 
 
 def test_bos_error_default_keeps_position_zero_as_error_nodes(reference):
@@ -118,6 +123,25 @@ def test_bos_error_default_keeps_position_zero_as_error_nodes(reference):
     rest[bos_errors] = False
     scale = float(ct["adjacency"].abs().max())
     torch.testing.assert_close(ours[:, rest], ct["adjacency"][:, rest], atol=1e-4 * max(1.0, scale), rtol=0)
+
+
+@pytest.mark.parametrize("family", ["gemma3", "llama"])
+def test_max_feature_nodes_picks_circuit_tracers_features(reference, family):
+    """Capped at 48 feature nodes, ranked by influence after every batch of 16 rows: the same nodes and rows."""
+    ref = reference["families"][family]
+    folder = REF / "circuit_tracer" / family
+    model = ilab.load_model(folder / "model", dtype=torch.float32)
+    tcs = gemma_scope_2_transcoders(folder, ref["n_layers"])
+    graph = attribute(model, tcs, ref_prompt(), batch_size=16, bos_error=False, progress=False,
+                      max_feature_nodes=ref["max_feature_nodes"])  # fmt: skip
+    ct = load_file(str(folder / "graph.safetensors"))
+    assert graph.n_features == ref["max_feature_nodes"] < ref["n_features"]
+    order = torch.tensor([graph.feature_index(*f) for f in ct["capped_features"].tolist()], dtype=torch.long)
+    assert sorted(order.tolist()) == list(range(graph.n_features))
+    perm = torch.cat([order, torch.arange(graph.n_features, graph.n_nodes)])
+    expected = ct["capped_adjacency"]
+    scale = float(expected.abs().max())
+    torch.testing.assert_close(graph.adjacency[perm][:, perm], expected, atol=1e-4 * max(1.0, scale), rtol=0)
 
 
 def _key(node: dict) -> tuple:

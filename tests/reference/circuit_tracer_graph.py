@@ -5,20 +5,22 @@
 For each family it writes, under ``tests/reference/circuit_tracer/<family>/``: the tiny model as a Hugging Face
 folder (``model/``: seeded random weights and a word-level tokenizer), one JumpReLU transcoder per layer with an
 affine skip in a Gemma Scope 2 release's layout (``transcoders/layer_L_width_40_l0_tiny_affine/`` with
-``config.json`` and ``params.safetensors``: ``w_enc``
-[d_in, d_sae], ``w_dec`` [d_sae, d_out], ``b_enc``, ``b_dec``, ``threshold``, ``affine_skip_connection``
-[d_in, d_out], applied as ``x @ affine_skip_connection`` as Gemma Scope 2's own tutorial does) and what
-circuit-tracer's nnsight backend makes of them (``graph.safetensors``: the unpruned adjacency, the active
-features, the pruning masks at node 0.8 / edge 0.98; ``viewer.json``: the pruned graph as its
-``create_graph_files`` writes it for Neuronpedia's viewer). The JSON file holds the command, the versions, the token
-ids, the logit targets, the node counts and the scores. interplab's side loads exactly these files.
+``config.json`` and ``params.safetensors``: ``w_enc`` [d_in, d_sae], ``w_dec`` [d_sae, d_out], ``b_enc``,
+``b_dec``, ``threshold``, ``affine_skip_connection`` [d_in, d_out], applied as ``x @ affine_skip_connection``
+as Gemma Scope 2's own tutorial does) and what circuit-tracer's nnsight backend makes of them
+(``graph.safetensors``: the unpruned adjacency, the active features, the pruning masks at node 0.8 / edge
+0.98, and the graph capped at 48 feature nodes chosen by influence; ``viewer.json``: the pruned graph as its
+``create_graph_files`` writes it for Neuronpedia's viewer). The JSON file holds the command, the versions, the
+token ids, the logit targets, the node counts and the scores. interplab's side loads exactly these files.
 
 circuit-tracer's Gemma token nodes: its nnsight backend takes a token node's vector from ``embed_tokens.weight``
 while the gradient it contracts with is taken at ``embed_tokens``'s output, which Gemma scales by
 ``sqrt(d_model)``; its token edges are short by that factor (``raw_token_columns`` records them as it gives
-them). The ``adjacency`` written here has that one factor applied (``embed_scale`` in the JSON), which makes
-every row add up to its target as the method defines it; the pruning is rerun on the corrected adjacency with
-circuit-tracer's own ``prune_graph``. This file imports nothing of interplab (the two environments differ).
+them, ``raw_adjacency`` the whole graph where the scale is not 1). Everything else here is computed by
+circuit-tracer with its token vectors multiplied by that one factor (``embed_scale`` in the JSON): the
+attribution, the influence ranking of the capped graph, the pruning, the scores and the viewer JSON; every
+row then adds up to its target as the method defines it. This file imports nothing of interplab (the two
+environments differ).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+from contextlib import contextmanager
 from importlib.metadata import version
 from pathlib import Path
 
@@ -55,7 +58,7 @@ CONFIGS = {
     "llama": lambda: LlamaConfig(**COMMON, num_key_value_heads=2, architectures=["LlamaForCausalLM"]),
 }  # fmt: skip
 HOOKS = {"gemma3": ("mlp.hook_in", "hook_mlp_out"), "llama": ("mlp.hook_in", "mlp.hook_out")}
-D_SAE, NODE_THRESHOLD, EDGE_THRESHOLD = 40, 0.8, 0.98
+D_SAE, NODE_THRESHOLD, EDGE_THRESHOLD, MAX_FEATURE_NODES = 40, 0.8, 0.98, 48
 
 
 def tokenizer() -> PreTrainedTokenizerFast:
@@ -96,6 +99,23 @@ def write_transcoders(folder: Path, d: int, n_layers: int) -> list[str]:
     return paths
 
 
+@contextmanager
+def scaled_token_vectors(scale: float):
+    """circuit-tracer 0.5.0 with its token vectors multiplied by the embedding's scale (Gemma's sqrt(d_model))."""
+    original = NNSightReplacementModel.setup_attribution
+
+    def setup_attribution(self, inputs):
+        ctx = original(self, inputs)
+        ctx.token_vectors = ctx.token_vectors * scale
+        return ctx
+
+    NNSightReplacementModel.setup_attribution = setup_attribution
+    try:
+        yield
+    finally:
+        NNSightReplacementModel.setup_attribution = original
+
+
 def run(family: str, folder: Path) -> dict:
     write_model(family, folder)
     n_layers, d = COMMON["num_hidden_layers"], COMMON["hidden_size"]
@@ -107,13 +127,16 @@ def run(family: str, folder: Path) -> dict:
     model = NNSightReplacementModel.from_pretrained_and_transcoders(str(folder / "model"), tcs, device="cpu",
                                                                     dtype=torch.float32)  # fmt: skip
     ids = tokenizer()(PROMPT)["input_ids"]
-    graph = attribute(ids, model, max_n_logits=10, desired_logit_prob=0.95, batch_size=16)
-    n_f, n_pos = len(graph.selected_features), len(ids)
-    tok = slice(n_f + n_layers * n_pos, n_f + (n_layers + 1) * n_pos)
-    raw_tokens = graph.adjacency_matrix[:, tok].clone()
+    as_given = attribute(ids, model, max_n_logits=10, desired_logit_prob=0.95, batch_size=16)
+    n_f, n_pos = len(as_given.selected_features), len(ids)
+    raw_tokens = as_given.adjacency_matrix[:, n_f + n_layers * n_pos : n_f + (n_layers + 1) * n_pos].clone()
     embed = model.embed_location._module  # Gemma: ScaledWordEmbedding (embed_scale), Llama: plain (1.0)
     scale = float(getattr(embed, "embed_scale", torch.tensor(1.0)))
-    graph.adjacency_matrix[:, tok] *= scale
+    with scaled_token_vectors(scale):
+        graph = attribute(ids, model, max_n_logits=10, desired_logit_prob=0.95, batch_size=16)
+        # with a cap on feature nodes, ranked by influence on the logits after every batch of rows
+        capped = attribute(ids, model, max_n_logits=10, desired_logit_prob=0.95, batch_size=16,
+                           max_feature_nodes=MAX_FEATURE_NODES, update_interval=1)  # fmt: skip
     kept = prune_graph(graph, NODE_THRESHOLD, EDGE_THRESHOLD)
     replacement, completeness = compute_graph_scores(graph)
     with tempfile.TemporaryDirectory() as tmp:  # the viewer JSON (Neuronpedia's format) as circuit-tracer writes it
@@ -130,13 +153,16 @@ def run(family: str, folder: Path) -> dict:
         "logit_probabilities": graph.logit_probabilities.float().contiguous(),
         "node_mask": kept.node_mask.to(torch.uint8).contiguous(),
         "edge_mask": kept.edge_mask.to(torch.uint8).contiguous(),
+        "capped_adjacency": capped.adjacency_matrix.float().contiguous(),
+        "capped_features": capped.active_features[capped.selected_features].long().contiguous(),
+        **({"raw_adjacency": as_given.adjacency_matrix.float().contiguous()} if scale != 1.0 else {}),
     }, str(folder / "graph.safetensors"), metadata={"header": json.dumps({"command": COMMAND, **versions()})})
     return {
         "token_ids": ids, "logit_ids": [int(t.vocab_idx) for t in graph.logit_targets], "n_layers": n_layers,
         "n_features": n_f, "embed_scale": scale, "feature_input_hook": hook_in, "feature_output_hook": hook_out,
         "node_threshold": NODE_THRESHOLD, "edge_threshold": EDGE_THRESHOLD, "replacement_score": replacement,
         "completeness_score": completeness, "n_pruned_nodes": int(kept.node_mask.sum()),
-        "n_pruned_edges": int(kept.edge_mask.sum()),
+        "n_pruned_edges": int(kept.edge_mask.sum()), "max_feature_nodes": MAX_FEATURE_NODES,
     }  # fmt: skip
 
 
