@@ -5,9 +5,9 @@
 one JumpReLU transcoder with an affine skip per layer in Gemma Scope 2's layout, and circuit-tracer's graph
 of each. interplab loads the same folders and files, builds its graph with circuit-tracer's convention for
 position 0 (``bos_error=False``), and must give the same adjacency to 1e-4 (after mapping circuit-tracer's
-feature order to interplab's), the same logit targets, scores, pruned nodes and edges, and viewer JSON. When
-``.ref/circuit-tracer`` exists the script is rerun first, so the fixtures are regenerated against the installed
-reference.
+feature order to interplab's), the same logit targets, scores, pruned nodes and edges, feature nodes under
+``max_feature_nodes``, and viewer JSON. When ``.ref/circuit-tracer`` is built the script is rerun into a
+temporary folder and its outputs compared with the committed fixtures.
 """
 
 from __future__ import annotations
@@ -35,10 +35,33 @@ VENV = ROOT / ".ref" / "circuit-tracer"
 
 @pytest.fixture(scope="module")
 def reference() -> dict:
-    if (VENV / ".built").exists():  # regenerate against the installed reference (as tests/das/test_reference.py)
-        subprocess.run([str(VENV / "bin" / "python"), str(REF / "circuit_tracer_graph.py"), str(FIXTURE)],
-                       check=True, cwd=ROOT, timeout=600)  # fmt: skip
     return json.loads(FIXTURE.read_text())
+
+
+@pytest.mark.skipif(not (VENV / ".built").exists(),
+                    reason="circuit-tracer's environment is not built: bash tests/reference/build_circuit_tracer.sh")
+def test_the_fixtures_are_what_circuit_tracer_gives_now(tmp_path, reference):
+    """Rerun the reference script (as tests/das/test_reference.py does for pyvene) and compare with the fixtures."""
+    out = tmp_path / FIXTURE.name
+    subprocess.run([str(VENV / "bin" / "python"), str(REF / "circuit_tracer_graph.py"), str(out)], check=True,
+                   cwd=ROOT, capture_output=True, timeout=600)  # fmt: skip
+    new = json.loads(out.read_text())
+    assert new["versions"]["circuit-tracer"] == "0.5.0" and new["prompt"] == reference["prompt"]
+    for family, old in reference["families"].items():
+        fresh = new["families"][family]
+        assert fresh.keys() == old.keys()
+        for key, value in old.items():
+            assert fresh[key] == (pytest.approx(value, abs=1e-5) if isinstance(value, float) else value), (family, key)
+        made, kept = tmp_path / "circuit_tracer" / family, REF / "circuit_tracer" / family
+        for name in ["model/model.safetensors", *(f"transcoders/layer_{i}_width_40_l0_tiny_affine/params.safetensors"
+                                                  for i in range(old["n_layers"]))]:  # fmt: skip
+            a, b = load_file(str(made / name)), load_file(str(kept / name))
+            assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name
+        a, b = load_file(str(made / "graph.safetensors")), load_file(str(kept / "graph.safetensors"))
+        assert a.keys() == b.keys()
+        for k in a:
+            torch.testing.assert_close(a[k], b[k], atol=1e-5, rtol=1e-5)
+    assert sys.executable != str(VENV / "bin" / "python")
 
 
 def gemma_scope_2_transcoders(folder: Path, n_layers: int) -> list[SAE]:
