@@ -3,11 +3,12 @@
     .ref/circuit-tracer/bin/python tests/reference/circuit_tracer_graph.py tests/reference/circuit_tracer_graph.json
 
 For each family it writes, under ``tests/reference/circuit_tracer/<family>/``: the tiny model as a Hugging Face
-folder (``model/``: seeded random weights and a word-level tokenizer), one JumpReLU transcoder per layer with an
-affine skip in a Gemma Scope 2 release's layout (``transcoders/layer_L_width_40_l0_tiny_affine/`` with
-``config.json`` and ``params.safetensors``: ``w_enc`` [d_in, d_sae], ``w_dec`` [d_sae, d_out], ``b_enc``,
-``b_dec``, ``threshold``, ``affine_skip_connection`` [d_in, d_out], applied as ``x @ affine_skip_connection``
-as Gemma Scope 2's own tutorial does) and what circuit-tracer's nnsight backend makes of them
+folder (``model/``: seeded random weights, norm gains included, and a word-level tokenizer), one JumpReLU
+transcoder per layer with an affine skip in a Gemma Scope 2 release's layout
+(``transcoders/layer_L_width_40_l0_tiny_affine/`` with ``config.json`` and ``params.safetensors``: ``w_enc``
+[d_in, d_sae], ``w_dec`` [d_sae, d_out], ``b_enc``, ``b_dec``, ``threshold``, ``affine_skip_connection``
+[d_in, d_out], applied as ``x @ affine_skip_connection`` as Gemma Scope 2's own tutorial does) and what
+circuit-tracer's nnsight backend makes of them
 (``graph.safetensors``: the unpruned adjacency, the active features, the pruning masks at node 0.8 / edge
 0.98, and the graph capped at 48 feature nodes chosen by influence; ``viewer.json``: the pruned graph as its
 ``create_graph_files`` writes it for Neuronpedia's viewer). The JSON file holds the command, the versions, the
@@ -73,6 +74,11 @@ def tokenizer() -> PreTrainedTokenizerFast:
 def write_model(family: str, folder: Path) -> None:
     torch.manual_seed(0)
     hf = AutoModelForCausalLM.from_config(CONFIGS[family]()).eval()
+    g = torch.Generator().manual_seed(7)
+    with torch.no_grad():  # norm gains away from their initial 1 (Gemma: 1 + 0), so freezing them is tested
+        for name, param in hf.named_parameters():
+            if "norm" in name:
+                param.add_(torch.randn(param.shape, generator=g) * 0.3)
     hf.save_pretrained(folder / "model", safe_serialization=True)
     tokenizer().save_pretrained(folder / "model")
 
