@@ -80,10 +80,11 @@ class Sources:
     embeds: torch.Tensor  # [P, D]
 
 
-def find_sources(run: ReplacementPass, tcs: list[SAE], skip_bos: bool) -> Sources:
+def find_sources(run: ReplacementPass, tcs: list[SAE], skip_bos: bool, bos_error: bool = True) -> Sources:
     """Active features per (layer, position) and each layer's error: the MLP output the features miss.
 
-    With ``skip_bos`` features at position 0 are not nodes: what they write stays in that position's error.
+    With ``skip_bos`` features at position 0 are not nodes: what they write stays in that position's error
+    (``bos_error``) or, as circuit-tracer does, is a constant like a bias (position 0's error nodes are zero).
     """
     n_pos = run.embed_leaf.shape[1]
     feats, acts, decoders, errors = [], [], [], []
@@ -96,7 +97,10 @@ def find_sources(run: ReplacementPass, tcs: list[SAE], skip_bos: bool) -> Source
                 a[0] = 0
             out = run.mlp_out_leaf[layer][0].detach().float()
             recon = a @ tc.W_dec.float() + tc.b_dec.float() + tc.skip_out(x)
-            errors.append(out - recon)
+            error = out - recon
+            if skip_bos and not bos_error:
+                error[0] = 0
+            errors.append(error)
             per_pos = []
             for pos in range(n_pos):
                 idx = a[pos].nonzero().flatten()
@@ -177,13 +181,17 @@ def attribute(
     max_feature_nodes: int | None = None,
     batch_size: int = 32,
     skip_bos: bool = True,
+    bos_error: bool = True,
     progress: bool = True,
 ) -> Graph:
     """The attribution graph of ``prompt`` for its most likely next tokens (see the module doc).
 
     ``transcoders`` holds one MLP transcoder per layer (a list or a dict by layer). ``max_feature_nodes``
     caps the feature nodes (those with the most influence on the logits are kept); ``batch_size`` is the
-    number of targets per backward pass.
+    number of targets per backward pass. With ``skip_bos`` position 0 has no feature nodes; ``bos_error``
+    keeps what its MLPs write as that position's error nodes (every row then adds up to its target less the
+    decoder biases), ``False`` treats it as a constant, as circuit-tracer does (position 0 sees only itself,
+    so its MLP outputs are the same for every prompt; they drop out of the graph like biases).
 
     >>> g = ilab.circuits.attribute(model, tcs, "The capital of France is", max_feature_nodes=500)
     """
@@ -196,6 +204,9 @@ def attribute(
     check_positive_int("batch_size", batch_size)
     if max_feature_nodes is not None:
         check_positive_int("max_feature_nodes", max_feature_nodes)
+    for name, flag in (("skip_bos", skip_bos), ("bos_error", bos_error)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be True or False, got {flag!r}.")
     if not 0 < float(desired_logit_prob) <= 1:
         raise ValueError(f"desired_logit_prob must be in (0, 1], got {desired_logit_prob!r}.")
     ids_1P = model.to_tokens(prompt)["input_ids"][:1]
@@ -203,7 +214,7 @@ def attribute(
     skips = [tc.W_skip.detach() if tc.cfg.skip else None for tc in tcs]
     with model.lock:
         run = replacement_pass(model, ids_1P, skips, batch_size)
-    src = find_sources(run, tcs, skip_bos)
+    src = find_sources(run, tcs, skip_bos, bos_error)
     _, unembed = model.readout_modules()
     W_U = unembed.weight.detach().float()  # [V, D]
     with torch.no_grad():

@@ -260,6 +260,8 @@ def test_bad_input_is_refused_before_any_forward_pass():
         attribute(model, tcs, "  ")
     with pytest.raises(ValueError, match="Supported families"):
         attribute(tiny_model("gpt2"), tcs, PROMPT)
+    with pytest.raises(TypeError, match="bos_error must be True or False, got 'no'"):
+        attribute(model, tcs, PROMPT, bos_error="no")
 
 
 # ------------------------------------------------------------ interventions
