@@ -56,7 +56,8 @@ def build_transcoder(release: Release, sae_id: str, folder: Path) -> SAE:
     tensors, d_in, d_sae = read_params(folder, d_out_same=False)
     layer = layer_of(sae_id)
     if affine:
-        tensors["W_skip"] = tensors.pop("affine_skip_connection").T.contiguous()  # files here hold [d_out, d_in]
+        # the release's [d_in, d_out] into the orientation of SAELens files, [d_out, d_in]
+        tensors["W_skip"] = tensors.pop("affine_skip_connection").T.contiguous()
     meta = {"release": release.name, "sae_id": sae_id, "repo_id": release.repo_id}
     settings = {"site_out": f"blocks.{layer}.hook_mlp_out", "d_out": int(dec.shape[1]), "skip": affine}
     tc = build_sae("jumprelu", d_in, d_sae, f"blocks.{layer}.hook_mlp_in", release.model, False, None, meta,
