@@ -41,14 +41,18 @@ def train_transcoders(
     k: int = 16,
     batch_size: int = 1024,
     eval_texts: int = 16,
+    skip: bool = False,
+    lr: float | None = None,
 ) -> dict[int, dict[str, Any]]:
-    """Train one BatchTopK transcoder per layer (MLP input -> MLP output) from one stream; evaluate; save fp16."""
+    """Train one BatchTopK transcoder per layer (MLP input -> MLP output, with an affine skip if ``skip``) from
+    one stream; evaluate; save fp16."""
     model = load_model()
     layers = list(range(model.n_layers) if layers is None else layers)
     docs = default_corpus()
     train_docs, held_out = docs[:-200], docs[-200:]
     specs = [{"arch": "batchtopk", "width": width, "k": k, "site": f"blocks.{layer}.hook_mlp_in",
-              "site_out": f"blocks.{layer}.hook_mlp_out"} for layer in layers]  # fmt: skip
+              "site_out": f"blocks.{layer}.hook_mlp_out", "skip": skip, **({"lr": lr} if lr else {})}
+             for layer in layers]  # fmt: skip
     tcs = train_saes(model, specs, n_tokens=n_tokens, batch_size=batch_size, corpus=train_docs,
                      checkpoint_dir=str(checkpoint_dir), checkpoint_every=10)  # fmt: skip
     for tc in tcs:
@@ -59,25 +63,30 @@ def train_transcoders(
     for tc, row in zip(tcs, table["layers"], strict=True):
         tc.cfg.metadata["evaluation"] = row
         save_saelens(tc, Path(out_dir) / f"blocks.{tc.site.split('.')[1]}.transcoder", dtype=torch.float16)
-    _write_readme(Path(out_dir), layers, n_tokens, width, k, len(texts), table)
+    _write_readme(Path(out_dir), layers, n_tokens, width, k, len(texts), table, skip=skip, lr=lr,
+                  batch_size=batch_size)
     return {row["layer"]: row for row in table["layers"]}
 
 
 def _write_readme(out: Path, layers: list[int], n_tokens: int, width: int, k: int, n_texts: int,
-                  table: dict[str, Any]) -> None:  # fmt: skip
+                  table: dict[str, Any], skip: bool = False, lr: float | None = None,
+                  batch_size: int = 1024) -> None:  # fmt: skip
     rows = ["| layer | explained variance of hook_mlp_out | l0 |", "|---|---|---|"]
     rows += [f"| {r['layer']} | {r['explained_variance']:.4f} | {r['l0']:.1f} |" for r in table["layers"]]
+    flags = (" --skip" if skip else "") + (f" --lr {lr:g}" if lr else "")
     text = f"""# Transcoders for the embedded Gemma 3 270M
 
-BatchTopK transcoders (width {width}, k {k}) from `blocks.L.hook_mlp_in` (the MLP's input: the output of
-the norm before it) to `blocks.L.hook_mlp_out` (what the MLP adds to the residual stream) for every layer
-{layers[0]}..{layers[-1]}, trained by interplab's own trainer on {n_tokens:,} tokens of the default corpus
-(one activation pass feeding all {len(layers)} transcoders; context 128, BOS excluded). Saved in SAELens
-transcoder format (`jumprelu_transcoder`), float16. Load them with `ilab.circuits.embedded_transcoders()`.
+BatchTopK transcoders (width {width}, k {k}{", with an affine skip connection" if skip else ""}) from
+`blocks.L.hook_mlp_in` (the MLP's input: the output of the norm before it) to `blocks.L.hook_mlp_out` (what
+the MLP adds to the residual stream) for every layer {layers[0]}..{layers[-1]}, trained by interplab's own
+trainer on {n_tokens:,} tokens of the default corpus (one activation pass feeding all {len(layers)}
+transcoders; context 128, BOS excluded, batch {batch_size}{f", lr {lr:g}" if lr else ""}). Saved in SAELens
+transcoder format, float16. Load them with `ilab.circuits.embedded_transcoders()`.
 
 Made with:
 
-    python -m interplab train-transcoders --checkpoint-dir /tmp/tc-train --n-tokens {n_tokens} --width {width} --k {k}
+    python -m interplab train-transcoders --checkpoint-dir /tmp/tc-train --n-tokens {n_tokens} --width {width} \\
+        --k {k} --batch-size {batch_size} --eval-texts {n_texts}{flags}
 
 Quality on {n_texts} held-out passages (the last 200 documents of the default corpus, never trained on):
 
