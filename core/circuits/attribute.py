@@ -27,7 +27,7 @@ from ..checks import check_positive_int, check_texts
 from ..model import Model
 from ..saes.base import SAE
 from .graph import Graph
-from .prune import influence, logit_weights, normalise_rows
+from .prune import normalise_rows
 from .replacement import ReplacementPass, check_family, replacement_pass
 
 logger = logging.getLogger(__name__)
@@ -205,11 +205,14 @@ def attribute(
         run = replacement_pass(model, ids_1P, skips, batch_size)
     src = find_sources(run, tcs, skip_bos)
     _, unembed = model.readout_modules()
-    W_U = unembed.weight.detach().float()  # [V, D]
+    W_U = unembed.weight.detach()  # [V, D] in the model's dtype: read in float32 chunks, never copied whole
     with torch.no_grad():
-        logits = model.softcap(run.final[0, -1].detach().float() @ W_U.T)
+        h = run.final[0, -1].detach().float()
+        chunks = W_U.split(16_384)
+        logits = model.softcap(torch.cat([c.float() @ h for c in chunks]))
+        mean_D = torch.stack([c.float().sum(0) for c in chunks]).sum(0) / W_U.shape[0]
     logit_ids, logit_probs = top_logits(logits, max_n_logits, desired_logit_prob)
-    directions = W_U[logit_ids] - W_U.mean(0)
+    directions = W_U[logit_ids].float() - mean_D
     builder = RowBuilder(run, src, [_reader(tc) for tc in tcs], model.n_layers)
     n_f = builder.n_features
     wanted = n_f if max_feature_nodes is None else min(n_f, max_feature_nodes)
@@ -241,13 +244,24 @@ def attribute(
 
 def _by_influence(feature_rows: torch.Tensor, logit_rows: torch.Tensor, probs: torch.Tensor,
                   done: torch.Tensor) -> list[int]:  # fmt: skip
-    """Feature ids by their influence on the logits through the rows computed so far (largest first)."""
-    n_f, n_src = feature_rows.shape
-    n = n_src + len(probs)
-    a = torch.zeros(n, n)
-    a[:n_f, :n_src] = feature_rows
-    a[n_src:, :n_src] = logit_rows
-    score = influence(normalise_rows(a), logit_weights(n, probs))[:n_f]
+    """Feature ids by their influence on the logits through the rows computed so far (largest first).
+
+    Only computed rows (the done features' and the logits') carry influence on, so the walk runs over those
+    rows alone: ``|done| + K`` rows instead of the whole square matrix (whose memory grows as features^2).
+    """
+    n_f = feature_rows.shape[0]
+    rows = torch.cat([logit_rows, feature_rows[done]])  # [K + d, n_src]
+    normalised = normalise_rows(rows)
+    done_ids = done.nonzero().flatten()
+    step = probs.double() @ normalised[: len(probs)]  # [n_src]: the first step, from the logits
+    score = step.clone()
+    for _ in range(n_f + 1):
+        carried = step[done_ids]  # influence reaching a computed feature goes on through its row
+        if not bool(carried.any()):
+            break
+        step = carried @ normalised[len(probs) :]
+        score += step
+    score = score[:n_f]
     score[done] = -1
     return torch.argsort(score, descending=True).tolist()
 
