@@ -60,7 +60,7 @@ def train_transcoders(
              for layer in layers]  # fmt: skip
     stopped = None
     if stop_at_checkpoint:
-        tcs, stopped = _from_checkpoint(Path(checkpoint_dir), specs, model.name, model.d_model)
+        tcs, stopped = transcoders_from_checkpoint(Path(checkpoint_dir), specs, model.name, model.d_model)
     else:
         tcs = train_saes(model, specs, n_tokens=n_tokens, batch_size=batch_size, corpus=train_docs,
                          checkpoint_dir=str(checkpoint_dir), checkpoint_every=10)  # fmt: skip
@@ -77,8 +77,14 @@ def train_transcoders(
     return {row["layer"]: row for row in table["layers"]}
 
 
-def _from_checkpoint(folder: Path, specs: list[dict[str, Any]], model_name: str, d: int) -> tuple[list[SAE], int]:
-    """The transcoders a training checkpoint holds (scales folded in as at the end of training), and its step."""
+def transcoders_from_checkpoint(
+    folder: str | Path, specs: list[dict[str, Any]], model_name: str, d: int
+) -> tuple[list[SAE], int]:
+    """The transcoders a training checkpoint holds (scales folded in as at the end of training), and its step.
+
+    >>> tcs, step = transcoders_from_checkpoint("/tmp/tc-train", specs, "gemma-3-270m", 640)
+    """
+    folder = Path(folder)
     state = read_checkpoint(folder / CHECKPOINT)
     if len(state["saes"]) != len(specs):
         raise ValueError(f"The checkpoint in {str(folder)!r} holds {len(state['saes'])} transcoders; the settings "
