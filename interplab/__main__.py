@@ -63,6 +63,12 @@ def main(argv: list[str] | None = None) -> int:
     tcs.add_argument("--n-tokens", type=int, default=300_000)
     tcs.add_argument("--width", type=int, default=1024)
     tcs.add_argument("--k", type=int, default=16)
+    tcs.add_argument("--batch-size", type=int, default=1024)
+    tcs.add_argument("--lr", type=float, default=None, help="learning rate (default: the trainer's)")
+    tcs.add_argument("--skip", action="store_true", help="with an affine skip connection (MLP input -> output)")
+    tcs.add_argument("--eval-texts", type=int, default=16, help="held-out passages for the quality table")
+    tcs.add_argument("--stop-at-checkpoint", action="store_true",
+                     help="end a run early: evaluate and save what its last checkpoint holds")  # fmt: skip
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.command == "prepare":
@@ -89,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         from interplab.core.recipes.transcoders import train_transcoders
 
         kw = {"out_dir": args.out} if args.out else {}
-        rows = train_transcoders(args.checkpoint_dir, n_tokens=args.n_tokens, width=args.width, k=args.k, **kw)
+        rows = train_transcoders(args.checkpoint_dir, n_tokens=args.n_tokens, width=args.width, k=args.k,
+                                 batch_size=args.batch_size, lr=args.lr, skip=args.skip, eval_texts=args.eval_texts,
+                                 stop_at_checkpoint=args.stop_at_checkpoint, **kw)  # fmt: skip
         logging.info("%s", json.dumps(rows, indent=1))
     return 0
 

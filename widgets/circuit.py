@@ -70,6 +70,11 @@ class CircuitGraph(Widget):
             return None
         return self._graph.node(int(self._view["node_index"][self.selected]))
 
+    def view_index(self, node: int) -> int | None:
+        """The widget's index of graph node ``node`` (what :meth:`group` takes); None when pruned away."""
+        hit = (self._view["node_index"] == int(node)).nonzero()[0]
+        return int(hit[0]) if len(hit) else None
+
     def set_row_text(self, labels: dict[int, str]) -> None:
         """Labels of latents (a linked FeatureDashboard sends its labels here); shown in hover boxes."""
         if not isinstance(labels, dict):

@@ -27,7 +27,7 @@ from ..checks import check_positive_int, check_texts
 from ..model import Model
 from ..saes.base import SAE
 from .graph import Graph
-from .prune import influence, logit_weights, normalise_rows
+from .prune import normalise_rows
 from .replacement import ReplacementPass, check_family, replacement_pass
 
 logger = logging.getLogger(__name__)
@@ -216,30 +216,38 @@ def attribute(
         run = replacement_pass(model, ids_1P, skips, batch_size)
     src = find_sources(run, tcs, skip_bos, bos_error)
     _, unembed = model.readout_modules()
-    W_U = unembed.weight.detach().float()  # [V, D]
+    W_U = unembed.weight.detach()  # [V, D] in the model's dtype: read in float32 chunks, never copied whole
     with torch.no_grad():
-        logits = model.softcap(run.final[0, -1].detach().float() @ W_U.T)
+        h = run.final[0, -1].detach().float()
+        chunks = W_U.split(16_384)
+        logits = model.softcap(torch.cat([c.float() @ h for c in chunks]))
+        mean_D = torch.stack([c.float().sum(0) for c in chunks]).sum(0) / W_U.shape[0]
     logit_ids, logit_probs = top_logits(logits, max_n_logits, desired_logit_prob)
-    directions = W_U[logit_ids] - W_U.mean(0)
+    directions = W_U[logit_ids].float() - mean_D
     builder = RowBuilder(run, src, [_reader(tc) for tc in tcs], model.n_layers)
     n_f = builder.n_features
     wanted = n_f if max_feature_nodes is None else min(n_f, max_feature_nodes)
     bar = tqdm(total=len(logit_ids) + wanted, desc="attribution rows", unit="row", disable=not progress)
     logit_rows = builder.rows([("logit", d) for d in directions])
     bar.update(len(logit_ids))
-    feature_rows = torch.zeros(n_f, builder.n_sources)
+    # only the computed rows are held ([wanted, sources], in the order computed): never [features, sources]
+    computed = torch.zeros(wanted, builder.n_sources)
+    row_of = torch.full((n_f,), -1, dtype=torch.long)
     done = torch.zeros(n_f, dtype=torch.bool)
     order = list(range(n_f))
-    while int(done.sum()) < wanted:
+    n_done = 0
+    while n_done < wanted:
         if max_feature_nodes is not None:  # the most influential features not yet computed, by the rows so far
-            order = _by_influence(feature_rows, logit_rows, logit_probs, done)
-        pick = [i for i in order if not done[i]][: min(builder.batch, wanted - int(done.sum()))]
-        feature_rows[pick] = builder.rows([("feature", i) for i in pick])
+            order = _by_influence(computed[row_of[done]], n_f, logit_rows, logit_probs, done)
+        pick = [i for i in order if not done[i]][: min(builder.batch, wanted - n_done)]
+        computed[n_done : n_done + len(pick)] = builder.rows([("feature", i) for i in pick])
+        row_of[pick] = torch.arange(n_done, n_done + len(pick))
         done[pick] = True
+        n_done += len(pick)
         bar.update(len(pick))
     bar.close()
     selected = done.nonzero().flatten()
-    graph = _assemble(src, selected, feature_rows, logit_rows, model.n_layers, builder.n_pos)
+    graph = _assemble(src, selected, computed[row_of[selected]], logit_rows, model.n_layers, builder.n_pos)
     tokens = model.to_str_tokens(ids_1P[0])
     return Graph(
         prompt=prompt, token_ids=ids_1P[0].tolist(), tokens=tokens, n_layers=model.n_layers,
@@ -250,27 +258,37 @@ def attribute(
     )  # fmt: skip
 
 
-def _by_influence(feature_rows: torch.Tensor, logit_rows: torch.Tensor, probs: torch.Tensor,
+def _by_influence(done_rows: torch.Tensor, n_f: int, logit_rows: torch.Tensor, probs: torch.Tensor,
                   done: torch.Tensor) -> list[int]:  # fmt: skip
-    """Feature ids by their influence on the logits through the rows computed so far (largest first)."""
-    n_f, n_src = feature_rows.shape
-    n = n_src + len(probs)
-    a = torch.zeros(n, n)
-    a[:n_f, :n_src] = feature_rows
-    a[n_src:, :n_src] = logit_rows
-    score = influence(normalise_rows(a), logit_weights(n, probs))[:n_f]
+    """Feature ids by their influence on the logits through the rows computed so far (largest first).
+
+    Only computed rows (the done features' and the logits') carry influence on, so the walk runs over those
+    rows alone: ``|done| + K`` rows instead of the whole square matrix (whose memory grows as features^2).
+    """
+    rows = torch.cat([logit_rows, done_rows])  # [K + d, n_src]; done_rows in the order of done's True entries
+    normalised = normalise_rows(rows)
+    done_ids = done.nonzero().flatten()
+    step = probs.double() @ normalised[: len(probs)]  # [n_src]: the first step, from the logits
+    score = step.clone()
+    for _ in range(n_f + 1):
+        carried = step[done_ids]  # influence reaching a computed feature goes on through its row
+        if not bool(carried.any()):
+            break
+        step = carried @ normalised[len(probs) :]
+        score += step
+    score = score[:n_f]
     score[done] = -1
     return torch.argsort(score, descending=True).tolist()
 
 
-def _assemble(src: Sources, selected: torch.Tensor, feature_rows: torch.Tensor, logit_rows: torch.Tensor,
+def _assemble(src: Sources, selected: torch.Tensor, selected_rows: torch.Tensor, logit_rows: torch.Tensor,
               n_layers: int, n_pos: int) -> torch.Tensor:  # fmt: skip
-    """The square adjacency over [selected features, errors, tokens, logits]."""
+    """The square adjacency over [selected features, errors, tokens, logits] (``selected_rows``: their rows)."""
     n_f_all = len(src.features)
     k = len(selected)
     cols = torch.cat([selected, torch.arange(n_f_all, n_f_all + n_layers * n_pos + n_pos)])
     n = k + n_layers * n_pos + n_pos + len(logit_rows)
     a = torch.zeros(n, n)
-    a[:k, : len(cols)] = feature_rows[selected][:, cols]
+    a[:k, : len(cols)] = selected_rows[:, cols]
     a[n - len(logit_rows) :, : len(cols)] = logit_rows[:, cols]
     return a

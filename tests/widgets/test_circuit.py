@@ -59,3 +59,16 @@ def test_selection_supernodes_dashboard_link_and_intervention(built):
     assert w.intervention["before"] and w.intervention["after"]
     with pytest.raises(TypeError, match=r"ilab\.circuits\.Graph"):
         CircuitGraph("nope")
+
+
+def test_view_index_maps_graph_nodes_to_widget_nodes(built):
+    _, _, graph = built
+    w = CircuitGraph(graph, node_threshold=0.5)
+    idx = w._view["node_index"]
+    for view_i, graph_i in enumerate(idx.tolist()):
+        assert w.view_index(graph_i) == view_i
+    pruned = sorted(set(range(graph.n_nodes)) - set(idx.tolist()))
+    assert pruned and w.view_index(pruned[0]) is None  # pruned away at 0.5: not in the widget
+    logit = graph.n_nodes - 1
+    w.group("answer", [w.view_index(logit)])
+    assert w.supernodes[-1] == {"label": "answer", "nodes": [w.view_index(logit)]}

@@ -186,6 +186,7 @@ function render({ model, el }) {
     canvas.ilabNodePosition = (i) => (visible[i] ? [pos[2 * i], pos[2 * i + 1]] : null); // for tests
     canvas.dataset.nodes = String(nodes);
     canvas.dataset.edges = String(shown);
+    canvas.dataset.lit = String(highlight ? highlight.size : 0); // edges on the hovered node's strongest paths
   }
 
   function nodeAt(x, y) {
