@@ -34,6 +34,7 @@ from tqdm.auto import tqdm
 
 from ..charts import offline
 from ..checks import check_int, check_positive_int, check_texts
+from ..heap import release_free_heap
 from .tidy import check_sae, encode_rows, site_batches, tidy
 
 if TYPE_CHECKING:
@@ -168,4 +169,5 @@ def sparse_probing(
         rows[cls] = row
     scores = pd.DataFrame.from_dict(rows, orient="index")
     scores.loc["mean"] = scores.mean(0)
+    release_free_heap()  # the passes' and probes' freed buffers: back to the OS
     return ProbingResult(site=site, ks=ks, scores=scores, selected=selected)
