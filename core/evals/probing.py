@@ -12,7 +12,12 @@ The reference, ``sae-bench`` 0.6.0, is not run here: its sparse-probing eval loa
 time, which an offline machine cannot do, and its pins (numpy < 2, datasets < 4, torchvision) need a
 separate multi-GB CUDA torch build. The definition above follows its README and paper (mean pooling,
 balanced binary tasks, top-k latents by mean difference, scikit-learn probes); the tests check it
-against an independent brute-force computation.
+against an independent brute-force computation. Read against sae-bench 0.6.0's source
+(``evals/sparse_probing/probe_training.py``), the top-k selection is the same (|mean difference|, largest
+first); the probes differ: sae-bench fits its top-k probes with ``LogisticRegression(C=1, max_iter=1000)`` on
+unscaled latents and its full-activation probe with a torch probe (Adam, lr 1e-2, 100 epochs), and takes
+the negatives as ``ceil(n_pos / n_other_classes)`` texts of each other class; here both probes are
+standardised lbfgs fits and the negatives are drawn from all other texts at once.
 
 Example
 -------
