@@ -195,5 +195,5 @@ def absorption(
     letters = np.array([w[0].lower() for w in words])
     scores, main = absorption_scores(X.numpy(), Z, sae.W_dec.detach().float().numpy(), letters, test_fraction,
                                      seed, k_max, f1_jump, cos_threshold, min_words, min_share)  # fmt: skip
-    release_free_heap()  # the passes' and probes' freed buffers: back to the OS
+    release_free_heap(0)  # the passes' and probes' freed buffers: back to the OS
     return AbsorptionResult(site=site, scores=scores, main=main)

@@ -148,7 +148,7 @@ class CorrelationResult:
                              replace=False).tolist()  # fmt: skip
         changes = ablation_changes(sae, model, texts, self.site, [top, control], batch_size)
         self.causal = pd.DataFrame({"which": ["top", "random"], "latents": [top, control], "mean_change": changes})
-        release_free_heap()
+        release_free_heap(0)
         return self.causal
 
     def __repr__(self) -> str:
@@ -192,6 +192,7 @@ def correlate(sae: SAE, model: Model, texts: str | Sequence[str], signal: Any = 
     site = sae.check_fits(model, site)
     lengths = [int(n) - 1 for n in model.to_tokens(texts)["attention_mask"].sum(1).tolist()]
     checked = check_signal(signal, lengths)
+    release_free_heap(0)  # what earlier work left free goes back before the readout's pages come in
     zs, ss = [], []
     for b, chunk in enumerate(model.batches(texts, batch_size, "correlate")):
         enc = model.to_tokens(chunk)

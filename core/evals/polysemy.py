@@ -229,7 +229,7 @@ def polysemy(
             values[i].append(v)
     results = [_result(name, words, texts, ids, torch.cat(t).numpy(), torch.cat(v).numpy())
                for name, t, v in zip(sites, tops, values, strict=True)]  # fmt: skip
-    release_free_heap()  # the passes' freed buffers: back to the OS, not kept under the next cell
+    release_free_heap(0)  # the passes' freed buffers: back to the OS, not kept under the next cell
     return results if many else results[0]
 
 

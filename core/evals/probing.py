@@ -161,6 +161,7 @@ def sparse_probing(
     check_positive_int("max_tokens", max_tokens)
     check_positive_int("batch_size", batch_size)
     site = sae.check_fits(model, site)
+    release_free_heap(0)  # what earlier work left free goes back first
     X, Z = pooled(sae, model, texts, site, max_tokens, batch_size, progress)
     rows, selected = {}, {}
     for cls in classes.tolist():
@@ -174,5 +175,5 @@ def sparse_probing(
         rows[cls] = row
     scores = pd.DataFrame.from_dict(rows, orient="index")
     scores.loc["mean"] = scores.mean(0)
-    release_free_heap()  # the passes' and probes' freed buffers: back to the OS
+    release_free_heap(0)  # the passes' and probes' freed buffers: back to the OS
     return ProbingResult(site=site, ks=ks, scores=scores, selected=selected)
