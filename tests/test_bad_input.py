@@ -677,8 +677,26 @@ ROWS: list[Row] = [
     Row("ilab.evals.attention_drift", lambda c: ilab.evals.attention_drift(c.model, "the cat sat", ["fox"],
         steer=(SITE, torch.ones(32))), V, "Target token 'fox' is not in the text"),
     Row("ilab.evals.rank_one", lambda c: ilab.evals.rank_one("u", "v"), T, "u and v must be vectors"),
+    Row("ilab.evals.tiny_lm", lambda c: ilab.evals.tiny_lm(d_model=30, n_head=4), V,
+        r"d_model \(30\) must be a multiple"),
+    Row("ilab.evals.byte_stream", lambda c: ilab.evals.byte_stream([]), V, "non-empty list of documents"),
+    Row("ilab.evals.plant", lambda c: ilab.evals.plant(4, 1), V, "length must be an integer >= 2, got 1"),
+    Row("ilab.evals.sequence_losses", lambda c: ilab.evals.sequence_losses(_tiny_lm(), ilab.evals.plant(2, 40)), V,
+        "length 40; the model reads 2..16"),
+    Row("ilab.evals.perturbed_losses", lambda c: ilab.evals.perturbed_losses(_tiny_lm(), ilab.evals.plant(2, 8),
+        sigma=-1), V, "sigma must be positive, got -1"),
+    Row("ilab.evals.train_planted", lambda c: ilab.evals.train_planted(_tiny_lm(), torch.zeros(100, dtype=torch.long),
+        ilab.evals.plant(2, 8)[:0], ilab.evals.plant(2, 8)), V, "planted is empty"),
+    Row("ilab.evals.ce_diagnostic", lambda c: ilab.evals.ce_diagnostic([1.0], []), V, "control_ce_M is empty"),
+    Row("ilab.evals.latent_memorization", lambda c: ilab.evals.latent_memorization(None), T,
+        "run must be a PlantedRun"),
 ]
 
+
+
+@functools.cache
+def _tiny_lm() -> torch.nn.Module:
+    return ilab.evals.tiny_lm(n_layer=1, d_model=16, n_head=2, n_ctx=16)
 
 EXEMPT: dict[str, str] = {
     "ilab.circuits.Graph": "built by ilab.circuits.attribute and Graph.load (which have rows)",
@@ -697,6 +715,8 @@ EXEMPT: dict[str, str] = {
     "ilab.das.SupervisedDictionary": "built by ilab.das.supervised_dictionary (which has rows)",
     "ilab.probes.Probe": "one site's weights inside a ProbeResult (Probe.predict has rows)",
     "ilab.SAEEvaluation": "a result built by ilab.evaluate (which has rows); users do not construct it",
+    "ilab.evals.PlantedRun": "a result built by ilab.evals.train_planted (which has rows)",
+    "ilab.evals.MemorizationResult": "a result built by ilab.evals.latent_memorization (which has rows)",
     "ilab.SAEEvaluation.density_histogram": "bins: only numpy's histogram reads it, with numpy's own error",
     "ilab.HeatmapData": "a dataclass built by ilab.heatmap_data (which has rows)",
     "ilab.AttentionData": "a dataclass built by ilab.attention_data (which has rows)",

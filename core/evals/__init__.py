@@ -6,6 +6,8 @@ alone and together through :func:`evaluate` (``suites=[...]``, one tidy DataFram
 ``polysemy.py`` (PS-Eval), ``probing.py`` (SAEBench sparse probing, on ``labelled.py``'s Brown genres),
 ``absorption.py`` (SAEBench first-letter absorption), ``correlation.py`` (latents against a per-token
 signal, with a causal check) and ``drift.py`` (attention drift after a steer or weight edit).
+``memorization.py`` (latent memorization, with its cross-entropy diagnostic) runs on a tiny byte-level
+model trained with planted sequences (``planted.py``), not on an SAE: it is callable alone.
 
 
 Example
@@ -19,6 +21,8 @@ from .absorption import AbsorptionResult, absorption
 from .correlation import CorrelationResult, correlate
 from .drift import DriftResult, attention_drift, rank_one
 from .labelled import brown_genres
+from .memorization import MemorizationResult, ce_diagnostic, latent_memorization, perturbed_losses
+from .planted import PlantedRun, byte_stream, plant, sequence_losses, tiny_lm, train_planted
 from .polysemy import PolysemyResult, load_polysemy, polysemy, polysemy_word
 from .probing import ProbingResult, sparse_probing
 from .probing import pooled as pooled_activations
@@ -30,6 +34,8 @@ __all__ = [
     "AbsorptionResult",
     "CorrelationResult",
     "DriftResult",
+    "MemorizationResult",
+    "PlantedRun",
     "PolysemyResult",
     "ProbingResult",
     "SAEEvaluation",
@@ -37,12 +43,20 @@ __all__ = [
     "absorption",
     "attention_drift",
     "brown_genres",
+    "byte_stream",
+    "ce_diagnostic",
     "correlate",
     "evaluate",
+    "latent_memorization",
     "load_polysemy",
+    "perturbed_losses",
+    "plant",
     "polysemy",
     "polysemy_word",
     "pooled_activations",
     "rank_one",
+    "sequence_losses",
     "sparse_probing",
+    "tiny_lm",
+    "train_planted",
 ]

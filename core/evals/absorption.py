@@ -31,6 +31,7 @@ import torch
 
 from ..charts import offline
 from ..checks import check_int, check_positive_int
+from ..heap import release_free_heap
 from .tidy import check_sae, encode_rows, site_batches, tidy
 
 if TYPE_CHECKING:
@@ -194,4 +195,5 @@ def absorption(
     letters = np.array([w[0].lower() for w in words])
     scores, main = absorption_scores(X.numpy(), Z, sae.W_dec.detach().float().numpy(), letters, test_fraction,
                                      seed, k_max, f1_jump, cos_threshold, min_words, min_share)  # fmt: skip
+    release_free_heap(0)  # the passes' and probes' freed buffers: back to the OS
     return AbsorptionResult(site=site, scores=scores, main=main)

@@ -30,6 +30,7 @@ import torch
 
 from ..charts import offline
 from ..checks import check_positive_int, check_texts
+from ..heap import release_free_heap
 from ..model import free_trace_memory
 from ..trace_ops import next_token_scores, read_site, write_site
 from .tidy import check_sae, encode_rows, tidy
@@ -145,11 +146,9 @@ class CorrelationResult:
         alive = self.latents[self.latents.r != 0].latent.astype(int).to_numpy()
         control = rng.choice(np.setdiff1d(alive, top), size=min(n_random, max(0, len(alive) - len(top))),
                              replace=False).tolist()  # fmt: skip
-        rows = []
-        for which, latents in (("top", top), ("random", control)):
-            change = ablation_change(sae, model, texts, self.site, latents, batch_size)
-            rows.append({"which": which, "latents": latents, "mean_change": change})
-        self.causal = pd.DataFrame(rows)
+        changes = ablation_changes(sae, model, texts, self.site, [top, control], batch_size)
+        self.causal = pd.DataFrame({"which": ["top", "random"], "latents": [top, control], "mean_change": changes})
+        release_free_heap(0)
         return self.causal
 
     def __repr__(self) -> str:
@@ -158,25 +157,27 @@ class CorrelationResult:
         return f"CorrelationResult({self.site}, {self.signal}, {self.n_tokens} tokens; top {shown})"
 
 
-def ablation_change(sae: SAE, model: Model, texts: list[str], site: str, latents: list[int],
-                    batch_size: int = 8) -> float:  # fmt: skip
-    """Mean change of per-token surprisal (BOS and padding left out) when ``latents`` are ablated at ``site``."""
-    total, n = 0.0, 0
-    W = sae.W_dec.detach().float()[latents]
+def ablation_changes(sae: SAE, model: Model, texts: list[str], site: str, latent_sets: list[list[int]],
+                     batch_size: int = 8) -> list[float]:  # fmt: skip
+    """Mean change of per-token surprisal (BOS and padding left out) when each set of ``latents`` is ablated at
+    ``site``; one clean pass per batch serves every set."""
+    totals, n = [0.0] * len(latent_sets), 0
+    Ws = [sae.W_dec.detach().float()[latents] for latents in latent_sets]
     for chunk in model.batches(texts, batch_size, "ablate"):
         enc = model.to_tokens(chunk)
         (x,) = model.run_sites(enc, [site])
         x = x.float()
         keep = enc["attention_mask"].bool().clone()
         keep[:, 0] = False
-        z = encode_rows(sae, x[keep])[:, latents]
-        edited = x.clone()
-        edited[keep] = x[keep] - z @ W
+        z_all = encode_rows(sae, x[keep])
         clean = token_surprisal(model, enc)
-        ablated = token_surprisal(model, enc, site, edited)
-        total += float((ablated - clean)[keep].sum())
+        for i, (latents, W) in enumerate(zip(latent_sets, Ws, strict=True)):
+            edited = x.clone()
+            edited[keep] = x[keep] - z_all[:, latents] @ W
+            ablated = token_surprisal(model, enc, site, edited)
+            totals[i] += float((ablated - clean)[keep].sum())
         n += int(keep.sum())
-    return total / max(1, n)
+    return [t / max(1, n) for t in totals]
 
 
 def correlate(sae: SAE, model: Model, texts: str | Sequence[str], signal: Any = "surprisal",
@@ -191,6 +192,7 @@ def correlate(sae: SAE, model: Model, texts: str | Sequence[str], signal: Any = 
     site = sae.check_fits(model, site)
     lengths = [int(n) - 1 for n in model.to_tokens(texts)["attention_mask"].sum(1).tolist()]
     checked = check_signal(signal, lengths)
+    release_free_heap(0)  # what earlier work left free goes back before the readout's pages come in
     zs, ss = [], []
     for b, chunk in enumerate(model.batches(texts, batch_size, "correlate")):
         enc = model.to_tokens(chunk)

@@ -36,6 +36,7 @@ from tqdm.auto import tqdm
 from ..charts import offline
 from ..checks import check_positive_int, check_texts
 from ..files import Fields, FileError, read_json
+from ..heap import release_free_heap
 from .tidy import check_sae, encode_rows, sites_batches, tidy
 
 if TYPE_CHECKING:
@@ -228,6 +229,7 @@ def polysemy(
             values[i].append(v)
     results = [_result(name, words, texts, ids, torch.cat(t).numpy(), torch.cat(v).numpy())
                for name, t, v in zip(sites, tops, values, strict=True)]  # fmt: skip
+    release_free_heap(0)  # the passes' freed buffers: back to the OS, not kept under the next cell
     return results if many else results[0]
 
 

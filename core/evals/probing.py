@@ -12,7 +12,12 @@ The reference, ``sae-bench`` 0.6.0, is not run here: its sparse-probing eval loa
 time, which an offline machine cannot do, and its pins (numpy < 2, datasets < 4, torchvision) need a
 separate multi-GB CUDA torch build. The definition above follows its README and paper (mean pooling,
 balanced binary tasks, top-k latents by mean difference, scikit-learn probes); the tests check it
-against an independent brute-force computation.
+against an independent brute-force computation. Read against sae-bench 0.6.0's source
+(``evals/sparse_probing/probe_training.py``), the top-k selection is the same (|mean difference|, largest
+first); the probes differ: sae-bench fits its top-k probes with ``LogisticRegression(C=1, max_iter=1000)`` on
+unscaled latents and its full-activation probe with a torch probe (Adam, lr 1e-2, 100 epochs), and takes
+the negatives as ``ceil(n_pos / n_other_classes)`` texts of each other class; here both probes are
+standardised lbfgs fits and the negatives are drawn from all other texts at once.
 
 Example
 -------
@@ -34,6 +39,7 @@ from tqdm.auto import tqdm
 
 from ..charts import offline
 from ..checks import check_int, check_positive_int, check_texts
+from ..heap import release_free_heap
 from .tidy import check_sae, encode_rows, site_batches, tidy
 
 if TYPE_CHECKING:
@@ -155,6 +161,7 @@ def sparse_probing(
     check_positive_int("max_tokens", max_tokens)
     check_positive_int("batch_size", batch_size)
     site = sae.check_fits(model, site)
+    release_free_heap(0)  # what earlier work left free goes back first
     X, Z = pooled(sae, model, texts, site, max_tokens, batch_size, progress)
     rows, selected = {}, {}
     for cls in classes.tolist():
@@ -168,4 +175,5 @@ def sparse_probing(
         rows[cls] = row
     scores = pd.DataFrame.from_dict(rows, orient="index")
     scores.loc["mean"] = scores.mean(0)
+    release_free_heap(0)  # the passes' and probes' freed buffers: back to the OS
     return ProbingResult(site=site, ks=ks, scores=scores, selected=selected)

@@ -1,0 +1,165 @@
+"""Latent memorization on a tiny byte-level GPT-2: losses against brute force, the diagnostic, resume, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from interplab.core.evals import memorization as mem_module
+from interplab.core.evals import planted as tiny_module
+
+import interplab as ilab
+
+ev = ilab.evals
+
+
+@pytest.fixture(scope="module")
+def stream() -> torch.Tensor:
+    text = "the quick brown fox jumps over the lazy dog. " * 40
+    return ev.byte_stream([text, "a second document, with other words in it."])
+
+
+def _lm(seed: int = 0) -> torch.nn.Module:
+    return ev.tiny_lm(n_layer=1, d_model=32, n_head=2, n_ctx=32, seed=seed)
+
+
+def _brute_losses(lm, seqs, prefix):
+    """One sequence at a time, one position at a time: -log softmax of the next token, and whether it is the argmax."""
+    ces, recalls = [], []
+    with torch.no_grad():
+        for seq in seqs:
+            logits = lm(seq[None]).logits[0]
+            nll, hit = [], []
+            for t in range(prefix, len(seq)):
+                row = logits[t - 1]
+                nll.append(float(torch.logsumexp(row, 0) - row[seq[t]]))
+                hit.append(float(int(row.argmax()) == int(seq[t])))
+            ces.append(np.mean(nll))
+            recalls.append(np.mean(hit))
+    return np.array(ces), np.array(recalls)
+
+
+def test_stream_and_planted_bytes_do_not_overlap(stream: torch.Tensor) -> None:
+    planted = ev.plant(5, 12, seed=0)
+    assert planted.shape == (5, 12) and planted.dtype == torch.int64
+    assert set(planted.flatten().tolist()) <= set(tiny_module.ALPHABET)
+    assert not set(stream.tolist()) & set(tiny_module.ALPHABET)
+    assert torch.equal(ev.plant(5, 12, seed=0), planted) and not torch.equal(ev.plant(5, 12, seed=1), planted)
+    assert ev.byte_stream(["ab\x01", "c"]).tolist() == [97, 98, 10, 99]
+
+
+def test_sequence_losses_match_brute_force() -> None:
+    lm = _lm()
+    seqs = ev.plant(5, 10, seed=3)
+    ce, recall = ev.sequence_losses(lm, seqs, prefix=4, batch_size=2)
+    want_ce, want_recall = _brute_losses(lm, seqs, prefix=4)
+    np.testing.assert_allclose(ce.numpy(), want_ce, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(recall.numpy(), want_recall)
+
+
+def test_perturbed_losses_are_the_mean_of_noisy_copies_and_restore_the_weights() -> None:
+    lm = _lm()
+    seqs = ev.plant(4, 10, seed=2)
+    before = {n: p.detach().clone() for n, p in lm.named_parameters()}
+    ce_SN, recall_SN = ev.perturbed_losses(lm, seqs, sigma=0.1, seeds=(5, 6), prefix=3)
+    for n, p in lm.named_parameters():
+        assert torch.equal(p, before[n]), n
+    for row, seed in enumerate((5, 6)):  # brute force: a fresh copy with the same noise, drawn by hand
+        noisy = _lm()
+        gen = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for p in noisy.parameters():
+                p.add_(0.1 * p.pow(2).mean().sqrt() * torch.randn(p.shape, generator=gen))
+        want_ce, want_recall = _brute_losses(noisy, seqs, prefix=3)
+        np.testing.assert_allclose(ce_SN[row].numpy(), want_ce, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(recall_SN[row].numpy(), want_recall)
+    assert not torch.allclose(ce_SN[0], ev.sequence_losses(lm, seqs, prefix=3)[0])
+
+
+def test_ce_diagnostic_against_a_count() -> None:
+    rng = np.random.default_rng(0)
+    controls = rng.normal(5, 1, 200)
+    ce = np.r_[rng.normal(3, 0.5, 30), rng.normal(5, 1, 30)]
+    flagged = ev.ce_diagnostic(ce, controls, alpha=0.1)
+    below = np.array([(controls <= c).mean() < 0.1 for c in ce])  # a control quantile, counted
+    assert (flagged == below).mean() > 0.95  # they differ only at the quantile's interpolation
+    assert flagged[:30].mean() > 0.8 and flagged[30:].mean() < 0.3
+    assert ev.ce_diagnostic([1.0, 3.0], [2.0, 2.5, 3.0, 3.5], alpha=0.25).tolist() == [True, False]
+    assert mem_module.precision_recall([True, True, False], [True, False, True]) == (0.5, 0.5)
+
+
+def test_training_sees_each_planted_sequence_once_and_the_diagnostic_finds_them(stream) -> None:
+    torch.manual_seed(0)
+    planted, controls = ev.plant(6, 16, seed=0), ev.plant(6, 16, seed=1)
+    run = ev.train_planted(_lm(), stream, planted, controls, steps=24, every=8, batch_size=2, lr=1e-2,
+                           prefix=4, progress=False)  # fmt: skip
+    assert run.seen_at == [1, 3, 5, 7, 9, 11]
+    assert sorted(run.history.step.unique()) == [0, 8, 16, 24]
+    assert len(run.history) == 4 * 12 and set(run.history.columns) >= {"step", "sequence", "planted", "ce", "recall"}
+    last = run.history[run.history.step == 24]
+    np.testing.assert_allclose(last[last.planted].ce.to_numpy(),
+                               ev.sequence_losses(run.lm, planted, prefix=4)[0].numpy(), rtol=1e-5)  # fmt: skip
+    # seen once at lr 1e-2, the planted sequences' loss is below the never-seen controls'
+    assert last[last.planted].ce.mean() < last[~last.planted].ce.mean()
+    res = ev.latent_memorization(run, sigma=0.05, seeds=(0, 1), alpha=0.2)
+    df = res.sequences
+    assert len(df) == 12 and df.planted.sum() == 6
+    np.testing.assert_array_equal(df.flagged, ev.ce_diagnostic(df.ce_final, df.ce_final[~df.planted], 0.2))
+    p, r = mem_module.precision_recall(df.flagged, df.planted)
+    assert (res.metrics["precision"], res.metrics["recall"]) == (p, r) or np.isnan(p)
+    assert set(res.table.columns) == {"suite", "site", "group", "metric", "value"}
+    assert (res.table.suite == "memorization").all()
+    assert res.chart() is not None and "planted" in repr(res)
+
+
+def test_a_resumed_run_equals_an_uninterrupted_one(stream, tmp_path, monkeypatch) -> None:
+    planted, controls = ev.plant(4, 12, seed=0), ev.plant(4, 12, seed=1)
+    kwargs = dict(steps=12, every=4, batch_size=2, lr=1e-2, prefix=4, progress=False)
+    whole = ev.train_planted(_lm(), stream, planted, controls, **kwargs)
+    calls = []
+    real_save = tiny_module.save_state
+
+    def save_then_die(*args, **kw):
+        real_save(*args, **kw)
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # killed right after the second checkpoint (step 8)
+
+    monkeypatch.setattr(tiny_module, "save_state", save_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        ev.train_planted(_lm(), stream, planted, controls, folder=tmp_path / "job", **kwargs)
+    monkeypatch.setattr(tiny_module, "save_state", real_save)
+    resumed = ev.train_planted(_lm(seed=9), stream, planted, controls, folder=tmp_path / "job", **kwargs)
+    np.testing.assert_allclose(resumed.history.ce.to_numpy(), whole.history.ce.to_numpy(), rtol=1e-5, atol=1e-6)
+    for (n, a), b in zip(whole.lm.named_parameters(), resumed.lm.parameters(), strict=True):
+        torch.testing.assert_close(a, b, msg=n)
+    with pytest.raises(ValueError, match="steps"):  # other settings: refused, naming what differs
+        ev.train_planted(_lm(), stream, planted, controls, folder=tmp_path / "job", **{**kwargs, "steps": 16})
+
+
+def test_bad_input_fails_before_any_step(stream, monkeypatch) -> None:
+    def no_batches(*args):
+        raise AssertionError("a batch was drawn")
+
+    monkeypatch.setattr(tiny_module, "_batch", no_batches)
+    lm, ok = _lm(), ev.plant(4, 12)
+    with pytest.raises(ValueError, match=r"length 40; the model reads 2\.\.32"):
+        ev.train_planted(lm, stream, ev.plant(4, 40), ev.plant(4, 40, seed=1), steps=10)
+    with pytest.raises(ValueError, match="planted is empty"):
+        ev.train_planted(lm, stream, ok[:0], ok, steps=10)
+    with pytest.raises(ValueError, match="one length"):
+        ev.train_planted(lm, stream, ok, ev.plant(4, 10), steps=10)
+    with pytest.raises(ValueError, match="need at least 8 steps"):
+        ev.train_planted(lm, stream, ok, ok, steps=6)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        ev.sequence_losses(lm, ok + 300)
+    with pytest.raises(ValueError, match=r"prefix must be an integer in 1\.\.11"):
+        ev.sequence_losses(lm, ok, prefix=12)
+    with pytest.raises(ValueError, match="seeds is empty"):
+        ev.perturbed_losses(lm, ok, seeds=())
+    with pytest.raises(ValueError, match="control_ce_M is empty"):
+        ev.ce_diagnostic([1.0], [])
+    with pytest.raises(ValueError, match=r"alpha must be in \(0.0, 1.0\)"):
+        ev.ce_diagnostic([1.0], [2.0], alpha=1.5)
+    with pytest.raises(TypeError, match="run must be a PlantedRun"):
+        ev.latent_memorization("run")
