@@ -23,7 +23,8 @@ PEAK_LIMIT_GB = 1.5
 #: transiently while training four SAEs and evaluating the suite's: 1.65 GiB measured here on 2026-11-30,
 #: 1.81 GiB in a clean-clone CI run (under the 2 GB Binder container only if JupyterLab's server stays small).
 #: 06_probes_and_das backpropagates through the model for DAS (the whole unembedding resident, plus
-#: transient gradients): 1.48-1.63 GiB measured on 2026-11-30.
+#: transient gradients): 1.48-1.63 GiB measured on 2026-11-30; 1.51 GiB with sparse controllability, the first DAS
+#: cell lifting the high-water mark from 0.95 to 1.53 GiB (the unembedding's first touch, then the backward).
 OVER_LIMIT_GB = {"02_saes": 1.95, "06_probes_and_das": 1.8}
 MARK = "__interplab_peak__"
 PEAK_CELL = f"""

@@ -4,7 +4,8 @@ The public namespace ``ilab.das``. ``pairs.py`` holds counterfactual pairs (base
 ``intervene.py`` the remote-safe interchange interventions (the subspace is a tensor passed into the
 trace, the maths in :mod:`interplab.core.trace_ops`); ``fit.py`` training, IIA and :class:`DASResult`
 (resumable with ``path=``); ``search.py`` the layer search; ``knob.py`` the context-sensitivity task;
-``dictionaries.py`` supervised IOI dictionaries judged by sufficiency and necessity beside SAEs.
+``dictionaries.py`` supervised IOI dictionaries judged by sufficiency, necessity and (``controllability.py``)
+sparse controllability beside SAEs.
 
 Example
 -------
@@ -18,7 +19,13 @@ Example
 
 from __future__ import annotations
 
-from .dictionaries import SupervisedDictionary, compare_dictionaries, ioi_attributes, supervised_dictionary
+from .dictionaries import (
+    DictionaryComparison,
+    SupervisedDictionary,
+    compare_dictionaries,
+    ioi_attributes,
+    supervised_dictionary,
+)
 from .fit import DASResult, fit
 from .knob import INTENTS, KnobSweep, KnobTask, knob_sweep, knob_task
 from .pairs import CounterfactualPairs, as_pairs, counterfactual_pairs
@@ -28,6 +35,7 @@ __all__ = [
     "INTENTS",
     "CounterfactualPairs",
     "DASResult",
+    "DictionaryComparison",
     "KnobSweep",
     "KnobTask",
     "LayerSearch",

@@ -8,32 +8,34 @@ the site inside a trace (the interventions of :mod:`.intervene`, remote-safe):
 
 * **sufficiency**: the share of the clean logit difference (IO - S) left when the activation is replaced by
   the dictionary's reconstruction;
-* **necessity**: the share of it lost when the reconstruction's part (minus its mean) is removed.
+* **necessity**: the share of it lost when the reconstruction's part (minus its mean) is removed;
+* **sparse controllability** (:mod:`.controllability`): the share of attribute edits that succeed when
+  k latents are changed, as k grows.
 
 Example
 -------
 >>> pairs = ilab.patching.ioi(model, n=32, order="mixed")
->>> table = ilab.das.compare_dictionaries(model, pairs, "blocks.12.hook_resid_post", saes={"suite": sae})
+>>> result = ilab.das.compare_dictionaries(model, pairs, "blocks.12.hook_resid_post", saes={"suite": sae})
+>>> result.table, result.controllability, result.chart()
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..charts import offline
 from ..patching.prompts import PromptPairs
 from ..saes import SAE
-from .intervene import Prepared, evaluate, source_values
+from .controllability import ATTRIBUTES, check_ks, controllability
+from .intervene import Prepared, check_positions, evaluate, source_values
 from .pairs import label_ids
 
 if TYPE_CHECKING:
     from ..model import Model
-
-ATTRIBUTES = ("io", "s", "order")
-
 
 def ioi_attributes(pairs: PromptPairs) -> list[dict[str, str]]:
     """Each clean prompt's IO name, subject name and order (``ABBA``: the IO is named first)."""
@@ -88,19 +90,66 @@ def _logit_diff(model: Model, pairs: PromptPairs, site: str, position: int, new_
     return evaluate(model, prep, torch.arange(len(pairs)), None)["logit_diff"]
 
 
+@dataclass(repr=False)
+class DictionaryComparison:
+    """The seed's three comparisons at one site: ``table`` (dictionary, sufficiency, necessity) and
+    ``controllability`` (dictionary, attribute, k, success, n_edits)."""
+
+    site: str
+    position: int
+    table: Any
+    controllability: Any
+
+    def chart(self) -> Any:
+        """Altair: sufficiency and necessity as bars, then the share of successful edits by k per attribute."""
+        import altair as alt
+
+        bars = self.table.melt("dictionary", ["sufficiency", "necessity"], var_name="measure", value_name="share")
+        left = alt.Chart(bars).mark_bar().encode(
+            x=alt.X("dictionary:N", title=None), y=alt.Y("share:Q", title="share of the logit difference"),
+            color="dictionary:N", column=alt.Column("measure:N", title=None)).properties(width=110, height=200)
+        lines = alt.Chart(self.controllability.dropna(subset=["success"])).mark_line(point=True).encode(
+            x=alt.X("k:Q", scale=alt.Scale(type="log", base=2), title="latents changed (k)"),
+            y=alt.Y("success:Q", scale=alt.Scale(domain=[0, 1]), title="edits that succeed"),
+            color="dictionary:N", column=alt.Column("attribute:N", title="sparse controllability"),
+        ).properties(width=140, height=200)  # fmt: skip
+        return offline(alt.vconcat(left, lines).properties(title=f"Supervised dictionary vs SAEs at {self.site}"))
+
+    def __repr__(self) -> str:
+        return (f"DictionaryComparison({self.site} at position {self.position}):\n{self.table.to_string(index=False)}\n"
+                f"{self.controllability.to_string(index=False)}")
+
+    def _repr_html_(self) -> str:
+        return self.table.to_html(index=False) + self.controllability.to_html(index=False)
+
+
 def compare_dictionaries(model: Model, pairs: PromptPairs, site: str, saes: Mapping[str, SAE] | None = None,
-                         position: int = -1) -> Any:  # fmt: skip
-    """A DataFrame: sufficiency and necessity of the supervised dictionary and of each SAE at ``site``."""
+                         position: int = -1, ks: Sequence[int] = (1, 2, 4, 8)) -> DictionaryComparison:  # fmt: skip
+    """Sufficiency, necessity and sparse controllability (``ks``: latents changed) of the supervised dictionary
+    and of each SAE at ``site``; bad input (an SAE of another width, k < 1, k larger than a dictionary) is
+    refused before any forward pass.
+
+    >>> ilab.das.compare_dictionaries(model, pairs, "blocks.12.hook_resid_post", {"suite": sae}, ks=[1, 4]).chart()
+    """
     import pandas as pd
 
     saes = dict(saes or {})
     for name, sae in saes.items():
         if not isinstance(sae, SAE):
             raise TypeError(f"saes[{name!r}] must be an interplab SAE, got {type(sae).__name__}.")
+    attrs = ioi_attributes(pairs)
+    (parsed,) = model.parse_sites(site)
+    d = model.site_dim(parsed.name)
+    for name, sae in saes.items():
+        if sae.W_dec.shape[1] != d:
+            raise ValueError(f"saes[{name!r}] writes {sae.W_dec.shape[1]} dimensions but {parsed.name} has {d}.")
+    position = check_positions(model, pairs.clean, position, "clean")[0]
+    n_features = sum(len({row[a] for row in attrs}) for a in ATTRIBUTES)
+    ks = check_ks(ks, {"supervised": n_features, **{name: sae.d_sae for name, sae in saes.items()}})
     sup = supervised_dictionary(model, pairs, site, position)
     x_ND = source_values(model, sup.site, pairs.clean, [position])[:, 0].float()
     clean = _logit_diff(model, pairs, sup.site, position, x_ND)
-    recons = {"supervised": sup.reconstruct(ioi_attributes(pairs))}
+    recons = {"supervised": sup.reconstruct(attrs)}
     for name, sae in saes.items():
         with torch.no_grad():
             recons[name] = sae.decode(sae.encode(x_ND.to(sae.W_dec.dtype))).float()
@@ -110,4 +159,5 @@ def compare_dictionaries(model: Model, pairs: PromptPairs, site: str, saes: Mapp
         ablated = x_ND - (r - r.mean(0))
         nec = 1 - _logit_diff(model, pairs, sup.site, position, ablated) / clean
         rows.append({"dictionary": name, "sufficiency": suff, "necessity": nec})
-    return pd.DataFrame(rows)
+    control = controllability(model, pairs, attrs, sup.site, sup.features, saes, ks, position, x_ND)
+    return DictionaryComparison(sup.site, position, pd.DataFrame(rows), control)
