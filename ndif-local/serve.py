@@ -50,7 +50,7 @@ CREATE TABLE key_user_tag_assignments (key_id uuid REFERENCES keys, user_tag_id 
 
 def server_python() -> Path:
     """The server venv's python (``$ILAB_NDIF_VENV`` or ``.ndif-venv`` beside the repository)."""
-    venv = Path(os.environ.get("ILAB_NDIF_VENV", REPO / ".ndif-venv"))
+    venv = Path(os.environ.get("ILAB_NDIF_VENV") or REPO / ".ndif-venv")  # unset or empty: the default
     python = venv / "bin" / "python"
     if not python.exists():
         raise FileNotFoundError(f"No NDIF server environment at {venv}: run `make ndif-env` first.")
