@@ -105,7 +105,7 @@ def _write_readme(out: Path, layers: list[int], n_tokens: int, width: int, k: in
     rows = ["| layer | explained variance of hook_mlp_out | l0 |", "|---|---|---|"]
     rows += [f"| {r['layer']} | {r['explained_variance']:.4f} | {r['l0']:.1f} |" for r in table["layers"]]
     flags = (" --skip" if skip else "") + (f" --lr {lr:g}" if lr else "")
-    seen = f"{n_tokens:,}" if stopped is None else (
+    seen = f"{n_tokens:,} tokens" if stopped is None else (
         f"the first {stopped * batch_size:,} tokens (a run of {n_tokens:,} stopped at its checkpoint at step "
         f"{stopped}, before the learning rate decayed; `--stop-at-checkpoint` saved it)")
     if stopped is not None:
