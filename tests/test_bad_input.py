@@ -705,6 +705,8 @@ EXEMPT: dict[str, str] = {
     "ilab.circuits.InterventionResult.prob_change": "a token id indexes the logits it holds",
     "ilab.circuits.Pruned": "a NamedTuple of masks that prune returns",
     "ilab.circuits.embedded_transcoders": "takes no arguments",
+    "ilab.widgets.CircuitGraph.view_index": "maps a graph node index to the widget's (None when pruned); no work",
+    "ilab.das.DictionaryComparison": "the result compare_dictionaries builds (which has rows)",
     "ilab.circuits.graph_scores": "arrays of a Graph (Graph.scores); the thresholds-free twin of prune, which has rows",
     "ilab.default_corpus": "takes no arguments",
     "ilab.load_ipython_extension": "called by IPython's %load_ext with its own shell, never by users",

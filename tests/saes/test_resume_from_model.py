@@ -32,6 +32,8 @@ KW = {"site": "blocks.1.hook_resid_post", "n_tokens": 64 * 30, "batch_size": 64,
 _CHILD = """
 import sys, time
 sys.path.insert(0, {root!r})
+import torch
+torch.set_num_threads({threads})  # the parent's: the same sums, to the bit
 import interplab.core.saes.train as train_mod
 from tests.saes.test_resume_from_model import CORPUS, KW, SPECS
 from tests.tiny import tiny_model
@@ -56,7 +58,7 @@ def test_the_stream_is_the_same_from_any_step():
 def test_resume_after_sigkill_gives_the_uninterrupted_weights(tmp_path, monkeypatch):
     reference = train_saes(tiny_model("gpt2"), SPECS, **KW)
     ckpt = tmp_path / "ckpt"
-    code = _CHILD.format(root=str(ROOT), path=str(ckpt))
+    code = _CHILD.format(root=str(ROOT), path=str(ckpt), threads=torch.get_num_threads())
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "TQDM_DISABLE": "1"},
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
     try:
