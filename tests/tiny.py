@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import (
@@ -76,3 +79,18 @@ TEXTS = [
     "Mary and John went to the store and John gave a drink to Mary",
     "the quick red fox jumps over the lazy dog",
 ]
+
+
+@contextlib.contextmanager
+def no_forward(model: ilab.Model) -> Iterator[None]:
+    """Inside the block any forward pass of ``model`` fails the test: a refusal must come before the work."""
+
+    def refuse(*a, **k):  # type: ignore[no-untyped-def]
+        raise AssertionError("a forward pass ran before the bad input was refused")
+
+    before = model.module.forward
+    model.module.forward = refuse
+    try:
+        yield
+    finally:
+        model.module.forward = before

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import pytest
 import torch
@@ -12,7 +10,7 @@ from interplab.core.trace_ops import interchange, orthonormal
 
 import interplab as ilab
 from tests.faults import kill_at_every_step
-from tests.tiny import tiny_model
+from tests.tiny import no_forward, tiny_model
 
 SITE = "blocks.0.hook_resid_post"
 BASE = ["the cat sat on the mat", "the dog ran to the house", "Mary gave a drink to John", "a big red bird sat",
@@ -126,19 +124,6 @@ def test_fit_resumes_after_a_kill_to_the_same_subspace(tmp_path):
     assert kill_at_every_step(job, check, tmp_path) > 0
     with pytest.raises(ValueError, match="lr"):
         ilab.das.fit(model, pairs, SITE, path=tmp_path / "uninterrupted", **{**kw, "lr": 0.5})
-
-
-@contextlib.contextmanager
-def no_forward(model):
-    def refuse(*a, **k):
-        raise AssertionError("a forward pass ran before the bad input was refused")
-
-    before = model.module.forward
-    model.module.forward = refuse
-    try:
-        yield
-    finally:
-        model.module.forward = before
 
 
 def test_bad_input_is_refused_before_any_forward_pass():

@@ -12,8 +12,7 @@ from interplab.core.das.intervene import source_values
 from transformers import GPT2Config, GPT2LMHeadModel
 
 import interplab as ilab
-from tests.das.test_das import no_forward
-from tests.tiny import VOCAB_SIZE, tiny_model, tiny_tokenizer
+from tests.tiny import VOCAB_SIZE, no_forward, tiny_model, tiny_tokenizer
 
 SITE = "blocks.0.hook_resid_post"
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import pytest
 import torch
@@ -13,7 +11,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 
 import interplab as ilab
-from tests.tiny import tiny_model
+from tests.tiny import no_forward, tiny_model
 
 WORDS = ("the cat sat on the mat", "the dog ran to the house", "Mary gave a drink to John", "a big red bird",
          "the quick fox jumps", "the lazy dog sat", "John went to the store", "a small green tree",
@@ -119,19 +117,6 @@ def test_result_chart_save_load_and_steering(gpt2, tmp_path):
     # Steering along the probe raises the probe's own score: the vector points towards class 1.
     steered = ilab.steering.from_probe(res[res.sites[0]])
     assert steered.site == res.sites[0]
-
-
-@contextlib.contextmanager
-def no_forward(model):
-    def refuse(*a, **k):
-        raise AssertionError("a forward pass ran before the bad input was refused")
-
-    before = model.module.forward
-    model.module.forward = refuse
-    try:
-        yield
-    finally:
-        model.module.forward = before
 
 
 def test_bad_input_is_refused_before_any_forward_pass(gpt2, tmp_path):
