@@ -90,6 +90,22 @@ def check_number(value: Any, what: str = "value") -> float:
     return float(value)
 
 
+def check_fraction(name: str, value: Any, low: str = "(", high: str = ")", what: str = "") -> float:
+    """A number in the interval ``low`` 0, 1 ``high`` ("(" / ")" leave an end out, "[" / "]" keep it); a
+    ValueError naming ``name``, the interval and the value otherwise. ``what`` says what the number is.
+
+    >>> check_fraction("test_fraction", 0.2)
+    0.2
+    >>> check_fraction("threshold", 1.0, high="]")
+    1.0
+    """
+    x = check_number(value, name)
+    inside = (x > 0 if low == "(" else x >= 0) and (x < 1 if high == ")" else x <= 1)
+    if not inside:
+        raise ValueError(f"{name} {'is ' + what if what else 'must be'} in {low}0, 1{high}, got {value!r}.")
+    return x
+
+
 def check_texts(texts: str | Sequence[str]) -> list[str]:
     """Normalise one text or a list of texts; reject empty and non-string input early."""
     if isinstance(texts, str):

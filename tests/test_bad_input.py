@@ -631,16 +631,16 @@ ROWS: list[Row] = [
     Row("ilab.circuits.transcoder_quality", lambda c: ilab.circuits.transcoder_quality(c.model, [c.sae], ["a"]), T,
         "must be a transcoder"),
     Row("ilab.circuits.prune", lambda c: ilab.circuits.prune(torch.zeros(3, 3), 0, 2, 1, torch.ones(1), 2.0), V,
-        "node_threshold must be between 0 and 1"),
+        r"node_threshold must be in \[0, 1\], got 2\.0"),
     Row("ilab.circuits.influence", lambda c: ilab.circuits.influence(torch.tensor([[0.0, 1], [1, 0]]),
                                                                      torch.tensor([1.0, 0])), RuntimeError, "cycle"),
     Row("ilab.circuits.Graph.feature_index", lambda c: _circuit()[2].feature_index(99, 0, 0), V, "is not a node"),
     Row("ilab.circuits.Graph.load", lambda c: ilab.circuits.Graph.load(c.tmp / "no-graph"), FileNotFoundError,
         "No attribution graph"),
     Row("ilab.circuits.Graph.node", lambda c: _circuit()[2].node(10**6), IndexError, "out of range"),
-    Row("ilab.circuits.Graph.prune", lambda c: _circuit()[2].prune(1.5), V, "node_threshold must be between"),
+    Row("ilab.circuits.Graph.prune", lambda c: _circuit()[2].prune(1.5), V, "node_threshold must be in \\[0, 1\\]"),
     Row("ilab.circuits.Graph.to_json", lambda c: _circuit()[2].to_json(edge_threshold=-1), V,
-        "edge_threshold must be between"),
+        "edge_threshold must be in \\[0, 1\\]"),
     Row("ilab.widgets.CircuitGraph", lambda c: ilab.widgets.CircuitGraph("g"), T, "shows an ilab.circuits.Graph"),
     Row("ilab.widgets.CircuitGraph.group", lambda c: ilab.widgets.CircuitGraph(_circuit()[2]).group("", [0]), V,
         "non-empty label"),
@@ -798,3 +798,22 @@ def test_bad_input_gives_a_clear_error(row: Row, ctx: Ctx) -> None:
 
 def test_out_of_range_errors_are_both_index_and_value_errors() -> None:
     assert issubclass(OutOfRangeError, IndexError) and issubclass(OutOfRangeError, ValueError)
+
+
+@pytest.mark.parametrize(("low", "high", "inside", "outside"), [
+    ("(", ")", [0.5, 1e-9], [0.0, 1.0, -0.1]), ("(", "]", [1.0, 0.5], [0.0, 1.5]),
+    ("[", "]", [0.0, 1.0], [-1e-9, 1.0000001]), ("[", ")", [0.0], [1.0]),
+])  # fmt: skip
+def test_one_fraction_check_for_every_interval(low, high, inside, outside):
+    """core/checks.check_fraction: the interval's open and closed ends, and a message naming name, interval, value."""
+    from interplab.core.checks import check_fraction
+
+    for x in inside:
+        assert check_fraction("share", x, low, high) == x
+    for x in outside:
+        with pytest.raises(ValueError, match=rf"share must be in \{low}0, 1\{high}, got {x!r}"):
+            check_fraction("share", x, low, high)
+    with pytest.raises(TypeError, match="share must be a number"):
+        check_fraction("share", "0.5", low, high)
+    with pytest.raises(ValueError, match=r"threshold is a cosine similarity in \(0, 1\)"):
+        check_fraction("threshold", 2, what="a cosine similarity")

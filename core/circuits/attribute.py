@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from ..checks import check_positive_int, check_texts
+from ..checks import check_fraction, check_positive_int, check_texts
 from ..model import Model
 from ..saes.base import SAE
 from .graph import Graph
@@ -207,8 +207,7 @@ def attribute(
     for name, flag in (("skip_bos", skip_bos), ("bos_error", bos_error)):
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be True or False, got {flag!r}.")
-    if not 0 < float(desired_logit_prob) <= 1:
-        raise ValueError(f"desired_logit_prob must be in (0, 1], got {desired_logit_prob!r}.")
+    check_fraction("desired_logit_prob", desired_logit_prob, high="]")
     ids_1P = model.to_tokens(prompt)["input_ids"][:1]
     model.check_lengths([ids_1P.shape[1]], "prompt")
     skips = [tc.W_skip.detach() if tc.cfg.skip else None for tc in tcs]

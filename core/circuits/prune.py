@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import torch
 
-from ..checks import check_number
+from ..checks import check_fraction
 
 
 def normalise_rows(adjacency: torch.Tensor) -> torch.Tensor:
@@ -75,8 +75,7 @@ def prune(
     """Keep nodes up to ``node_threshold`` of the total influence and edges up to ``edge_threshold`` (see the
     module doc); token and logit nodes are always kept."""
     for name, value in (("node_threshold", node_threshold), ("edge_threshold", edge_threshold)):
-        if not 0.0 <= check_number(value, name) <= 1.0:
-            raise ValueError(f"{name} must be between 0 and 1, got {value!r}.")
+        check_fraction(name, value, "[", "]")
     n = adjacency.shape[0]
     w = logit_weights(n, logit_probs)
     node_score = influence(normalise_rows(adjacency), w)

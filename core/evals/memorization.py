@@ -36,18 +36,11 @@ import pandas as pd
 import torch
 
 from ..charts import offline
-from ..checks import check_int, check_number
+from ..checks import check_fraction, check_int, check_number
 from .planted import PlantedRun, check_sequences, sequence_losses
 from .tidy import tidy
 
 SITE = "tiny_lm"
-
-
-def _check_fraction(name: str, value: Any, low: float = 0.0, high: float = 1.0) -> float:
-    value = check_number(value, name)
-    if not low < value < high:
-        raise ValueError(f"{name} must be in ({low}, {high}), got {value!r}.")
-    return value
 
 
 def perturbed_losses(
@@ -95,7 +88,7 @@ def ce_diagnostic(ce_N: Any, control_ce_M: Any, alpha: float = 0.05) -> np.ndarr
     >>> ce_diagnostic([1.0, 3.0], [2.0, 2.5, 3.0, 3.5], alpha=0.25)
     array([ True, False])
     """
-    alpha = _check_fraction("alpha", alpha)
+    alpha = check_fraction("alpha", alpha)
     ce_N = np.asarray(ce_N, dtype=np.float64).reshape(-1)
     control_M = np.asarray(control_ce_M, dtype=np.float64).reshape(-1)
     if control_M.size == 0:
@@ -151,10 +144,8 @@ def latent_memorization(
     """
     if not isinstance(run, PlantedRun):
         raise TypeError(f"run must be a PlantedRun (from train_planted), got {type(run).__name__}.")
-    alpha = _check_fraction("alpha", alpha)
-    memorized = check_number(memorized, "memorized")
-    if not 0 < memorized <= 1:
-        raise ValueError(f"memorized must be in (0, 1], got {memorized!r}.")
+    alpha = check_fraction("alpha", alpha)
+    memorized = check_fraction("memorized", memorized, high="]")
     seqs = torch.cat([run.planted, run.controls])
     planted = np.r_[np.ones(len(run.planted), bool), np.zeros(len(run.controls), bool)]
     ce_pert_SN, recall_pert_SN = perturbed_losses(run.lm, seqs, sigma=sigma, seeds=seeds, prefix=run.prefix)

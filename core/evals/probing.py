@@ -38,7 +38,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..charts import offline
-from ..checks import check_int, check_positive_int, check_texts
+from ..checks import check_fraction, check_int, check_positive_int, check_texts
 from ..heap import release_free_heap
 from .tidy import check_sae, encode_rows, site_batches, tidy
 
@@ -156,8 +156,7 @@ def sparse_probing(
     if counts.min() < 4:
         raise ValueError(f"Class {classes[counts.argmin()]!r} has {counts.min()} texts; each class needs at least 4.")
     ks = [check_int("k", k, 1, sae.d_sae) for k in ks]
-    if not 0 < test_fraction < 1:
-        raise ValueError(f"test_fraction must be between 0 and 1, got {test_fraction!r}.")
+    check_fraction("test_fraction", test_fraction)
     check_positive_int("max_tokens", max_tokens)
     check_positive_int("batch_size", batch_size)
     site = sae.check_fits(model, site)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..checks import check_int, check_number
+from ..checks import check_fraction, check_int
 from ..saes import SAE
 
 
@@ -63,9 +63,7 @@ def stitch(small: SAE, large: SAE, x_TD: torch.Tensor, threshold: float = 0.7, p
             raise TypeError(f"{name} must be an interplab SAE, got {type(sae).__name__}.")
     if small.d_in != large.d_in:
         raise ValueError(f"small reads d_in={small.d_in} and large d_in={large.d_in}: stitching needs one site.")
-    threshold = check_number(threshold, "threshold")
-    if not 0 < threshold < 1:
-        raise ValueError(f"threshold is a cosine similarity in (0, 1), got {threshold!r}.")
+    threshold = check_fraction("threshold", threshold, what="a cosine similarity")
     points = check_int("points", points, minimum=2)
     if not isinstance(x_TD, torch.Tensor) or x_TD.ndim != 2 or x_TD.shape[1] != small.d_in or len(x_TD) == 0:
         raise ValueError(f"x_TD must be activations [T, {small.d_in}], got {getattr(x_TD, 'shape', type(x_TD))}.")

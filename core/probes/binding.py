@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from ..charts import offline
-from ..checks import check_int, check_number
+from ..checks import check_fraction, check_int, check_number
 
 if TYPE_CHECKING:
     from ..model import Model
@@ -215,9 +215,9 @@ def fit_binding(model: Model, task: BindingTask, site: str, rank: int = 16, step
         raise ValueError(f"rank={rank} is larger than the width of {parsed.name} (d={d}).")
     steps = check_int("steps", steps, minimum=1)
     lr = check_number(lr, "lr")
-    test_size = check_number(test_size, "test_size")
-    if not 0 < test_size < 1 or lr <= 0:
-        raise ValueError(f"test_size must be in (0, 1) and lr positive, got test_size={test_size}, lr={lr}.")
+    test_size = check_fraction("test_size", test_size)
+    if lr <= 0:
+        raise ValueError(f"lr must be positive, got {lr}.")
     ent, att = read_tokens(model, task, parsed.name)
     s_ent, s_att = read_tokens(model, task, parsed.name, story=True)
     perm = torch.randperm(len(task), generator=torch.Generator().manual_seed(seed))

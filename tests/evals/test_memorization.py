@@ -159,7 +159,7 @@ def test_bad_input_fails_before_any_step(stream, monkeypatch) -> None:
         ev.perturbed_losses(lm, ok, seeds=())
     with pytest.raises(ValueError, match="control_ce_M is empty"):
         ev.ce_diagnostic([1.0], [])
-    with pytest.raises(ValueError, match=r"alpha must be in \(0.0, 1.0\)"):
+    with pytest.raises(ValueError, match=r"alpha must be in \(0, 1\)"):
         ev.ce_diagnostic([1.0], [2.0], alpha=1.5)
     with pytest.raises(TypeError, match="run must be a PlantedRun"):
         ev.latent_memorization("run")
