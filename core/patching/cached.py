@@ -5,8 +5,10 @@ causal), and every earlier layer too. So a cell's forward pass needs only positi
 ``l`` on: the base (corrupted, when denoising) run's keys and values for positions ``< p`` are handed to
 the model as its cache, the blocks before ``l`` are skipped (nnsight's ``Envoy.skip``) with the base
 run's residual stream as their output, and the patch is written at layer ``l``. Every prompt pair runs
-in the same pass (their prompts align token by token), and neighbouring cells share a pass (the later
-cell's rows start at the earlier position, their first tokens unpatched).
+in the same pass (their prompts align token by token), and neighbouring cells share a pass when that is
+cheaper (the later cell's rows start at the earlier position, their first tokens unpatched): a pass has a
+fixed cost, so a small model or a late layer runs its cells in a few passes, a large one in many short ones
+(:func:`group_positions` chooses under :func:`pass_cost`).
 
 Only tensors, envoys, ``readout`` and a transformers ``DynamicCache`` enter a trace, so this runs with
 ``remote="local"`` (nnsight's remote serialisation) too; a server must accept a ``DynamicCache`` argument.
@@ -31,8 +33,12 @@ from ..trace_ops import read_site, write_site
 if TYPE_CHECKING:
     from ..model import Model
 
-#: Cells of one layer fewer than this many positions apart share a pass (the later ones rerun the tokens between).
-SPAN = 2
+#: The fixed cost of one pass (tracing, hooks, the cache, the readout's launch), in token-blocks: about what a
+#: pass costs besides its tokens on this CPU (23 ms on the embedded model, 44 ms on a GPT-2-small-sized one,
+#: against 0.3-0.5 ms per token-block in large batches). Cells share a pass when rerunning tokens costs less.
+PASS_OVERHEAD = 64
+#: Below this many token rows a pass costs about the same (small matrix products do not use the CPU fully).
+MIN_TOKENS = 32
 #: Grid kinds in the order they run inside a block; "heads" is a head's slice of ``attn.hook_z``.
 ORDER = ("resid_pre", "heads", "attn_out", "mlp_out", "resid_post")
 
@@ -177,7 +183,9 @@ def grid_cached(
     passes = Passes(model, base_ids, kv, kind, metric_tokens(metric))
     for layer in range(model.n_layers):
         b_NPD, s_NPD = base[kind][:, layer], src[kind][:, layer]
-        for group, start in plan_passes(kind, b_NPD, s_NPD, positions, cols, model.d_head, max(1, batch // n)):
+        n_blocks = model.n_layers - (layer + 1 if kind == "resid_post" else layer)
+        plan = plan_passes(kind, b_NPD, s_NPD, positions, cols, model.d_head, max(1, batch // n), n_blocks)
+        for group, start in plan:
             rows = torch.cat([patched(b_NPD, s_NPD, kind, cols[c], positions, start, model.d_head) for c in group])
             skip = base["resid_pre"][:, layer, start:].repeat(len(group), 1, 1) if needs_input else None
             full = (pair == 0).repeat(len(group)) if k else torch.zeros(len(group) * n, dtype=torch.bool)
@@ -203,11 +211,42 @@ def patched(base_NPD: torch.Tensor, src_NPD: torch.Tensor, kind: str, col: int, 
     return row
 
 
+def pass_cost(n_rows: int, n_tokens: int, n_blocks: int) -> float:
+    """The modelled cost of one pass, in token-blocks (one token through one block): :data:`PASS_OVERHEAD`, plus
+    ``n_blocks`` times the pass's token rows, counted as at least :data:`MIN_TOKENS` (smaller matrices are not
+    cheaper)."""
+    return PASS_OVERHEAD + n_blocks * max(n_rows * n_tokens, MIN_TOKENS)
+
+
+def group_positions(cells: list[tuple[int, int]], n_pairs: int, n_pos: int, n_blocks: int,
+                    max_cells: int) -> list[tuple[list[int], int]]:  # fmt: skip
+    """The cheapest split of (column, position) cells, sorted by position, into passes of neighbouring cells
+    (each pass starts at its first cell's position and holds at most ``max_cells`` cells), under
+    :func:`pass_cost`: a dynamic programme over the split points."""
+    best, cut = [0.0], [0]
+    for j in range(1, len(cells) + 1):
+        options = []
+        for i in range(j - 1, max(0, j - max_cells) - 1, -1):
+            tokens = n_pos - cells[i][1]
+            options.append((best[i] + pass_cost(n_pairs * (j - i), tokens, n_blocks), i))
+            if n_blocks * n_pairs * (cells[j - 1][1] - cells[i][1]) > PASS_OVERHEAD + n_blocks * MIN_TOKENS:
+                break  # an earlier start reruns more tokens than a pass of its own costs
+        cost, i = min(options)
+        best.append(cost)
+        cut.append(i)
+    groups, j = [], len(cells)
+    while j:
+        i = cut[j]
+        groups.append(([c for c, _ in cells[i:j]], cells[i][1]))
+        j = i
+    return groups[::-1]
+
+
 def plan_passes(kind: str, base_NPD: torch.Tensor, src_NPD: torch.Tensor, positions: list[int], cols: list[int],
-                d_head: int, max_cells: int) -> list[tuple[list[int], int]]:  # fmt: skip
-    """The passes of one layer: (column indices, start position). A cell whose source equals the base run in every
-    pair needs none. Position cells fewer than :data:`SPAN` apart share a pass that starts at the first; head
-    cells share passes that start at the first position where any of them differs."""
+                d_head: int, max_cells: int, n_blocks: int) -> list[tuple[list[int], int]]:  # fmt: skip
+    """The passes of one layer: (column indices, start position); ``n_blocks`` blocks run in each. A cell whose
+    source equals the base run in every pair needs none. Position cells are split into passes of neighbours by
+    :func:`group_positions`; head cells share passes that start at the first position where any of them differs."""
     differs = base_NPD != src_NPD
     if kind == "heads":
         starts = {}
@@ -219,15 +258,8 @@ def plan_passes(kind: str, base_NPD: torch.Tensor, src_NPD: torch.Tensor, positi
         todo = sorted(starts)
         return [(todo[i : i + max_cells], min(starts[c] for c in todo[i : i + max_cells]))
                 for i in range(0, len(todo), max_cells)]  # fmt: skip
-    groups: list[tuple[list[int], int]] = []
-    for c, p in sorted(enumerate(cols), key=lambda cp: cp[1]):
-        if not differs[:, p].any():
-            continue
-        if groups and p - groups[-1][1] < SPAN and len(groups[-1][0]) < max_cells:
-            groups[-1][0].append(c)
-        else:
-            groups.append(([c], p))
-    return groups
+    cells = sorted(((c, p) for c, p in enumerate(cols) if differs[:, p].any()), key=lambda cp: cp[1])
+    return group_positions(cells, base_NPD.shape[0], base_NPD.shape[1], n_blocks, max_cells)
 
 
 def metric_tokens(metric: BoundMetric) -> torch.Tensor | None:

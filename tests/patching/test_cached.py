@@ -90,8 +90,14 @@ def _mlp_tokens(model, run) -> int:
     return seen[0]
 
 
-def test_cells_run_only_from_their_layer_and_position(family):
-    """The work of a resid_pre grid: each cell's pass covers positions p.. from layer l on."""
+@pytest.mark.parametrize("overhead", [0, 10**6])
+def test_cells_run_only_from_their_layer_and_position(family, overhead, monkeypatch):
+    """The work of a resid_pre grid: each cell's pass covers positions p.. from layer l on (with no fixed cost
+    per pass), or the layer's cells share one pass from the first changed position (with a huge one)."""
+    import interplab.core.patching.cached as cached_mod
+
+    monkeypatch.setattr(cached_mod, "PASS_OVERHEAD", overhead)
+    monkeypatch.setattr(cached_mod, "MIN_TOKENS", 0)
     model = tiny_model(family)
     metric = ilab.patching.logit_diff(" Mary", " John")
     fast = _mlp_tokens(model, lambda: ilab.patching.grid(model, CLEAN[0], CORRUPT[0], metric))
@@ -101,9 +107,31 @@ def test_cells_run_only_from_their_layer_and_position(family):
     # Full passes: layer 0, cell 9 through both blocks (2 x 14); layer 1, the base prompt through block 0 and
     # the five cells through block 1 (14 + 5 x 14).
     assert full == 56 + 2 * 14 + (14 + 5 * 14) == 168
-    # Cached passes: layer 0, cell 9 from position 9 (5 tokens) through both blocks; layer 1, cells 9 and 10
-    # share a pass from 9 (2 x 5), 11 and 12 one from 11 (2 x 3), 13 its own (1), through block 1 only.
-    assert fast == 56 + 2 * 5 + (2 * 5 + 2 * 3 + 1) == 83
+    # Cached passes: layer 0, cell 9 from position 9 (5 tokens) through both blocks; layer 1 through block 1
+    # only: cells 9..13 each from their own position (5 + 4 + 3 + 2 + 1), or all five from 9 (5 x 5).
+    assert fast == 56 + 2 * 5 + (15 if overhead == 0 else 25)
+
+
+def test_cells_share_a_pass_when_rerunning_tokens_is_cheaper():
+    """The split into passes minimises the modelled cost: fixed cost per pass plus tokens x blocks."""
+    from interplab.core.patching.cached import MIN_TOKENS, PASS_OVERHEAD, group_positions, pass_cost
+
+    cells = [(c, p) for c, p in enumerate([0, 1, 2, 3, 10, 11, 40, 41, 42, 43])]
+    for n_pairs, n_pos, n_blocks, max_cells in [(1, 44, 1, 64), (8, 44, 18, 64), (1, 44, 12, 3), (2, 200, 6, 4)]:
+        plan = group_positions(cells, n_pairs, n_pos, n_blocks, max_cells)
+        assert sorted(c for g, _ in plan for c in g) == list(range(len(cells)))  # every cell once, in order
+        assert all(len(g) <= max_cells and start == cells[g[0]][1] for g, start in plan)
+        cost = sum(pass_cost(n_pairs * len(g), n_pos - start, n_blocks) for g, start in plan)
+        # brute force: every split of the cells into runs of neighbours
+        best = float("inf")
+        for mask in range(2 ** (len(cells) - 1)):
+            cuts = [0] + [i + 1 for i in range(len(cells) - 1) if mask >> i & 1] + [len(cells)]
+            runs = [(cuts[i], cuts[i + 1]) for i in range(len(cuts) - 1)]
+            if all(b - a <= max_cells for a, b in runs):
+                best = min(best, sum(pass_cost(n_pairs * (b - a), n_pos - cells[a][1], n_blocks) for a, b in runs))
+        assert cost == pytest.approx(best), (n_pairs, n_blocks, plan)
+    assert len(group_positions(cells, 1, 44, 1, 64)) <= 3  # one late block: passes cost more than tokens
+    assert PASS_OVERHEAD > 0 and MIN_TOKENS > 0
 
 
 def test_a_real_remote_model_runs_full_passes_unless_asked(monkeypatch):
