@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 #: against 0.3-0.5 ms per token-block in large batches). Cells share a pass when rerunning tokens costs less.
 PASS_OVERHEAD = 64
 #: Below this many token rows a pass costs about the same (small matrix products do not use the CPU fully).
-MIN_TOKENS = 32
+MIN_TOKENS = 48
 #: Grid kinds in the order they run inside a block; "heads" is a head's slice of ``attn.hook_z``.
 ORDER = ("resid_pre", "heads", "attn_out", "mlp_out", "resid_post")
 
