@@ -35,7 +35,7 @@ from tqdm.auto import tqdm
 from ..atomic import atomic_path
 from ..charts import offline
 from ..checkpoint import begin, load_state, save_state
-from ..checks import check_int, check_number
+from ..checks import check_fraction, check_int, check_number
 from ..files import FLOATS, FileError, expect_arrays, read_safetensors, result_header
 from ..patching.prompts import PromptPairs
 from ..trace_ops import orthonormal
@@ -150,9 +150,7 @@ def check_fit_args(model: Model, pairs: Any, site: str, k: int, positions: Any, 
         raise ValueError(f"k={k} is larger than the width of {parsed.name} (d={d}): a subspace has 1..{d} dimensions.")
     pos = check_positions(model, pairs.base, positions, "base")
     check_positions(model, pairs.source, pos, "source")
-    test_size = check_number(test_size, "test_size")
-    if not 0 <= test_size < 1:
-        raise ValueError(f"test_size must be in [0, 1), got {test_size}.")
+    test_size = check_fraction("test_size", test_size, "[")
     if len(pairs) < 2 and test_size > 0:
         raise ValueError("A held-out split needs at least two pairs (or test_size=0).")
     return pairs, d, pos, k

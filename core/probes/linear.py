@@ -28,7 +28,7 @@ import torch
 
 from ..atomic import atomic_path
 from ..charts import offline
-from ..checks import check_int, check_number, check_texts
+from ..checks import check_fraction, check_int, check_number, check_texts
 from ..files import FLOATS, FileError, expect_arrays, read_safetensors, result_header
 from .features import expand_sites, sequence_features, token_features
 from .solver import LogisticFit, fit_logistic, predict
@@ -274,9 +274,7 @@ def train(
     site_names = expand_sites(model, sites)
     if not (position == "mean" or (isinstance(position, int) and not isinstance(position, bool))):
         raise ValueError(f"position must be a token index (e.g. -1, the last token) or 'mean', got {position!r}.")
-    test_size = check_number(test_size, "test_size")
-    if not 0 <= test_size < 1:
-        raise ValueError(f"test_size must be in [0, 1), got {test_size}.")
+    test_size = check_fraction("test_size", test_size, "[")
     cv = check_int("cv", cv, minimum=0)
     if cv == 1:
         raise ValueError("cv must be 0 (no cross-validation) or at least 2 folds, got 1.")
