@@ -128,14 +128,19 @@ def probe_accuracy(X_train: np.ndarray, y_train: np.ndarray, X_test: np.ndarray,
     return float(probe.score(X_test, y_test))
 
 
-def adam_probe_accuracy(
+def adam_probe(
     X_train: np.ndarray, y_train: np.ndarray, X_test: np.ndarray, y_test: np.ndarray, seed: int | torch.Tensor = 0,
     epochs: int = 100, lr: float = 1e-2, batch_size: int = 250, patience: int = 10,
-) -> float:  # fmt: skip
-    """sae-bench's full-activation probe: a linear probe trained with AdamW on binary cross-entropy,
-    its best test accuracy over epochs (early stop after ``patience`` epochs without a better one).
-    ``seed`` seeds torch's generator (or is a ``torch.get_rng_state()`` to start from); the global
-    generator is restored afterwards."""
+) -> tuple[torch.nn.Linear, float]:  # fmt: skip
+    """sae-bench's full-activation probe (``train_probe_gpu``): a linear probe trained with AdamW on binary
+    cross-entropy; returns the probe of the best test accuracy over epochs and that accuracy (early stop
+    after ``patience`` epochs without a better one). ``seed`` seeds torch's generator (or is a
+    ``torch.get_rng_state()`` to start from); the global generator is restored afterwards.
+
+    >>> probe, accuracy = adam_probe(X[train], y[train], X[test], y[test], seed=0)
+    """
+    import copy
+
     Xtr, Xte = torch.as_tensor(X_train, dtype=torch.float32), torch.as_tensor(X_test, dtype=torch.float32)
     ytr, yte = torch.as_tensor(y_train).long(), torch.as_tensor(y_test).long()
     with torch.random.fork_rng(devices=[]), torch.enable_grad():
@@ -146,7 +151,7 @@ def adam_probe_accuracy(
         probe = torch.nn.Linear(Xtr.shape[1], 1)
         opt = torch.optim.AdamW(probe.parameters(), lr=lr)
         loss_fn = torch.nn.BCEWithLogitsLoss()
-        best, waited = 0.0, 0
+        best, best_probe, waited = 0.0, copy.deepcopy(probe), 0
         for _ in range(epochs):
             order = torch.randperm(len(Xtr))
             for i in range(0, len(Xtr), batch_size):
@@ -157,10 +162,19 @@ def adam_probe_accuracy(
                 opt.step()
             with torch.no_grad():
                 acc = ((probe(Xte).squeeze(-1) > 0).long() == yte).float().mean().item()
-            best, waited = (acc, 0) if acc > best else (best, waited + 1)
+            if acc > best:
+                best, best_probe, waited = acc, copy.deepcopy(probe), 0
+            else:
+                waited += 1
             if waited >= patience:
                 break
-    return best
+    return best_probe, best
+
+
+def adam_probe_accuracy(X_train: np.ndarray, y_train: np.ndarray, X_test: np.ndarray, y_test: np.ndarray,
+                        seed: int | torch.Tensor = 0) -> float:  # fmt: skip
+    """The best test accuracy of :func:`adam_probe` (sae-bench's ``llm_test_accuracy`` of one class)."""
+    return adam_probe(X_train, y_train, X_test, y_test, seed)[1]
 
 
 def top_latents(Z_train: np.ndarray, y_train: np.ndarray, k: int) -> np.ndarray:

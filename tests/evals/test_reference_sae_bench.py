@@ -28,6 +28,7 @@ import pytest
 import torch
 from interplab.core.evals.absorption import absorption, absorption_scores, sae_bench_word_scores
 from interplab.core.evals.probing import (
+    adam_probe,
     adam_probe_accuracy,
     pooled,
     probe_accuracy,
@@ -81,7 +82,10 @@ def test_sparse_probing_parts_match_sae_bench_on_its_tasks() -> None:
         assert all((meta["labels"][i] == run["class"]) == bool(y) for i, y in zip(tr + te, [*y_tr, *y_te], strict=True))
         if run["k"] is None:
             state = torch.tensor(np.frombuffer(bytes.fromhex(run["rng_state"]), dtype=np.uint8).copy())
-            acc = adam_probe_accuracy(F[tr], y_tr, F[te], y_te, seed=state)
+            probe, acc = adam_probe(F[tr], y_tr, F[te], y_te, seed=state)
+            torch.testing.assert_close(probe.weight.detach().flatten(), torch.tensor(run["weight"]), rtol=1e-5,
+                                       atol=1e-6)  # fmt: skip
+            assert float(probe.bias) == pytest.approx(run["bias"], abs=1e-6)
         else:
             idx = top_latents(F[tr], y_tr, run["k"])
             assert sorted(idx.tolist()) == run["selected"], (run["probe"], run["k"], run["class"])
@@ -157,7 +161,7 @@ def test_absorption_word_rule_matches_sae_bench() -> None:
 
 def test_sae_bench_word_rule_branches() -> None:
     """The fraction's three branches on hand-made words: main latent carries the letter, absorbed, shared."""
-    W_dec = np.array([[1.0, 0, 0], [0.8, 0.6, 0], [0, 0, 1.0]])  # main along p; absorber cos 0.8; noise
+    W_dec = np.array([[1.0, 0, 0], [1.6, 1.2, 0], [0, 0, 1.0]])  # main along p; absorber cos 0.8 (norm 2); noise
     p = np.array([1.0, 0, 0])
     X = np.array([[2.0, 0, 0], [2.0, 0, 0], [2.0, 0, 0]])
     Z = np.array([[2.0, 0, 1], [0.0, 2.5, 0], [1.0, 1.0, 0]])
@@ -210,7 +214,8 @@ def test_the_fixture_is_what_sae_bench_gives_now(tmp_path: Path) -> None:
     new, old = json.loads(out.read_text()), json.loads(FIXTURE.read_text())
     assert new["versions"]["sae-bench"] == old["versions"]["sae-bench"] == "0.6.0"
     assert new["absorption"] == old["absorption"]
-    strip = lambda runs: [{k: v for k, v in r.items() if k != "rng_state"} for r in runs]  # noqa: E731
+    strip = lambda runs: [{k: v for k, v in r.items() if k not in ("rng_state", "weight", "bias")}  # noqa: E731
+                          for r in runs]  # fmt: skip
     assert strip(new["sparse_probing"]["runs"]) == strip(old["sparse_probing"]["runs"])
     for kind in ("llm", "sae"):
         n, o = new["sparse_probing"]["meaned"][kind], old["sparse_probing"]["meaned"][kind]

@@ -71,8 +71,11 @@ class Recorder:
         return mask
 
     def train_probe_gpu(self, *args, **kwargs):
-        self.states.append(torch.get_rng_state().numpy().tobytes().hex())
-        return self.train_gpu(*args, **kwargs)
+        state = torch.get_rng_state().numpy().tobytes().hex()
+        probe, accuracy = self.train_gpu(*args, **kwargs)
+        self.states.append({"rng_state": state, "weight": probe.net.weight.flatten().tolist(),
+                            "bias": float(probe.net.bias)})  # fmt: skip
+        return probe, accuracy
 
 
 def sparse_probing(inputs: dict, meta: dict) -> dict:
@@ -117,7 +120,7 @@ def sparse_probing(inputs: dict, meta: dict) -> dict:
         run("sae", k, lat)
     adam = [r for r in runs if r["probe"] == "llm" and r["k"] is None]
     for r, state in zip(adam, rec.states, strict=True):
-        r["rng_state"] = state  # torch.get_rng_state() as hex bytes, as train_probe_gpu started
+        r.update(state)  # torch.get_rng_state() as hex bytes as train_probe_gpu started, and its best probe
     return {"seed": SEED, "k_values": list(K_VALUES), "sae_batch_size": SAE_BATCH,
             "meaned": {"llm": _by_text(llm, idx), "sae": _by_text(lat, idx)}, "runs": runs}  # fmt: skip
 
