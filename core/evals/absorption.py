@@ -124,18 +124,27 @@ def sae_bench_word_scores(
     candidate[main] = False
     candidate &= cos >= fraction_cos_threshold
     fraction, full = np.zeros(len(act)), np.zeros(len(act), dtype=bool)
-    for i in range(len(act)):
-        absorbing = np.sort(proj[i][candidate & (proj[i] > 0)])[::-1][:max_absorbing].sum()
-        if main_proj[i] >= act[i] or absorbing / act[i] < proportion:
-            fraction[i] = 0.0
-        elif main_proj[i] <= 0.0:
-            fraction[i] = 1.0
-        else:
-            a = min(absorbing, act[i] - main_proj[i])
-            fraction[i] = float(np.clip(a / (a + main_proj[i]), 0.0, 1.0))
-        top = int(np.argmax(proj[i]))
-        full[i] = bool((Z[i, main] < EPS).all() and cos[top] >= cos_threshold and act[i] >= 0
-                       and proj[i, top] / act[i] >= proportion)  # fmt: skip
+    with np.errstate(divide="ignore", invalid="ignore"):  # x . p == 0: sae-bench divides by it too
+        for i in range(len(act)):
+            fraction[i], full[i] = _sae_bench_word(act[i], proj[i], Z[i], main, main_proj[i], candidate, cos,
+                                                   cos_threshold, proportion, max_absorbing)  # fmt: skip
+    return fraction, full
+
+
+def _sae_bench_word(act: float, proj: np.ndarray, z: np.ndarray, main: list[int], main_proj: float,
+                    candidate: np.ndarray, cos: np.ndarray, cos_threshold: float, proportion: float,
+                    max_absorbing: int) -> tuple[float, bool]:  # fmt: skip
+    """One word: its absorption fraction and whether it is fully absorbed (sae-bench's branches, in order)."""
+    absorbing = np.sort(proj[candidate & (proj > 0)])[::-1][:max_absorbing].sum()
+    if main_proj >= act or absorbing / act < proportion:
+        fraction = 0.0
+    elif main_proj <= 0.0:
+        fraction = 1.0
+    else:
+        a = min(absorbing, act - main_proj)
+        fraction = float(np.clip(a / (a + main_proj), 0.0, 1.0))
+    top = int(np.argmax(proj))
+    full = bool((z[main] < EPS).all() and cos[top] >= cos_threshold and act >= 0 and proj[top] / act >= proportion)
     return fraction, full
 
 
