@@ -126,7 +126,9 @@ def sparse_probing(inputs: dict, meta: dict) -> dict:
 
 
 def _by_text(acts: dict, idx: dict) -> dict:
-    return {str(i): acts[s][c][j].tolist() for s in idx for c, ids in idx[s].items() for j, i in enumerate(ids)}
+    """Each text's pooled row, its float32 values written with the 9 digits that keep them exact."""
+    return {str(i): [float(f"{v:.9g}") for v in acts[s][c][j].tolist()]
+            for s in idx for c, ids in idx[s].items() for j, i in enumerate(ids)}  # fmt: skip
 
 
 class WordActivations:
