@@ -194,6 +194,20 @@ def test_absorption_scores_sae_bench_convention_on_the_planted_case() -> None:
     assert "absorption_fraction" not in default.columns
 
 
+def test_sae_bench_own_letter_probes_on_few_words() -> None:
+    """Why the convention keeps interplab's ranking of main latents: sae-bench's Adam-trained probes take a fixed
+    number of epochs of one batch (4096 words) each; on the 36 training words here they stay far from converged:
+    its L1 probe ranks a noise latent first for every letter, where the mean difference finds the planted ones."""
+    ref, meta, _ = _load()
+    a = meta["absorption"]
+    for li, c in enumerate(("a", "b", "c")):
+        theirs = ref["absorption"]["letters"][c]
+        assert a["main"][c][0] == li  # interplab: the planted "starts with c" latent comes first
+        assert theirs["k_sparse_latents"]["1"][0] >= 8  # sae-bench: one of the noise latents 8..13
+        d, o = np.array(theirs["sae_bench_probe_direction"]), np.array(a["directions"][c])
+        assert d @ o / np.linalg.norm(d) / np.linalg.norm(o) < 0.9  # its letter probe: another direction
+
+
 def test_a_bad_convention_fails_before_any_forward_pass() -> None:
     model = ilab.load_model(tiny_hf_model("gpt2"), tokenizer=tiny_tokenizer())
     sae = ilab.SAE.create("standard", d_in=32, d_sae=40, site="blocks.0.hook_resid_post")
@@ -213,7 +227,10 @@ def test_the_fixture_is_what_sae_bench_gives_now(tmp_path: Path) -> None:
                    capture_output=True, timeout=300)  # fmt: skip
     new, old = json.loads(out.read_text()), json.loads(FIXTURE.read_text())
     assert new["versions"]["sae-bench"] == old["versions"]["sae-bench"] == "0.6.0"
-    assert new["absorption"] == old["absorption"]
+    for c, o in old["absorption"]["letters"].items():  # Adam's float sums may differ in the last bits (threads)
+        n = new["absorption"]["letters"][c]
+        np.testing.assert_allclose(n.pop("sae_bench_probe_direction"), o["sae_bench_probe_direction"], atol=1e-5)
+        assert n == {k: v for k, v in o.items() if k != "sae_bench_probe_direction"}
     strip = lambda runs: [{k: v for k, v in r.items() if k not in ("rng_state", "weight", "bias")}  # noqa: E731
                           for r in runs]  # fmt: skip
     assert strip(new["sparse_probing"]["runs"]) == strip(old["sparse_probing"]["runs"])

@@ -16,7 +16,9 @@ TransformerLens model and data sets from the hub, so this calls the functions th
   torch RNG state each Adam probe starts from, are recorded so interplab can rerun the same task.
 - absorption: ``FeatureAbsorptionCalculator.calculate_absorption`` with the given probe direction and main
   latents; a stand-in for the TransformerLens model returns the given activation at the word's position
-  (it answers ``run_with_cache`` and ``to_tokens`` only).
+  (it answers ``run_with_cache`` and ``to_tokens`` only). Also sae-bench's own letter probe
+  (``train_multi_probe``, Adam) and k-sparse probes (``train_k_sparse_probes``: latents ranked by an
+  L1-penalised probe) on the training words, to compare directions and latent choices with interplab's.
 
 ``JAXTYPING_DISABLE=1``: with the jaxtyping (0.3.11) and beartype (0.23.1) that sae-bench 0.6.0 resolves to,
 ``train_probe_on_activations(..., select_top_k=k)`` raises a ``BeartypeCallHintParamViolation`` (the
@@ -41,6 +43,8 @@ import sae_bench.evals.sparse_probing.probe_training as probe_training
 import sae_bench.sae_bench_utils.activation_collection as activation_collection
 import torch
 from sae_bench.evals.absorption.feature_absorption_calculator import FeatureAbsorptionCalculator
+from sae_bench.evals.absorption.k_sparse_probing import train_k_sparse_probes
+from sae_bench.evals.absorption.probing import train_multi_probe
 from sae_lens import SAE
 from safetensors.torch import load_file
 
@@ -168,6 +172,17 @@ def absorption(inputs: dict, meta: dict) -> dict:
                              "is_full_absorption": [bool(r.is_full_absorption) for r in res.word_results],
                              "top_projection_feature": [r.top_projection_feature_scores[0].feature_id
                                                         for r in res.word_results]}  # fmt: skip
+    train = [i for i, t in enumerate(a["test"]) if not t]
+    letters = sorted(set(a["letters"]))
+    X_tr = inputs["absorption_X"][train]
+    y_tr = torch.tensor([letters.index(a["letters"][i]) for i in train])
+    torch.manual_seed(SEED)
+    probe = train_multi_probe(X_tr, torch.nn.functional.one_hot(y_tr), show_progress=False, device=torch.device("cpu"))
+    k_sparse = train_k_sparse_probes(sae, [(a["words"][i], int(y)) for i, y in zip(train, y_tr, strict=True)], X_tr,
+                                     ks=[1, 2, 3])  # fmt: skip
+    for li, c in enumerate(letters):
+        out["letters"][c]["sae_bench_probe_direction"] = probe.weights[li].detach().tolist()
+        out["letters"][c]["k_sparse_latents"] = {str(k): k_sparse[k][li].feature_ids.tolist() for k in (1, 2, 3)}
     return out
 
 
