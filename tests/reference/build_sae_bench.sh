@@ -8,7 +8,9 @@
 # (an unpinned torch pulls a multi-GB CUDA build). torchvision is removed again: the PyPI build that
 # matches torch 2.13 is a CUDA one, and with CPU torch its `torchvision::nms` operator fails to register,
 # which breaks `import transformers` models (sae-bench's two evals used here never import torchvision).
-# A fresh build takes about 3.5 minutes here (torch 1 min, sae-bench and its dependencies 2.5 min).
+# A fresh build takes about 3.5-4 minutes here (torch 1 min, sae-bench and its dependencies 2.5 min; 3m43s
+# measured under a load average of 7 on 2 cores). sae_bench_metrics.py sets JAXTYPING_DISABLE=1: with the
+# jaxtyping 0.3.11 and beartype 0.23.1 this resolves to, sae-bench's own top-k probing raises a shape-hint error.
 # The inputs (tests/reference/sae_bench/) come from interplab's side: .venv/bin/python tests/reference/sae_bench_inputs.py
 # tests/evals/test_reference_sae_bench.py reruns tests/reference/sae_bench_metrics.py whenever .ref/sae-bench
 # exists and compares with the committed fixture.
