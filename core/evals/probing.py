@@ -7,17 +7,18 @@ latents. A logistic-regression probe on the full activation gives the reference 
 k, the k latents whose mean differs most between the two sides of the training split get a probe of
 their own. SAEBench reports test accuracy of each.
 
-The reference, ``sae-bench`` 0.6.0, is not run here: its sparse-probing eval loads its data sets
-(bias_in_bios, ag_news, ...) from the Hugging Face hub and its model through TransformerLens at run
-time, which an offline machine cannot do, and its pins (numpy < 2, datasets < 4, torchvision) need a
-separate multi-GB CUDA torch build. The definition above follows its README and paper (mean pooling,
-balanced binary tasks, top-k latents by mean difference, scikit-learn probes); the tests check it
-against an independent brute-force computation. Read against sae-bench 0.6.0's source
-(``evals/sparse_probing/probe_training.py``), the top-k selection is the same (|mean difference|, largest
-first); the probes differ: sae-bench fits its top-k probes with ``LogisticRegression(C=1, max_iter=1000)`` on
-unscaled latents and its full-activation probe with a torch probe (Adam, lr 1e-2, 100 epochs), and takes
-the negatives as ``ceil(n_pos / n_other_classes)`` texts of each other class; here both probes are
-standardised lbfgs fits and the negatives are drawn from all other texts at once.
+``convention="sae-bench"`` reproduces sae-bench 0.6.0's definition (``evals/sparse_probing``): each
+class's texts are split into train and test first, and each side gets its own balanced task whose
+negatives are ``ceil(n_pos / n_other_classes)`` texts drawn from each other class, then ``n_pos`` of
+those; the top-k probes are ``LogisticRegression(C=1, max_iter=1000)`` on the raw (unscaled) latents;
+the full-activation probe is a linear probe trained with AdamW (lr 1e-2, batch 250, up to 100 epochs,
+stopped after 10 epochs without a better test accuracy), reporting its best test accuracy (sae-bench
+selects on the test split). The default stays interplab's: one balanced task per class shared by all
+probes, standardised lbfgs probes for both, and no selection on the test split.
+``tests/evals/test_reference_sae_bench.py`` checks the sae-bench convention against sae-bench's own
+functions run on the same tasks (``tests/reference/build_sae_bench.sh``); sae-bench draws every probe's
+task afresh from torch's global generator, so the whole-pipeline numbers agree in distribution, not
+draw for draw, while each part agrees exactly on the same task.
 
 Example
 -------
@@ -76,6 +77,9 @@ def pooled(
     return np.concatenate(xs).astype(np.float32), np.concatenate(zs).astype(np.float32)
 
 
+CONVENTIONS = ("interplab", "sae-bench")
+
+
 def balanced_task(labels: np.ndarray, cls: str, test_fraction: float, seed: int) -> tuple[np.ndarray, ...]:
     """Train and test indices and binary targets of a balanced one-versus-rest task for ``cls``."""
     rng = np.random.default_rng(seed)
@@ -88,15 +92,89 @@ def balanced_task(labels: np.ndarray, cls: str, test_fraction: float, seed: int)
     return train, (labels[train] == cls).astype(int), test, (labels[test] == cls).astype(int)
 
 
-def probe_accuracy(X_train: np.ndarray, y_train: np.ndarray, X_test: np.ndarray, y_test: np.ndarray) -> float:
-    """Test accuracy of a logistic-regression probe (scikit-learn, lbfgs, C=1) fitted on standardised features."""
+def sae_bench_task(labels: np.ndarray, cls: str, test_fraction: float, seed: int) -> tuple[np.ndarray, ...]:
+    """Like :func:`balanced_task` with sae-bench's sampling: split each class first, then per side the
+    negatives are ``ceil(n_pos / n_other)`` texts of each other class, of which ``n_pos`` are kept."""
+    rng = np.random.default_rng(seed)
+    test_mask = np.zeros(len(labels), dtype=bool)
+    for c in np.unique(labels):
+        idx = rng.permutation(np.flatnonzero(labels == c))
+        test_mask[idx[: max(1, round(len(idx) * test_fraction))]] = True
+    sides = []
+    for side in (~test_mask, test_mask):
+        pos = np.flatnonzero(side & (labels == cls))
+        others = [c for c in np.unique(labels[side]) if c != cls]
+        quota = -(-len(pos) // max(1, len(others)))
+        neg = np.concatenate([rng.permutation(np.flatnonzero(side & (labels == c)))[:quota] for c in others])
+        rows = rng.permutation(np.concatenate([pos, rng.permutation(neg)[: len(pos)]]))
+        sides += [rows, (labels[rows] == cls).astype(int)]
+    return tuple(sides)
+
+
+def probe_accuracy(X_train: np.ndarray, y_train: np.ndarray, X_test: np.ndarray, y_test: np.ndarray,
+                   convention: str = "interplab") -> float:  # fmt: skip
+    """Test accuracy of a logistic-regression probe (scikit-learn, lbfgs, C=1): on standardised features
+    (``"interplab"``), or on the raw features with ``max_iter=1000`` as sae-bench's ``train_sklearn_probe``."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
+    if convention == "sae-bench":
+        probe = LogisticRegression(C=1.0, max_iter=1000)
+        probe.fit(X_train.astype(np.float32), y_train)
+        return float(probe.score(X_test.astype(np.float32), y_test))
     probe = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=2000))
     probe.fit(X_train, y_train)
     return float(probe.score(X_test, y_test))
+
+
+def adam_probe(
+    X_train: np.ndarray, y_train: np.ndarray, X_test: np.ndarray, y_test: np.ndarray, seed: int | torch.Tensor = 0,
+    epochs: int = 100, lr: float = 1e-2, batch_size: int = 250, patience: int = 10,
+) -> tuple[torch.nn.Linear, float]:  # fmt: skip
+    """sae-bench's full-activation probe (``train_probe_gpu``): a linear probe trained with AdamW on binary
+    cross-entropy; returns the probe of the best test accuracy over epochs and that accuracy (early stop
+    after ``patience`` epochs without a better one). ``seed`` seeds torch's generator (or is a
+    ``torch.get_rng_state()`` to start from); the global generator is restored afterwards.
+
+    >>> probe, accuracy = adam_probe(X[train], y[train], X[test], y[test], seed=0)
+    """
+    import copy
+
+    Xtr, Xte = torch.as_tensor(X_train, dtype=torch.float32), torch.as_tensor(X_test, dtype=torch.float32)
+    ytr, yte = torch.as_tensor(y_train).long(), torch.as_tensor(y_test).long()
+    with torch.random.fork_rng(devices=[]), torch.enable_grad():
+        if isinstance(seed, torch.Tensor):
+            torch.set_rng_state(seed)
+        else:
+            torch.manual_seed(seed)
+        probe = torch.nn.Linear(Xtr.shape[1], 1)
+        opt = torch.optim.AdamW(probe.parameters(), lr=lr)
+        loss_fn = torch.nn.BCEWithLogitsLoss()
+        best, best_probe, waited = 0.0, copy.deepcopy(probe), 0
+        for _ in range(epochs):
+            order = torch.randperm(len(Xtr))
+            for i in range(0, len(Xtr), batch_size):
+                rows = order[i : i + batch_size]
+                loss = loss_fn(probe(Xtr[rows]).squeeze(-1), ytr[rows].float())
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            with torch.no_grad():
+                acc = ((probe(Xte).squeeze(-1) > 0).long() == yte).float().mean().item()
+            if acc > best:
+                best, best_probe, waited = acc, copy.deepcopy(probe), 0
+            else:
+                waited += 1
+            if waited >= patience:
+                break
+    return best_probe, best
+
+
+def adam_probe_accuracy(X_train: np.ndarray, y_train: np.ndarray, X_test: np.ndarray, y_test: np.ndarray,
+                        seed: int | torch.Tensor = 0) -> float:  # fmt: skip
+    """The best test accuracy of :func:`adam_probe` (sae-bench's ``llm_test_accuracy`` of one class)."""
+    return adam_probe(X_train, y_train, X_test, y_test, seed)[1]
 
 
 def top_latents(Z_train: np.ndarray, y_train: np.ndarray, k: int) -> np.ndarray:
@@ -139,9 +217,10 @@ class ProbingResult:
 def sparse_probing(
     sae: SAE, model: Model, texts: Sequence[str], labels: Sequence[Any], ks: Sequence[int] = (1, 2, 5, 20),
     site: str | None = None, test_fraction: float = 0.25, seed: int = 0, max_tokens: int = 128,
-    batch_size: int = 8, progress: bool = True,
+    batch_size: int = 8, progress: bool = True, convention: str = "interplab",
 ) -> ProbingResult:  # fmt: skip
-    """Sparse probing of ``sae`` on labelled ``texts`` (one label each; every class needs 4 texts or more).
+    """Sparse probing of ``sae`` on labelled ``texts`` (one label each; every class needs 4 texts or more);
+    ``convention="sae-bench"`` samples and probes as sae-bench 0.6.0 does (module docstring).
 
     >>> sparse_probing(sae, model, *brown_genres()).scores
     """
@@ -159,18 +238,25 @@ def sparse_probing(
     check_fraction("test_fraction", test_fraction)
     check_positive_int("max_tokens", max_tokens)
     check_positive_int("batch_size", batch_size)
+    if convention not in CONVENTIONS:
+        raise ValueError(f"convention must be one of {CONVENTIONS}, got {convention!r}.")
     site = sae.check_fits(model, site)
     release_free_heap(0)  # what earlier work left free goes back first
     X, Z = pooled(sae, model, texts, site, max_tokens, batch_size, progress)
     rows, selected = {}, {}
     for cls in classes.tolist():
-        train, y_train, test, y_test = balanced_task(labels_arr, cls, test_fraction, seed)
-        row = {"llm_accuracy": probe_accuracy(X[train], y_train, X[test], y_test)}
+        task = sae_bench_task if convention == "sae-bench" else balanced_task
+        train, y_train, test, y_test = task(labels_arr, cls, test_fraction, seed)
+        if convention == "sae-bench":
+            row = {"llm_accuracy": adam_probe_accuracy(X[train], y_train, X[test], y_test, seed)}
+        else:
+            row = {"llm_accuracy": probe_accuracy(X[train], y_train, X[test], y_test)}
         selected[cls] = {}
         for k in ks:
             idx = top_latents(Z[train], y_train, k)
             selected[cls][k] = idx.tolist()
-            row[f"sae_top_{k}_accuracy"] = probe_accuracy(Z[train][:, idx], y_train, Z[test][:, idx], y_test)
+            row[f"sae_top_{k}_accuracy"] = probe_accuracy(Z[train][:, idx], y_train, Z[test][:, idx], y_test,
+                                                          convention)  # fmt: skip
         rows[cls] = row
     scores = pd.DataFrame.from_dict(rows, orient="index")
     scores.loc["mean"] = scores.mean(0)
