@@ -123,3 +123,14 @@ def test_embedded_unembedding_is_paged_and_float32_is_not(embedded):
     assert int(f32.logits(["The cat sat on the mat"])[0, -1].argmax()) == int(logits[0, -1].argmax())
     h = torch.randn(3, embedded.d_model, dtype=head.weight.dtype)
     torch.testing.assert_close(head(h), torch.nn.functional.linear(h, head.weight), rtol=1e-2, atol=1e-2)
+
+
+def test_logit_effects_over_released_slices_equal_one_pass(mapped):
+    from interplab.core.features.search import top_logits_paged
+    from interplab.core.trace_ops import top_logits
+
+    d_MD = torch.randn(6, mapped.shape[1])
+    paged = top_logits_paged(d_MD, mapped, 5, 4096)  # four slices of 16,384 rows, merged
+    whole = top_logits(d_MD, mapped, 5, 4096)
+    for got, want in zip(paged, whole, strict=True):
+        torch.testing.assert_close(got, want)
