@@ -17,6 +17,7 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -32,35 +33,41 @@ def _slices(n_rows: int, rows: int) -> list[tuple[int, int]]:
     return [(a, min(a + rows, n_rows)) for a in range(0, n_rows, rows)]
 
 
-class _PagedLinear(torch.autograd.Function):
-    """``x @ W.T + b`` over row slices of ``W``, releasing each slice's pages after it is read."""
+def _releasing(W_slice: torch.Tensor) -> Callable[..., None]:
+    """A post-hook for a slice's autograd node: release the slice's pages once its backward has run."""
 
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None, rows: int) -> torch.Tensor:
-        out = x.new_empty((*x.shape[:-1], W.shape[0]), dtype=torch.result_type(x, W))
+    def hook(grads_in: Any, grads_out: Any) -> None:
+        release_pages(W_slice)
+
+    return hook
+
+
+def _paged_linear(x: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None, rows: int) -> torch.Tensor:
+    """``F.linear(x, W, b)`` over row slices of ``W``, each slice's pages released after it is read.
+
+    Without gradients the slices are written into one output. With them, each slice is one autograd node
+    (``mm``/``addmm``) whose backward releases the slice again once it has read it; autograd itself decides
+    which gradients to compute (an ``autograd.grad`` towards an intervention never builds the weight's).
+    """
+    lead = x.shape[:-1]
+    x2 = x.reshape(-1, x.shape[-1])
+    tracked = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, W, b))
+    if not tracked:
+        out = x2.new_empty((x2.shape[0], W.shape[0]), dtype=torch.result_type(x2, W))
         for a, z in _slices(W.shape[0], rows):
-            out[..., a:z] = F.linear(x, W[a:z], None if b is None else b[a:z])
-            release_pages(W[a:z])
-        ctx.save_for_backward(x, W)
-        ctx.rows, ctx.has_bias = rows, b is not None
-        return out
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        x, W = ctx.saved_tensors
-        need_x, need_W, need_b = ctx.needs_input_grad[:3]
-        grad_x = torch.zeros_like(x, dtype=torch.float32) if need_x else None  # summed over slices in float32
-        grad_W = torch.empty_like(W) if need_W else None
-        for a, z in _slices(W.shape[0], ctx.rows):
-            g_slice = g[..., a:z].to(W.dtype)
-            if grad_x is not None:
-                grad_x += (g_slice @ W[a:z]).float()
-            if grad_W is not None:
-                grad_W[a:z] = g_slice.reshape(-1, z - a).T @ x.reshape(-1, x.shape[-1]).to(W.dtype)
-            release_pages(W[a:z])
-        grad_b = g.reshape(-1, g.shape[-1]).sum(0) if need_b and ctx.has_bias else None
-        return None if grad_x is None else grad_x.to(x.dtype), grad_W, grad_b, None
+            W_slice = W[a:z]
+            out[:, a:z] = x2 @ W_slice.T if b is None else torch.addmm(b[a:z], x2, W_slice.T)
+            release_pages(W_slice)
+        return out.view(*lead, W.shape[0])
+    parts = []
+    for a, z in _slices(W.shape[0], rows):
+        W_slice = W[a:z]
+        part = torch.mm(x2, W_slice.T) if b is None else torch.addmm(b[a:z], x2, W_slice.T)
+        release_pages(W_slice)
+        if part.grad_fn is not None:  # after its backward has read the slice (x's gradient), drop it again
+            part.grad_fn.register_hook(_releasing(W_slice))
+        parts.append(part)
+    return torch.cat(parts, 1).view(*lead, W.shape[0])
 
 
 class PagedUnembedding(torch.nn.Linear):
@@ -76,7 +83,7 @@ class PagedUnembedding(torch.nn.Linear):
         W = self.weight
         if W.device.type != "cpu" or not W.is_contiguous() or W.shape[0] <= self.slice_rows:
             return F.linear(x, W, self.bias)
-        return _PagedLinear.apply(x, W, self.bias, self.slice_rows)
+        return _paged_linear(x, W, self.bias, self.slice_rows)
 
 
 def page_unembedding(module: torch.nn.Module) -> bool:

@@ -86,6 +86,7 @@ def test_paged_unembedding_weight_gradient(mapped):
     dense = torch.nn.Linear(W.shape[1], W.shape[0])
     dense.load_state_dict(head.state_dict())
     head.__class__ = PagedUnembedding  # W is not file-mapped: forced, to run the sliced autograd path
+    head.slice_rows = 16_384
     x = torch.randn(5, W.shape[1])
     head(x).square().sum().backward()
     dense(x).square().sum().backward()
@@ -134,3 +135,16 @@ def test_logit_effects_over_released_slices_equal_one_pass(mapped):
     whole = top_logits(d_MD, mapped, 5, 4096)
     for got, want in zip(paged, whole, strict=True):
         torch.testing.assert_close(got, want)
+
+
+def test_a_gradient_towards_the_input_builds_no_weight_gradient(mapped):
+    """``autograd.grad`` towards an intervention (DAS) must not compute the [vocab, d] weight gradient, even when
+    the weight requires grad (a Hugging Face model's parameters do by default)."""
+    head = torch.nn.Linear(mapped.shape[1], mapped.shape[0], bias=False, dtype=torch.bfloat16)
+    head.weight = torch.nn.Parameter(mapped)  # requires grad
+    assert page_unembedding(head)
+    x = torch.randn(3, mapped.shape[1], dtype=torch.bfloat16, requires_grad=True)
+    before = _rss_mb()
+    (grad,) = torch.autograd.grad(head(x).float().logsumexp(-1).sum(), [x])
+    assert grad.shape == x.shape and head.weight.grad is None
+    assert _rss_mb() < before + 24, (before, _rss_mb())  # a 64 MB weight gradient was never built
