@@ -15,7 +15,6 @@ import ctypes
 import json
 import logging
 import weakref
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -114,15 +113,11 @@ def _nnsight_model(source: str, dtype: torch.dtype | None, device: Any) -> Trans
 
     if Path(source).exists() and not (Path(source) / "config.json").exists():
         raise FileNotFoundError(f"{source!r} is a folder without config.json: not a transformers model.")
-    # The fast tokenizer's parse (about 2 s for Gemma's 262k vocabulary and 515k merges, in Rust, mostly without
-    # the GIL) runs in a thread while this one imports the model's code and maps its weights.
-    with ThreadPoolExecutor(1, thread_name_prefix="interplab-tokenizer") as pool:
-        pending = pool.submit(AutoTokenizer.from_pretrained, source)
-        hf_model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype or "auto").to(device).eval()
-        head = hf_model.get_output_embeddings()
-        if head is not None:
-            page_unembedding(head)  # a memory-mapped unembedding is read a slice at a time (core/unembed.py)
-        tokenizer = pending.result()
+    hf_model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype or "auto").to(device).eval()
+    head = hf_model.get_output_embeddings()
+    if head is not None:
+        page_unembedding(head)  # a memory-mapped unembedding is read a slice at a time (core/unembed.py)
+    tokenizer = AutoTokenizer.from_pretrained(source)
     _release_freed_heap()
     return TransformersModel(hf_model, tokenizer=tokenizer)
 
