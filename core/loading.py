@@ -25,6 +25,7 @@ from nnsight import TransformersModel
 from .embedded import EMBEDDED_NAME, prepare_embedded_model
 from .model import Model, Remote
 from .remote import RemoteModelError, connect
+from .unembed import page_unembedding
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +114,9 @@ def _nnsight_model(source: str, dtype: torch.dtype | None, device: Any) -> Trans
     if Path(source).exists() and not (Path(source) / "config.json").exists():
         raise FileNotFoundError(f"{source!r} is a folder without config.json: not a transformers model.")
     hf_model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype or "auto").to(device).eval()
+    head = hf_model.get_output_embeddings()
+    if head is not None:
+        page_unembedding(head)  # a memory-mapped unembedding is read a slice at a time (core/unembed.py)
     tokenizer = AutoTokenizer.from_pretrained(source)
     _release_freed_heap()
     return TransformersModel(hf_model, tokenizer=tokenizer)

@@ -25,7 +25,9 @@ from tqdm.auto import tqdm
 
 from ..checks import check_fraction, check_positive_int, check_texts
 from ..model import Model
+from ..pages import release_pages
 from ..saes.base import SAE
+from ..unembed import SLICE_ROWS
 from .graph import Graph
 from .prune import normalise_rows
 from .replacement import ReplacementPass, check_family, replacement_pass
@@ -218,9 +220,13 @@ def attribute(
     W_U = unembed.weight.detach()  # [V, D] in the model's dtype: read in float32 chunks, never copied whole
     with torch.no_grad():
         h = run.final[0, -1].detach().float()
-        chunks = W_U.split(16_384)
-        logits = model.softcap(torch.cat([c.float() @ h for c in chunks]))
-        mean_D = torch.stack([c.float().sum(0) for c in chunks]).sum(0) / W_U.shape[0]
+        logit_parts, sums = [], []
+        for c in W_U.split(SLICE_ROWS):  # each slice's memory-mapped pages released after use (core/pages.py)
+            logit_parts.append(c.float() @ h)
+            sums.append(c.float().sum(0))
+            release_pages(c)
+        logits = model.softcap(torch.cat(logit_parts))
+        mean_D = torch.stack(sums).sum(0) / W_U.shape[0]
     logit_ids, logit_probs = top_logits(logits, max_n_logits, desired_logit_prob)
     directions = W_U[logit_ids].float() - mean_D
     builder = RowBuilder(run, src, [_reader(tc) for tc in tcs], model.n_layers)

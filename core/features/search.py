@@ -23,9 +23,11 @@ import numpy as np
 import torch
 
 from ..checks import check_positive_int, check_texts, single_token_id
+from ..pages import release_pages
 from ..remote import REQUEST_BYTES
 from ..sites import resolve
 from ..trace_ops import top_logits
+from ..unembed import SLICE_ROWS
 from .data import FeatureData
 
 if TYPE_CHECKING:
@@ -97,7 +99,7 @@ def logit_effects(sae: SAE, model: Model, n: int = 10, chunk: int = 2048) -> dic
     _, unembed = model.readout_modules()
     n = min(check_positive_int("top", n), unembed.weight.shape[0])
     if not unembed.weight.is_meta:
-        parts = [top_logits(d_MD, unembed.weight.detach(), n, chunk)]
+        parts = [top_logits_paged(d_MD, unembed.weight.detach(), n, chunk)]
     else:
         envoy = resolve(model.nn, model.check_mapped().unembed)
         ids = torch.tensor([[model.tokenizer.bos_token_id or 0]])
@@ -117,6 +119,22 @@ def logit_effects(sae: SAE, model: Model, n: int = 10, chunk: int = 2048) -> dic
         "logit_bottom_ids": bot_i.numpy().astype(np.int32),
         "logit_bottom_values": bot_v.numpy().astype(np.float32),
     }
+
+
+def top_logits_paged(d_MD: torch.Tensor, W_VD: torch.Tensor, n: int, chunk: int) -> tuple[torch.Tensor, ...]:
+    """:func:`top_logits` over vocabulary slices of a local weight, each slice's memory-mapped pages released after
+    use (:mod:`interplab.core.pages`): the whole unembedding is never resident at once."""
+    found = []
+    for a in range(0, W_VD.shape[0], SLICE_ROWS):
+        W_slice = W_VD[a : a + SLICE_ROWS]
+        tv, ti, bv, bi = top_logits(d_MD, W_slice, n, chunk)
+        release_pages(W_slice)
+        found.append((tv, ti + a, bv, bi + a))
+    top_v, sel = torch.cat([f[0] for f in found], 1).topk(n, dim=1)
+    top_i = torch.cat([f[1] for f in found], 1).gather(1, sel)
+    bot_v, sel = torch.cat([f[2] for f in found], 1).topk(n, dim=1, largest=False)
+    bot_i = torch.cat([f[3] for f in found], 1).gather(1, sel)
+    return top_v, top_i, bot_v, bot_i
 
 
 def all_neighbours(sae: SAE, n: int = 10, chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
