@@ -33,12 +33,13 @@ from ..trace_ops import read_site, write_site
 if TYPE_CHECKING:
     from ..model import Model
 
-#: The fixed cost of one pass (tracing, hooks, the cache, the readout's launch), in token-blocks: about what a
-#: pass costs besides its tokens on this CPU (23 ms on the embedded model, 44 ms on a GPT-2-small-sized one,
-#: against 0.3-0.5 ms per token-block in large batches). Cells share a pass when rerunning tokens costs less.
-PASS_OVERHEAD = 64
-#: Below this many token rows a pass costs about the same (small matrix products do not use the CPU fully).
-MIN_TOKENS = 48
+#: The fixed cost of one pass, in token-blocks (one token row through one block): tracing and hooks, and above
+#: all the readout, which reads the whole unembedding for the rows that need top tokens (about 50 ms on the
+#: embedded model, 10 ms on a GPT-2-small-sized one, against 0.06-0.1 ms per token-block in large batches).
+PASS_OVERHEAD = 256
+#: The fixed cost of running one block in a pass, in token rows: reading its weights (1.5-3 ms here), which
+#: a pass of a few token rows pays as much as a large one.
+BLOCK_TOKENS = 24
 #: Grid kinds in the order they run inside a block; "heads" is a head's slice of ``attn.hook_z``.
 ORDER = ("resid_pre", "heads", "attn_out", "mlp_out", "resid_post")
 
@@ -212,10 +213,9 @@ def patched(base_NPD: torch.Tensor, src_NPD: torch.Tensor, kind: str, col: int, 
 
 
 def pass_cost(n_rows: int, n_tokens: int, n_blocks: int) -> float:
-    """The modelled cost of one pass, in token-blocks (one token through one block): :data:`PASS_OVERHEAD`, plus
-    ``n_blocks`` times the pass's token rows, counted as at least :data:`MIN_TOKENS` (smaller matrices are not
-    cheaper)."""
-    return PASS_OVERHEAD + n_blocks * max(n_rows * n_tokens, MIN_TOKENS)
+    """The modelled cost of one pass, in token-blocks (one token row through one block): :data:`PASS_OVERHEAD`,
+    plus ``n_blocks`` times the pass's token rows and :data:`BLOCK_TOKENS` (measured on this CPU, 2026-12-01)."""
+    return PASS_OVERHEAD + n_blocks * (BLOCK_TOKENS + n_rows * n_tokens)
 
 
 def group_positions(cells: list[tuple[int, int]], n_pairs: int, n_pos: int, n_blocks: int,
@@ -229,7 +229,7 @@ def group_positions(cells: list[tuple[int, int]], n_pairs: int, n_pos: int, n_bl
         for i in range(j - 1, max(0, j - max_cells) - 1, -1):
             tokens = n_pos - cells[i][1]
             options.append((best[i] + pass_cost(n_pairs * (j - i), tokens, n_blocks), i))
-            if n_blocks * n_pairs * (cells[j - 1][1] - cells[i][1]) > PASS_OVERHEAD + n_blocks * MIN_TOKENS:
+            if n_blocks * n_pairs * (cells[j - 1][1] - cells[i][1]) > PASS_OVERHEAD + n_blocks * BLOCK_TOKENS:
                 break  # an earlier start reruns more tokens than a pass of its own costs
         cost, i = min(options)
         best.append(cost)

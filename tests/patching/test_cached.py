@@ -97,7 +97,7 @@ def test_cells_run_only_from_their_layer_and_position(family, overhead, monkeypa
     import interplab.core.patching.cached as cached_mod
 
     monkeypatch.setattr(cached_mod, "PASS_OVERHEAD", overhead)
-    monkeypatch.setattr(cached_mod, "MIN_TOKENS", 0)
+    monkeypatch.setattr(cached_mod, "BLOCK_TOKENS", 0)
     model = tiny_model(family)
     metric = ilab.patching.logit_diff(" Mary", " John")
     fast = _mlp_tokens(model, lambda: ilab.patching.grid(model, CLEAN[0], CORRUPT[0], metric))
@@ -114,7 +114,7 @@ def test_cells_run_only_from_their_layer_and_position(family, overhead, monkeypa
 
 def test_cells_share_a_pass_when_rerunning_tokens_is_cheaper():
     """The split into passes minimises the modelled cost: fixed cost per pass plus tokens x blocks."""
-    from interplab.core.patching.cached import MIN_TOKENS, PASS_OVERHEAD, group_positions, pass_cost
+    from interplab.core.patching.cached import BLOCK_TOKENS, PASS_OVERHEAD, group_positions, pass_cost
 
     cells = [(c, p) for c, p in enumerate([0, 1, 2, 3, 10, 11, 40, 41, 42, 43])]
     for n_pairs, n_pos, n_blocks, max_cells in [(1, 44, 1, 64), (8, 44, 18, 64), (1, 44, 12, 3), (2, 200, 6, 4)]:
@@ -131,7 +131,7 @@ def test_cells_share_a_pass_when_rerunning_tokens_is_cheaper():
                 best = min(best, sum(pass_cost(n_pairs * (b - a), n_pos - cells[a][1], n_blocks) for a, b in runs))
         assert cost == pytest.approx(best), (n_pairs, n_blocks, plan)
     assert len(group_positions(cells, 1, 44, 1, 64)) <= 3  # one late block: passes cost more than tokens
-    assert PASS_OVERHEAD > 0 and MIN_TOKENS > 0
+    assert PASS_OVERHEAD > 0 and BLOCK_TOKENS > 0
 
 
 def test_a_real_remote_model_runs_full_passes_unless_asked(monkeypatch):
