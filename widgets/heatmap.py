@@ -39,6 +39,9 @@ from ._kit import OPTIONS, ScaleOptions, Widget, array_payload, css, esm
 #: Tokens encoded at once when an SAE gives the features: [512, d_sae] float32 temporaries (8 MB at 4096 latents;
 #: 2048 rows lifted a notebook kernel's peak by 0.29 GB through the encoder's temporaries).
 ENCODE_ROWS = 512
+#: Free heap the encoding loop lets glibc keep before giving it back (glibc raises its mmap threshold after
+#: freeing a large block, so later blocks come from the heap and its size only grows).
+HEAP_SLACK_BYTES = 16 * 1024**2
 
 
 class FeatureHeatmap(ScaleOptions, Widget):
@@ -281,22 +284,29 @@ def _from_sae(acts: Activations, sae: Any, features: Sequence[int] | None, label
     with torch.no_grad():
         width = int(sae.encode(x[:1].to(torch.float32)).shape[1])
         bos = torch.from_numpy(bos_mask(acts.flat_str_tokens(), np.cumsum([0] + [len(t) for t in acts.str_tokens])))
-        peaks, top_ids, top_vals = [], [], []
+        if features is not None:  # checked before any encoding
+            features = check_features(features)
+            bad = [f for f in features if not 0 <= f < width]
+            if bad:
+                raise ValueError(f"Latents {bad} are out of range for an SAE of width {width}.")
+        peaks, top_ids, top_vals, picked = [], [], [], []
         for i in blocks:
             latents = sae.encode(x[i : i + ENCODE_ROWS].to(torch.float32))
             ids, vals = top_columns(latents)  # the hover lists the top latents over all of them
             top_ids.append(ids)
             top_vals.append(vals)
-            keep = ~bos[i : i + ENCODE_ROWS]  # the default leaves BOS out
-            peaks.append((latents[keep] if keep.any() else latents).max(0).values)
+            if features is None:
+                keep = ~bos[i : i + ENCODE_ROWS]  # the default leaves BOS out
+                peaks.append((latents[keep] if keep.any() else latents).max(0).values)
+            else:
+                picked.append(latents[:, features])
+            del latents
+            release_free_heap(HEAP_SLACK_BYTES)  # 8 MB blocks freed in turn would otherwise pile up in the heap
         top = (np.concatenate(top_ids), np.concatenate(top_vals))
         if features is None:  # default: the latents that fire most on these tokens, at most 32
             features = torch.topk(torch.stack(peaks).max(0).values, min(32, width)).indices.tolist()
-        features = check_features(features)
-        bad = [f for f in features if not 0 <= f < width]
-        if bad:
-            raise ValueError(f"Latents {bad} are out of range for an SAE of width {width}.")
-        columns = torch.cat([sae.encode(x[i : i + ENCODE_ROWS].to(torch.float32))[:, features] for i in blocks])
+            picked = [sae.encode(x[i : i + ENCODE_ROWS].to(torch.float32))[:, features] for i in blocks]
+        columns = torch.cat(picked)
     release_free_heap()  # the blocks' freed temporaries go back to the OS
     saved = load_labels(sae) if hasattr(sae, "cfg") else {}
     if labels is None:  # the SAE's saved latent labels, shown wherever latent ids are
