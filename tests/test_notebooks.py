@@ -20,9 +20,10 @@ NOTEBOOKS = sorted(NBS.glob("*.ipynb"))
 PEAK_LIMIT_GB = 1.5
 #: Notebooks not yet within the limit, with the peak measured (issue 14 asks 1.4 GB of every kernel). None since the
 #: memory-mapped unembedding is read a slice at a time with its pages released (core/unembed.py): a full-vocabulary
-#: readout had left its 0.34 GB resident. bench_memory.py on 2026-12-01 (GiB): 02_saes 1.40 (was 1.64-1.81),
-#: 03 1.14, 06_probes_and_das 1.25 (was 1.52), 07_feature_evolution 1.28 (1.55 in CI), 08_evaluation_suites 1.29
-#: (1.64 in CI), 09 1.03. 02 is the closest to the limit: its FeatureHeatmap cell holds the peak.
+#: readout had left its 0.34 GB resident. bench_memory.py on 2026-12-01 (GiB): 02_saes 1.20 (was 1.64-1.81; its
+#: FeatureHeatmap cell grew glibc's heap by 0.16 GiB until the heap was given back block by block), 03 1.14,
+#: 06_probes_and_das 1.25 (was 1.52), 07_feature_evolution 1.28 (1.55 in CI), 08_evaluation_suites 1.29 (1.64 in
+#: CI), 09 1.03.
 OVER_LIMIT_GB: dict[str, float] = {}
 MARK = "__interplab_peak__"
 PEAK_CELL = f"""
