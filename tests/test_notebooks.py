@@ -23,8 +23,11 @@ PEAK_LIMIT_GB = 1.5
 #: readout had left its 0.34 GB resident. bench_memory.py on 2026-12-01 (GiB): 02_saes 1.20 (was 1.64-1.81; its
 #: FeatureHeatmap cell grew glibc's heap by 0.16 GiB until the heap was given back block by block), 03 1.14,
 #: 06_probes_and_das 1.25 (was 1.52), 07_feature_evolution 1.28 (1.55 in CI), 08_evaluation_suites 1.29 (1.64 in
-#: CI), 09 1.03.
-OVER_LIMIT_GB: dict[str, float] = {}
+#: CI), 09 1.03. A clean-clone CI run reads 0.1-0.2 GiB more than these: its venv was just written, so all of
+#: libtorch sits in the page cache and the kernel maps 64 KB around every fault (``import torch`` alone: 277 MB
+#: against 225 MB in an older venv with the same wheel). 08_evaluation_suites read 1.51 GiB there on 2026-12-01
+#: (1.29 locally): its cell caching two block-6 sites lifts the kernel by 0.4 GB while the store is written.
+OVER_LIMIT_GB: dict[str, float] = {"08_evaluation_suites": 1.65}
 MARK = "__interplab_peak__"
 PEAK_CELL = f"""
 import json as _json
