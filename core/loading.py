@@ -25,7 +25,7 @@ from nnsight import TransformersModel
 from .embedded import EMBEDDED_NAME, prepare_embedded_model
 from .model import Model, Remote
 from .remote import RemoteModelError, connect
-from .unembed import page_unembedding
+from .unembed import page_embedding, page_unembedding
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +117,7 @@ def _nnsight_model(source: str, dtype: torch.dtype | None, device: Any) -> Trans
     head = hf_model.get_output_embeddings()
     if head is not None:
         page_unembedding(head)  # a memory-mapped unembedding is read a slice at a time (core/unembed.py)
+    page_embedding(hf_model.get_input_embeddings())  # and the embedding's pages dropped after each lookup
     tokenizer = AutoTokenizer.from_pretrained(source)
     _release_freed_heap()
     return TransformersModel(hf_model, tokenizer=tokenizer)

@@ -10,8 +10,14 @@ so one slice (20 MB) is resident at a time. The result is the same matrix produc
 :func:`page_unembedding` turns a model's ``nn.Linear`` unembedding into one, in place (same parameters, same
 state dict, ties kept), when its weight is file-mapped; :func:`interplab.load_model` does it for local models.
 
+The embedding lookup has the same effect from the other side: a page cache holding the file in large folios maps
+a whole folio per fault, so 2,000 random token ids made all 320 MB of the embedded model's (tied) embedding
+resident. :func:`page_embedding` releases the embedding's pages after each lookup (0.4-1.2 ms).
+
 >>> from interplab.core.unembed import page_unembedding
 >>> page_unembedding(hf_model.lm_head)   # True when the weight is memory-mapped
+True
+>>> page_embedding(hf_model.get_input_embeddings())
 True
 """
 
@@ -94,4 +100,24 @@ def page_unembedding(module: torch.nn.Module) -> bool:
     if type(module) is not torch.nn.Linear or not is_file_mapped(module.weight):
         return False
     module.__class__ = PagedUnembedding
+    return True
+
+
+def _release_weight_pages(module: torch.nn.Module, inputs: Any, output: Any) -> None:
+    release_pages(module.weight)
+
+
+def page_embedding(module: torch.nn.Module) -> bool:
+    """Release an ``nn.Embedding``'s memory-mapped pages after every lookup (a forward hook), in place.
+
+    Returns whether it did (False for any other module, an in-memory weight, or one already paged).
+    The lookup's output is a copy, so the weight's pages are not needed once it has run.
+    """
+    weight = getattr(module, "weight", None)
+    if not isinstance(module, torch.nn.Embedding) or weight is None or not is_file_mapped(weight):
+        return False
+    if getattr(module, "_interplab_paged", False):
+        return False
+    module.register_forward_hook(_release_weight_pages)
+    module._interplab_paged = True
     return True

@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 from interplab.core.pages import is_file_mapped, release_pages
-from interplab.core.unembed import PagedUnembedding, page_unembedding
+from interplab.core.unembed import PagedUnembedding, page_embedding, page_unembedding
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and madvise")
 
@@ -107,12 +107,47 @@ def test_paged_unembedding_keeps_one_slice_resident(mapped):
     assert _rss_mb() < before + 24, (before, _rss_mb())
 
 
+def _resident_mb(tensor: torch.Tensor) -> float:
+    """MB of ``tensor``'s pages mapped into this process (``/proc/self/pagemap``'s present bit)."""
+    import mmap
+
+    import numpy as np
+
+    start, page = tensor.data_ptr(), mmap.PAGESIZE
+    first, last = start // page, -(-(start + tensor.numel() * tensor.element_size()) // page)
+    with open("/proc/self/pagemap", "rb") as f:
+        f.seek(first * 8)
+        flags = np.frombuffer(f.read((last - first) * 8), dtype=np.uint64)
+    return int((flags >> np.uint64(63)).sum()) * page / MB
+
+
+def test_embedding_lookups_leave_no_pages_of_a_mapped_weight(mapped):
+    """Before: 2,000 random token ids made all 320 MB of the embedded model's embedding resident (a fault maps a
+    whole large folio, or 64 KB around it); nbs/08's kernel carried it (1.59 GiB in a fresh venv)."""
+    emb = torch.nn.Embedding(*mapped.shape, dtype=torch.bfloat16)
+    emb.weight = torch.nn.Parameter(mapped, requires_grad=False)
+    ids = torch.randint(0, mapped.shape[0], (2000,), generator=torch.Generator().manual_seed(1))
+    release_pages(mapped)
+    with torch.no_grad():
+        emb(ids)
+    assert _resident_mb(mapped) > 16, _resident_mb(mapped)  # what an unpaged embedding keeps
+    assert page_embedding(emb) and not page_embedding(emb)  # once only
+    plain = torch.nn.Embedding(8, 4)
+    assert not page_embedding(plain)  # an in-memory weight: no hook
+    release_pages(mapped)
+    with torch.no_grad():
+        out = emb(ids)
+    assert _resident_mb(mapped) < 1, _resident_mb(mapped)
+    assert torch.equal(out, mapped[ids])
+
+
 @pytest.mark.embedded
 def test_embedded_unembedding_is_paged_and_float32_is_not(embedded):
     import interplab as ilab
 
     head = embedded.readout_modules()[1]
     assert isinstance(head, PagedUnembedding)
+    assert getattr(embedded.module.get_input_embeddings(), "_interplab_paged", False)
     embedded.logits(["The cat sat on the mat"])  # the blocks' weights (0.2 GB) come in once
     release_pages(head.weight)
     before = _rss_mb()
