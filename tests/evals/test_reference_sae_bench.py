@@ -137,14 +137,18 @@ def test_sparse_probing_sae_bench_convention_end_to_end() -> None:
     assert not default.scores.equals(result.scores)
 
 
-def test_absorption_word_rule_matches_sae_bench() -> None:
+def _absorption_case() -> tuple[dict, dict, np.ndarray, np.ndarray, np.ndarray]:
+    """The fixture, the absorption inputs' metadata, their activations, the SAE's latents and decoder rows."""
     ref, meta, tensors = _load()
-    a = meta["absorption"]
     sae = ilab.SAE.load(INPUTS / "absorption_sae")
     X = tensors["absorption_X"].numpy()
     with torch.no_grad():
         Z = sae.encode(torch.tensor(X)).numpy()
-    W_dec = sae.W_dec.detach().numpy()
+    return ref, meta["absorption"], X, Z, sae.W_dec.detach().numpy()
+
+
+def test_absorption_word_rule_matches_sae_bench() -> None:
+    ref, a, X, Z, W_dec = _absorption_case()
     row = {w: i for i, w in enumerate(a["words"])}
     for c, theirs in ref["absorption"]["letters"].items():
         rows = [row[w] for w in theirs["words"]]
@@ -173,13 +177,7 @@ def test_sae_bench_word_rule_branches() -> None:
 
 
 def test_absorption_scores_sae_bench_convention_on_the_planted_case() -> None:
-    ref, meta, tensors = _load()
-    a = meta["absorption"]
-    sae = ilab.SAE.load(INPUTS / "absorption_sae")
-    X = tensors["absorption_X"].numpy()
-    with torch.no_grad():
-        Z = sae.encode(torch.tensor(X)).numpy()
-    W_dec = sae.W_dec.detach().numpy()
+    ref, a, X, Z, W_dec = _absorption_case()
     scores, main = absorption_scores(X, Z, W_dec, np.array(a["letters"]), test_fraction=a["test_fraction"],
                                      seed=a["seed"], min_words=5, convention="sae-bench")  # fmt: skip
     assert main == a["main"]
