@@ -17,4 +17,5 @@ if [ ! -x "$VENV/bin/python" ] || [ ! -f "$VENV/.built" ]; then
     "transformer-lens==2.18.0" safetensors
   touch "$VENV/.built"
 fi
+[ "${BUILD_ONLY:-}" = 1 ] && exit 0  # `make refs`: the environment only; the tests regenerate into a temp folder
 "$VENV/bin/python" tests/reference/circuit_tracer_graph.py "${@:-tests/reference/circuit_tracer_graph.json}"

@@ -15,4 +15,5 @@ if [ ! -x "$VENV/bin/python" ] || [ ! -f "$VENV/.built" ]; then
   "$VENV/bin/pip" install --quiet pyvene==0.1.8 "transformers==4.51.3" safetensors
   touch "$VENV/.built"
 fi
+[ "${BUILD_ONLY:-}" = 1 ] && exit 0  # `make refs`: the environment only; the tests regenerate into a temp folder
 "$VENV/bin/python" tests/reference/pyvene_das.py "${@:-tests/reference/pyvene_das.json}"

@@ -25,4 +25,5 @@ if [ ! -x "$VENV/bin/python" ] || [ ! -f "$VENV/.built" ]; then
   "$VENV/bin/pip" uninstall --quiet --yes torchvision
   touch "$VENV/.built"
 fi
+[ "${BUILD_ONLY:-}" = 1 ] && exit 0  # `make refs`: the environment only; the tests regenerate into a temp folder
 "$VENV/bin/python" tests/reference/sae_bench_metrics.py "${@:-tests/reference/sae_bench_metrics.json}"
