@@ -8,6 +8,13 @@ how much it holds free (``mallinfo2``, cheap) and only then trims (``malloc_trim
 there is memory to give back, microseconds after), so frequent callers pay almost nothing.
 Elsewhere (macOS, musl) it does nothing.
 
+glibc also moves its threshold for serving a request from ``mmap`` (returned to the OS at ``free``) up
+to the largest mmapped block freed so far, up to 32 MB: after SAE training freed a few large tensors,
+the 16 MB [rows, vocabulary] scores of an evaluation came from the heap, fragmented it and lifted a
+notebook kernel's peak by 0.25-0.45 GB in one run of four (which one depended on ``PYTHONHASHSEED``).
+:func:`pin_mmap_threshold` fixes the threshold at 16 MB (:func:`interplab.load_model` does it once),
+which also stops the adjustment.
+
 >>> from interplab.core.heap import release_free_heap
 >>> release_free_heap()   # True when memory was given back
 False
@@ -21,6 +28,9 @@ import functools
 
 #: Free memory glibc may keep before :func:`release_free_heap` trims it.
 TRIM_ABOVE_BYTES = 64 * 1024**2
+#: Blocks of at least this size are mmapped by glibc (and unmapped at free) once :func:`pin_mmap_threshold` ran.
+MMAP_THRESHOLD_BYTES = 16 * 1024**2
+_M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
 
 
 class _MallInfo2(ctypes.Structure):
@@ -35,6 +45,7 @@ def _libc() -> ctypes.CDLL | None:
         libc = ctypes.CDLL(name or "libc.so.6")
         libc.mallinfo2.restype = _MallInfo2
         libc.malloc_trim.argtypes = [ctypes.c_size_t]
+        libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
         return libc
     except (OSError, AttributeError):  # not glibc >= 2.33
         return None
@@ -52,3 +63,15 @@ def release_free_heap(threshold: int = TRIM_ABOVE_BYTES) -> bool:
     if libc is None or libc.mallinfo2().fordblks <= threshold:
         return False
     return bool(libc.malloc_trim(0))
+
+
+def pin_mmap_threshold(nbytes: int = MMAP_THRESHOLD_BYTES) -> bool:
+    """Serve every allocation of ``nbytes`` or more by ``mmap`` from now on, and stop glibc moving that threshold.
+
+    Returns whether glibc took it (False elsewhere). Process-wide, as ``MALLOC_MMAP_THRESHOLD_`` would be.
+    """
+    libc = _libc()
+    if libc is None:
+        return False
+    return bool(libc.mallopt(_M_MMAP_THRESHOLD, int(nbytes)))
+
