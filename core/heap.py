@@ -12,8 +12,9 @@ glibc also moves its threshold for serving a request from ``mmap`` (returned to 
 to the largest mmapped block freed so far, up to 32 MB: after SAE training freed a few large tensors,
 the 16 MB [rows, vocabulary] scores of an evaluation came from the heap, fragmented it and lifted a
 notebook kernel's peak by 0.25-0.45 GB in one run of four (which one depended on ``PYTHONHASHSEED``).
-:func:`pin_mmap_threshold` fixes the threshold at 16 MB (:func:`interplab.load_model` does it once),
-which also stops the adjustment.
+:func:`pin_mmap_threshold` fixes the threshold (16 MB by default), which also stops the adjustment;
+interplab does not call it by default: every large temporary then costs fresh page faults, and a CI run
+with it pinned by ``load_model`` took 24 minutes of tests instead of 13-16 (not yet measured apart).
 
 >>> from interplab.core.heap import release_free_heap
 >>> release_free_heap()   # True when memory was given back

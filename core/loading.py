@@ -23,7 +23,6 @@ import torch
 from nnsight import TransformersModel
 
 from .embedded import EMBEDDED_NAME, prepare_embedded_model
-from .heap import pin_mmap_threshold
 from .model import Model, Remote
 from .remote import RemoteModelError, connect
 from .unembed import page_embedding, page_unembedding
@@ -128,13 +127,10 @@ def _release_freed_heap() -> None:
     """Give memory freed while parsing the tokenizer back to the OS (glibc keeps it otherwise).
 
     Parsing the embedded model's 33 MB tokenizer.json leaves about 200 MB of freed small blocks
-    in the process; ``malloc_trim`` returns them. Large blocks are mmapped from then on, so the
-    heap does not fragment under them (:func:`interplab.core.heap.pin_mmap_threshold`). A no-op
-    where glibc is not the allocator.
+    in the process; ``malloc_trim`` returns them. A no-op where glibc is not the allocator.
     """
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-    pin_mmap_threshold()
 
 
 def _from_pretrained(source: str, name: str, dtype: torch.dtype | None, device: Any, remote: Remote) -> Model:

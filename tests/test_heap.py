@@ -63,10 +63,3 @@ def test_large_blocks_stay_mmapped_after_larger_ones_were_freed():
                                       check=True).stdout.strip()  # fmt: skip
     assert run("default") == "True"  # a fresh process shows the defect: the 20 MB block sits in the heap
     assert run("pinned") == "False"  # mmapped: unmapped again when freed
-
-
-def test_load_model_pins_the_threshold(embedded):
-    """``load_model`` pins it (the embedded fixture is a loaded model in this process)."""
-    assert embedded is not None
-    t = torch.empty(20 * 2**20, dtype=torch.uint8)
-    assert not _in_brk_heap(t.data_ptr())
