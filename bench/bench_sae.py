@@ -8,10 +8,10 @@ Setting: fp32 on CPU, d_in 640, width 8192, k 32, batch 4096 (the anchors in
 ``shared/research/style-and-tooling.md``). All variants train on the SAME in-memory batch:
 real activations of ``blocks.6.hook_resid_post`` from an interplab store when one is at
 ``--acts`` (default ``/tmp/suite/acts``; one shard is read), otherwise ``torch.randn``. Either
-way the batch is scaled so that E||x|| = sqrt(d_in), as ``core/saes/train.py`` does.
+way the batch is scaled so that E||x|| = sqrt(d_in), as ``core/saes/training/trainer.py`` does.
 
 One step, per variant:
-- interplab (topk, batchtopk, standard/L1, jumprelu): what ``core/saes/train.py`` does per
+- interplab (topk, batchtopk, standard/L1, jumprelu): what ``core/saes/training/trainer.py`` does per
   step, calling the real code: ``sae.training_loss(x, dead=...)``, ``zero_grad``,
   ``backward``, ``remove_parallel_grad``, ``clip_grad_norm_(1.0)``, ``Adam.step``,
   ``normalize_decoder`` and the firing bookkeeping.
@@ -128,7 +128,7 @@ def make_batch(acts: str | None, seed: int = 0) -> tuple[torch.Tensor, dict[str,
 
 # ------------------------------------------------------------- variants
 class InterplabStep:
-    """One training step of core/saes/train.py for one interplab SAE."""
+    """One training step of core/saes/training/trainer.py for one interplab SAE."""
 
     def __init__(self, arch: str, x: torch.Tensor):
         from interplab import SAE
@@ -148,7 +148,7 @@ class InterplabStep:
         self.x = x
 
     def __call__(self) -> float:
-        from interplab.core.saes.train import train_step
+        from interplab.core.saes.training.trainer import train_step
 
         sae, opt, x = self.sae, self.opt, self.x
         dead = self.since_fired > self.dead_tokens

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 from interplab.core.data.corpus import token_windows
-from interplab.core.sites import parse_site, site_module_path
+from interplab.core.model.sites import parse_site, site_module_path
 
 import interplab as ilab
 

@@ -26,7 +26,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import interplab.core.saes.train as train_mod
+import interplab.core.saes.training.trainer as train_mod
 from interplab.core.data.corpus import token_windows
 
 import interplab as ilab

@@ -76,7 +76,7 @@ def median_s(fn: Callable[[], object], reps: int) -> tuple[float, list[float]]:
 def corpus_documents(n_tokens: int) -> tuple[list[list[str]], str]:
     """Documents of real token strings (embedded tokenizer on the default corpus), or synthetic ones."""
     try:
-        from interplab.core.embedded import embedded_model_dir, is_prepared
+        from interplab.core.loading.embedded import embedded_model_dir, is_prepared
 
         if not is_prepared():
             raise FileNotFoundError("the embedded model is not prepared")

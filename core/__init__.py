@@ -1,14 +1,21 @@
-"""The interplab engine: models, sites, activations, stores and one subpackage per capability. No widget code here.
+"""The interplab engine: the base in five wings and one subpackage per capability. No widget code here.
 
-The base (``model.py``, ``sites.py``, ``attention.py``, ``loading.py``, ``embedded.py``, ``activations.py``,
-``lens.py``, ``metrics.py``) and shared helpers (``checks.py``, ``atomic.py``, ``charts.py``) sit at the top;
-``data/``, ``saes/``, ``features/``, ``evals/``, ``views/``, ``patching/``, ``steering/``, ``circuits/`` and
-``recipes/`` each hold one capability. ``ARCHITECTURE.md`` at the repository root is the map.
+The base: ``model/`` (the Model, sites, activations, trace ops, the NDIF client), ``loading/`` (load_model,
+the embedded model), ``memory/`` (the budget, giving memory back, the paged unembedding), ``storage/``
+(atomic writes, checkpoints, validated readers, the cache folder), ``readout/`` (logit lens, metrics) and
+``checks.py`` (argument checks). The capabilities: ``data/``, ``saes/``, ``features/``, ``views/``,
+``evals/``, ``patching/``, ``steering/``, ``matching/``, ``circuits/``, ``probes/``, ``das/`` and ``jobs/``.
+``ARCHITECTURE.md`` at the repository root is the map.
+
+Example
+-------
+>>> from interplab.core import load_model
+>>> model = load_model()
 """
 
-from .activations import Activations
 from .data.store import ActivationStore
-from .loading import load_model
-from .model import Model
+from .loading.load import load_model
+from .model.activations import Activations
+from .model.model import Model
 
 __all__ = ["ActivationStore", "Activations", "Model", "load_model"]

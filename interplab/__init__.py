@@ -9,16 +9,16 @@ Example
 """
 
 from interplab import widgets
-from interplab.core import circuits, das, evals, features, matching, metrics, patching, probes, steering
-from interplab.core.activations import Activations
-from interplab.core.checks import set_memory_budget
+from interplab.core import circuits, das, evals, features, jobs, matching, patching, probes, steering
 from interplab.core.data import ActivationStore, default_corpus
 from interplab.core.evals import SAEEvaluation, evaluate
 from interplab.core.features import FeatureData, feature_data
-from interplab.core.lens import LogitLensResult, logit_lens
-from interplab.core.loading import load_model
-from interplab.core.model import Model
-from interplab.core.recipes import jobs
+from interplab.core.loading.load import load_model
+from interplab.core.memory.budget import set_memory_budget
+from interplab.core.model.activations import Activations
+from interplab.core.model.model import Model
+from interplab.core.readout import metrics
+from interplab.core.readout.lens import LogitLensResult, logit_lens
 from interplab.core.saes import SAE
 from interplab.core.views import AttentionData, HeatmapData, attention_data, heatmap_data
 from interplab.export import export_html

@@ -23,7 +23,7 @@ def _prepare_web() -> None:
 
 
 def _export(notebooks: list[str], out: str | None, execute: bool | None) -> None:
-    from interplab.core.atomic import make_dirs
+    from interplab.core.storage.atomic import make_dirs
     from interplab.export import export_html
 
     if out is not None and len(notebooks) > 1 and Path(out).suffix == ".html":
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.command == "prepare":
         from interplab.core.data.corpus import prepare_default_corpus
-        from interplab.core.embedded import prepare_embedded_model
+        from interplab.core.loading.embedded import prepare_embedded_model
 
         logging.info("embedded model: %s", prepare_embedded_model())
         if not args.no_web:
@@ -85,14 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "train-suite":
         import json
 
-        from interplab.core.recipes import train_suite
+        from interplab.core.jobs import train_suite
 
         results = train_suite(args.store, layers=tuple(args.layers), n_tokens=args.n_tokens, width=args.width, k=args.k)
         logging.info("%s", json.dumps(results, indent=1))
     elif args.command == "train-transcoders":
         import json
 
-        from interplab.core.recipes.transcoders import train_transcoders
+        from interplab.core.jobs.transcoders import train_transcoders
 
         kw = {"out_dir": args.out} if args.out else {}
         rows = train_transcoders(args.checkpoint_dir, n_tokens=args.n_tokens, width=args.width, k=args.k,

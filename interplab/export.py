@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from interplab.core.atomic import make_dirs, write_bytes
+from interplab.core.storage.atomic import make_dirs, write_bytes
 from interplab.web_assets import web_assets
 
 logger = logging.getLogger(__name__)

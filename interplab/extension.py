@@ -18,8 +18,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from interplab.core.activations import Activations
 from interplab.core.checks import check_positive_int
+from interplab.core.model.activations import Activations
 from interplab.widgets._kit import OPTIONS, SCHEMES
 
 logger = logging.getLogger(__name__)
@@ -40,7 +40,6 @@ def _activations_widget(acts: Activations) -> Any:
     from interplab.widgets.heatmap import FeatureHeatmap
 
     return FeatureHeatmap(acts, site=acts.sites[0])
-
 
 
 def _shell() -> Any:

@@ -29,8 +29,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from interplab.core.atomic import make_dirs, remove, write_bytes, write_json
-from interplab.core.embedded import cache_dir
+from interplab.core.storage.atomic import make_dirs, remove, write_bytes, write_json
+from interplab.core.storage.cache import cache_dir
 
 logger = logging.getLogger(__name__)
 

@@ -219,7 +219,7 @@ def _start_postgres(server: Server, env: dict[str, str]) -> str:
     if user:
         shutil.chown(server.workdir, user)
         shutil.chown(data, user)
-    run = (["runuser", "-u", user, "--"] if user else [])
+    run = ["runuser", "-u", user, "--"] if user else []
     subprocess.run([*run, str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"], check=True,
                    capture_output=True, env=env)  # fmt: skip
     port = server.ports["postgres"] = free_port()
@@ -388,7 +388,7 @@ def main() -> None:
     parser.add_argument("--no-auth", action="store_true", help="no API keys (no Postgres)")
     args = parser.parse_args()
     if args.model is None:
-        from interplab.core.embedded import prepare_embedded_model
+        from interplab.core.loading.embedded import prepare_embedded_model
 
         args.model = prepare_embedded_model()
     server = start(args.model, auth=not args.no_auth)

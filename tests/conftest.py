@@ -24,7 +24,6 @@ def embedded():
     return ilab.load_model()
 
 
-
 @pytest.fixture(autouse=True)
 def _one_thread_for_tiny_models(request):
     """Tiny models gain nothing from threads, and oversubscribing 2 cores slows them several-fold."""

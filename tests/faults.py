@@ -1,6 +1,6 @@
 """Fault injection at the file operations of interplab's write path: a simulated kill at any of them.
 
-Every file interplab writes goes through :mod:`interplab.core.atomic` (``tests/test_writes.py``
+Every file interplab writes goes through :mod:`interplab.core.storage.atomic` (``tests/test_writes.py``
 checks it), so replacing the ``os``, ``shutil`` and ``tempfile`` that module sees reaches every
 ``open`` / ``write`` / ``fsync`` / ``chmod`` / ``replace`` / ``rename`` / ``unlink`` / ``makedirs``
 / ``mkstemp`` / ``mkdtemp`` / ``rmtree`` of every job. :class:`FileOps` counts them; with a kill
@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import interplab.core.atomic as atomic
+import interplab.core.storage.atomic as atomic
 import pytest
 
 
@@ -182,7 +182,7 @@ def kill_at_every_step(
     with ops.counting():
         run(folder / "uninterrupted")
     total = ops.count
-    assert total > 0, "the run wrote nothing through interplab.core.atomic"
+    assert total > 0, "the run wrote nothing through interplab.core.storage.atomic"
     for n in range(1, total + 1):
         path = folder / f"kill-{n:04d}"
         with ops.kill_at(n), pytest.raises(Killed):

@@ -154,11 +154,18 @@ LAYERS = {"interplab.core.low": 0, "interplab.core.high": 1, "interplab.core.sid
     ("files", "expected"),
     [
         # a function-level import going up the layers
-        ({"core/low.py": "def f():\n    from .high import g\n", "core/high.py": "from .low import f\n"},
-         "low (layer 0) imports interplab.core.high (layer 1)"),
+        (
+            {"core/low.py": "def f():\n    from .high import g\n", "core/high.py": "from .low import f\n"},
+            "low (layer 0) imports interplab.core.high (layer 1)",
+        ),
         # sideways, between two units of one layer, under TYPE_CHECKING
-        ({"core/high.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .side import X\n",
-          "core/side.py": ""}, "high (layer 1) imports interplab.core.side (layer 1)"),
+        (
+            {
+                "core/high.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .side import X\n",
+                "core/side.py": "",
+            },
+            "high (layer 1) imports interplab.core.side (layer 1)",
+        ),
         # a private name from another module
         ({"core/low.py": "_x = 1\n", "core/high.py": "from .low import _x\n"}, "imports private ['_x']"),
     ],

@@ -8,7 +8,6 @@ import re
 import subprocess
 import sys
 import time
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -27,15 +26,11 @@ def _pins(lines: list[str]) -> dict[str, str]:
     return pins
 
 
-def test_binder_pins_agree_with_pyproject():
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    declared = _pins(project["dependencies"] + project["optional-dependencies"]["lab"])
-    binder_lines = (ROOT / "binder" / "requirements.txt").read_text().splitlines()
-    binder = _pins(binder_lines)
-    assert declared, "pyproject.toml pins nothing"
-    for name, version in declared.items():
-        assert binder.get(name) == version, f"binder pins {name}=={binder.get(name)}, pyproject {version}"
-    assert "." in [line.strip() for line in binder_lines], "binder must install the project itself"
+def test_binder_installs_the_project_and_its_data_packages():
+    lines = [line.strip() for line in (ROOT / "binder" / "requirements.txt").read_text().splitlines()]
+    assert ".[lab]" in lines, "binder must install the project itself, with JupyterLab"
+    for package in ("interplab-saes-gemma-3-270m", "interplab-transcoders-gemma-3-270m"):
+        assert f"./packages/{package}" in lines
 
 
 def test_binder_torch_matches_makefile():
@@ -65,17 +60,23 @@ PYTORCH_CPU_INDEX = "--extra-index-url https://download.pytorch.org/whl/cpu"
 TOUR_PEAK_LIMIT_GB = 1.4
 
 
+LOCK_LINE = "-c ../constraints.txt"
+
+
 def rehearsal_requirements(text: str) -> str:
-    """binder/requirements.txt without the PyTorch CPU index line (the only line this machine cannot use)."""
+    """binder/requirements.txt without the PyTorch CPU index line (the only line this machine cannot use), and
+    the lock named by its absolute path (the rehearsal's copy of the file lives outside binder/)."""
     lines = text.splitlines()
     assert PYTORCH_CPU_INDEX in lines, "binder/requirements.txt must take torch from the PyTorch CPU index"
+    lines = [f"-c {ROOT / 'constraints.txt'}" if line == LOCK_LINE else line for line in lines]
     return "\n".join(line for line in lines if line != PYTORCH_CPU_INDEX) + "\n"
 
 
-def test_rehearsal_requirements_change_one_line():
+def test_rehearsal_requirements_change_two_lines():
     text = (ROOT / "binder" / "requirements.txt").read_text()
     kept = rehearsal_requirements(text).splitlines()
     assert len(kept) == len(text.splitlines()) - 1 and "torch==2.13.0+cpu" in kept
+    assert f"-c {ROOT / 'constraints.txt'}" in kept
 
 
 def _run(cmd: list[str], timeout: int, **kwargs) -> subprocess.CompletedProcess:
@@ -90,8 +91,12 @@ def test_binder_rehearsal(tmp_path):
     requirements = tmp_path / "requirements.txt"
     requirements.write_text(rehearsal_requirements((ROOT / "binder" / "requirements.txt").read_text()))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "INTERPLAB_CACHE")}
-    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(venv),
-               INTERPLAB_CACHE=str(cache), PIP_DISABLE_PIP_VERSION_CHECK="1")
+    env.update(
+        PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        VIRTUAL_ENV=str(venv),
+        INTERPLAB_CACHE=str(cache),
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+    )
     started = time.perf_counter()
     _run([sys.executable, "-m", "venv", str(venv)], 120)
     # "." in the file is the project: pip runs from the repository root, as repo2docker does.
@@ -103,12 +108,27 @@ def test_binder_rehearsal(tmp_path):
     assert (cache / "gemma-3-270m" / "interplab-ready").exists() and not any(cache.glob(".gemma-3-270m.*tmp"))
 
     tour = json.loads((ROOT / "nbs" / "00_tour.ipynb").read_text())
-    tour["cells"].append({"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
-                          "source": PEAK_CELL})
+    tour["cells"].append(
+        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": PEAK_CELL}
+    )
     (tmp_path / "tour.ipynb").write_text(json.dumps(tour))
     # The Binder environment's own Jupyter and kernel run the tour, as a user's session would.
-    _run([str(venv / "bin" / "jupyter"), "nbconvert", "--to", "notebook", "--execute", "--output", "ran.ipynb",
-          "--ExecutePreprocessor.timeout=600", str(tmp_path / "tour.ipynb")], 900, cwd=tmp_path, env=env)
+    _run(
+        [
+            str(venv / "bin" / "jupyter"),
+            "nbconvert",
+            "--to",
+            "notebook",
+            "--execute",
+            "--output",
+            "ran.ipynb",
+            "--ExecutePreprocessor.timeout=600",
+            str(tmp_path / "tour.ipynb"),
+        ],
+        900,
+        cwd=tmp_path,
+        env=env,
+    )
     ran = json.loads((tmp_path / "ran.ipynb").read_text())
     text = "".join("".join(o.get("text", "")) for o in ran["cells"][-1]["outputs"])
     peak_gb = json.loads(text.split(MARK, 1)[1].splitlines()[0])["VmHWM"] / 1024**2
@@ -123,15 +143,3 @@ def test_readme_launches_binder_on_the_tour():
     links = re.findall(r"\(https://mybinder\.org/v2/gh/[^/\s]+/[^/\s]+/[^?\s)]+\?labpath=([^)\s]+)\)", readme)
     assert links and all((ROOT / link).is_file() for link in links), links
     assert "nbs/00_tour.ipynb" in links
-
-
-def test_every_subpackage_is_installed():
-    """pyproject.toml lists packages by hand: a subpackage missing from it is absent from a non-editable
-    install (Binder's), while editable installs hide it. Before: interplab.core.matching was missing and
-    Binder's `python -m interplab prepare` failed with ImportError."""
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    on_disk = {"interplab", "interplab.core", "interplab.widgets"} | {
-        "interplab.core." + p.parent.relative_to(ROOT / "core").as_posix().replace("/", ".")
-        for p in (ROOT / "core").rglob("__init__.py") if p.parent != ROOT / "core"
-    }
-    assert listed == on_disk, f"missing: {sorted(on_disk - listed)}, not a package: {sorted(listed - on_disk)}"

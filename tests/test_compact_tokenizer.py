@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from interplab.core import embedded
+from interplab.core.loading import embedded
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 TEXTS = ["the cat sat on the mat", "a dog and a cat", "the theatre thereafter", "mat mats matter"] * 20

@@ -21,18 +21,18 @@ import sys
 import time
 from pathlib import Path
 
-import interplab.core.atomic as atomic
-import interplab.core.saes.train as train_mod
+import interplab.core.saes.training.trainer as train_mod
+import interplab.core.storage.atomic as atomic
 import numpy as np
 import pytest
 import torch
-from interplab.core.atomic import DiskFullError, leftover_target
 from interplab.core.data.store import ActivationStore
 from interplab.core.features import FeatureData, feature_data
 from interplab.core.features.data import CHECKPOINT as FEATURE_CHECKPOINT
 from interplab.core.features.labels import read_labels, set_label
 from interplab.core.saes import SAE
-from interplab.core.saes.train import CHECKPOINT, read_checkpoint, train_saes
+from interplab.core.saes.training.trainer import CHECKPOINT, read_checkpoint, train_saes
+from interplab.core.storage.atomic import DiskFullError, leftover_target
 
 from tests.faults import FileOps, Killed, kill_at_every_step
 from tests.tiny import WORDS, tiny_model
@@ -347,7 +347,7 @@ def test_a_generator_corpus_is_checked_by_its_tokens(gpt2, tmp_path, monkeypatch
 _CHILD = """
 import sys, time
 import interplab.core.features.stats as stats
-import interplab.core.saes.train as train
+import interplab.core.saes.training.trainer as train
 from interplab.core.saes import SAE
 from tests.test_crash_safety import CORPUS, FEATURES, SITE, SPECS, TRAIN, _sae
 from tests.tiny import tiny_model

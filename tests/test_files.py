@@ -1,4 +1,5 @@
-"""The file-validation contract (core/files.py) and the crash-safety helpers (core/atomic.py, core/checkpoint.py).
+"""The file-validation contract (core/storage/readers.py) and the crash-safety helpers
+(core/storage/atomic.py, core/storage/checkpoint.py).
 
 Crafted files: headers that promise more than the file holds, overlapping tensors, pickles, object
 arrays, paths out of their folder, wrong JSON types; each refused before any data is read, naming
@@ -17,11 +18,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from interplab.core import atomic
-from interplab.core.checkpoint import TokenDigest, check_inputs, check_tokens, differences, load_state, save_state
-from interplab.core.checks import MemoryBudgetError, set_memory_budget
 from interplab.core.data.store import ActivationStore
-from interplab.core.files import (
+from interplab.core.memory.budget import MemoryBudgetError, set_memory_budget
+from interplab.core.storage import atomic
+from interplab.core.storage.checkpoint import (
+    TokenDigest,
+    check_inputs,
+    check_tokens,
+    differences,
+    load_state,
+    save_state,
+)
+from interplab.core.storage.readers import (
     Fields,
     FileError,
     inside,

@@ -1,4 +1,4 @@
-"""Freed heap memory goes back to the OS after traces (core/heap.py)."""
+"""Freed heap memory goes back to the OS after traces (core/memory/heap.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 import torch
-from interplab.core.heap import free_heap_bytes, release_free_heap
+from interplab.core.memory.heap import free_heap_bytes, release_free_heap
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc only")
 
@@ -49,7 +49,7 @@ def test_large_blocks_stay_mmapped_after_larger_ones_were_freed():
 
     probe = (
         "import torch, sys\n"
-        "from interplab.core.heap import pin_mmap_threshold\n"
+        "from interplab.core.memory.heap import pin_mmap_threshold\n"
         "if sys.argv[1] == 'pinned': assert pin_mmap_threshold()\n"
         "x = torch.empty(30 * 2**20, dtype=torch.uint8)\n"
         "del x  # freed: glibc's dynamic threshold rises to 30 MB\n"

@@ -1,4 +1,4 @@
-"""The logit lens (core/lens.py) and its LogitLens view (widgets/lens.py, Python side; the browser half is
+"""The logit lens (core/readout/lens.py) and its LogitLens view (widgets/lens.py, Python side; the browser half is
 tests/browser/test_lens_attention.py).
 
 The reference is a plain Hugging Face forward: every hidden state read through the model's own final norm
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 import traitlets
-from interplab.core.lens import LensView, LogitLensResult, lens_view
+from interplab.core.readout.lens import LensView, LogitLensResult, lens_view
 from interplab.widgets import _kit
 from interplab.widgets.lens import LogitLens
 

@@ -1,10 +1,10 @@
-"""One metric vocabulary for the whole package (core/metrics.py), shared by patching and steering."""
+"""One metric vocabulary for the whole package (core/readout/metrics.py), shared by patching and steering."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from interplab.core.metrics import BoundMetric, Metric, as_metric
+from interplab.core.readout.metrics import BoundMetric, Metric, as_metric
 
 import interplab as ilab
 from tests.tiny import tiny_model, tiny_tokenizer

@@ -191,11 +191,16 @@ def test_plain_module_has_no_sites():
 
 
 def test_unsupported_model_type():
-    # BUG (fails until fixed): Model._parse (core/model.py) names the model type but not the
+    # BUG (fails until fixed): Model._parse (core/model/model.py) names the model type but not the
     # supported ones; DESIGN.md asks errors to name the bad value *and* the valid choices.
     cfg = OPTConfig(
-        num_hidden_layers=1, hidden_size=16, ffn_dim=32, num_attention_heads=2,
-        vocab_size=VOCAB_SIZE, word_embed_proj_dim=16, max_position_embeddings=64,
+        num_hidden_layers=1,
+        hidden_size=16,
+        ffn_dim=32,
+        num_attention_heads=2,
+        vocab_size=VOCAB_SIZE,
+        word_embed_proj_dim=16,
+        max_position_embeddings=64,
     )
     torch.manual_seed(0)
     model = ilab.load_model(AutoModelForCausalLM.from_config(cfg).eval(), tokenizer=tiny_tokenizer())
@@ -268,7 +273,7 @@ def test_embedded_remote_local_equals_local(embedded):
 def test_fingerprint_of_weights_on_the_meta_device():
     """A remote model's weights are meta tensors (they live on the server): its fingerprint must still be
     computable (CI found `Cannot copy out of meta tensor` in every remote cache and feature scan)."""
-    from interplab.core.limits import module_fingerprint
+    from interplab.core.model.limits import module_fingerprint
 
     with torch.device("meta"):
         meta = torch.nn.Linear(4, 3)

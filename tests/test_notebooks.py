@@ -20,12 +20,13 @@ NOTEBOOKS = sorted(NBS.glob("*.ipynb"))
 PEAK_LIMIT_GB = 1.5
 #: The goal is 1.4 GB (issue 14) and every notebook meets it in bench_memory.py; the limit keeps 0.1 GB for an
 #: evaluation's heap spike seen once (nbs/02 at 1.47 in a clean-clone CI run: glibc's raised mmap threshold,
-#: core/heap.py). Notebooks allowed more than PEAK_LIMIT_GB, each with its peak (none). bench_memory.py on 2026-12-01 in
+#: core/memory/heap.py). Notebooks allowed more than PEAK_LIMIT_GB, each with its peak (none).
+#: bench_memory.py on 2026-12-01 in
 #: a freshly written venv, as CI has it (GiB): 00 1.14, 01 1.00, 02 1.21, 03 1.14, 04 1.00, 05 1.04, 06 1.28,
 #: 07 1.29, 08 1.26, 08b 0.70, 09 1.08. What brought them here: the memory-mapped unembedding read a slice at a
-#: time with its pages released (core/unembed.py), the embedding's pages released after every lookup (2,000
+#: time with its pages released (core/memory/unembed.py), the embedding's pages released after every lookup (2,000
 #: random token ids had made all 320 MB of it resident: 08 read 1.59 before), glibc's heap given back after
-#: large work (core/heap.py). A fresh venv reads 0.1-0.2 GiB more than an old one: all of libtorch sits in the
+#: large work (core/memory/heap.py). A fresh venv reads 0.1-0.2 GiB more than an old one: all of libtorch sits in the
 #: page cache and the kernel maps more of it per fault (``import torch`` alone: 0.26 against 0.22 GiB).
 OVER_LIMIT_GB: dict[str, float] = {}
 MARK = "__interplab_peak__"
@@ -52,9 +53,7 @@ def test_there_are_notebooks():
 def test_notebook_runs(path: Path):
     nb = nbformat.read(path, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell(PEAK_CELL))
-    client = nbclient.NotebookClient(
-        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NBS)}}
-    )
+    client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NBS)}})
     client.execute()  # raises CellExecutionError, naming the cell, on any error
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert code and all(c.execution_count for c in code)

@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from interplab.core.checks import MemoryBudgetError, set_memory_budget
 from interplab.core.data.store import ActivationStore
 from interplab.core.features import FeatureData, feature_data
-from interplab.core.files import FileError
+from interplab.core.memory.budget import MemoryBudgetError, set_memory_budget
 from interplab.core.saes import SAE
-from interplab.core.saes.train import CHECKPOINT, read_checkpoint, train_saes
+from interplab.core.saes.training.trainer import CHECKPOINT, read_checkpoint, train_saes
+from interplab.core.storage.readers import FileError
 from safetensors.torch import load_file, save_file
 
 import interplab as ilab
@@ -199,8 +199,11 @@ def test_7_a_loss_or_weights_that_stop_being_finite_stop_training(store, tmp_pat
         return (loss * float("nan") if calls[0] == 4 else loss), info
 
     monkeypatch.setattr(StandardSAE, "training_loss", diverging)
-    with pytest.raises(ValueError, match=r"Training diverged at step 3 of 8: the training loss of StandardSAE.* is "
-                                         r"nan"):
+    with pytest.raises(
+        ValueError,
+        match=r"Training diverged at step 3 of 8: the training loss of StandardSAE.* is "
+        r"nan",
+    ):
         SAE.train(store, arch="standard", width=16, n_tokens=512, batch_size=64, checkpoint_dir=tmp_path / "ck",
                   checkpoint_every=1, progress=False)  # fmt: skip
     assert read_checkpoint(tmp_path / "ck" / CHECKPOINT)["step"] == 3, "the last good checkpoint is kept"
@@ -280,14 +283,20 @@ def test_8_a_topk_k_that_is_not_an_integer_is_refused(tmp_path):
 def test_8_headers_that_promise_more_than_the_file_holds(tmp_path):
     npz = tmp_path / "gemma-scope-2b-pt-res" / "layer_1" / "params.npz"
     npz.parent.mkdir(parents=True)
-    np.savez(npz, W_enc=np.zeros((4, 8), np.float32), W_dec=np.zeros((8, 4), np.float32),
-             b_enc=np.zeros(7, np.float32), b_dec=np.zeros(4, np.float32), threshold=np.zeros(8, np.float32))
+    np.savez(
+        npz,
+        W_enc=np.zeros((4, 8), np.float32),
+        W_dec=np.zeros((8, 4), np.float32),
+        b_enc=np.zeros(7, np.float32),
+        b_dec=np.zeros(4, np.float32),
+        threshold=np.zeros(8, np.float32),
+    )
     with pytest.raises(FileError, match=r"params\.npz': b_enc has shape \[7\], expected \[8\]"):
         SAE.load(npz)
     bomb = tmp_path / "bomb.npy"
     with open(bomb, "wb") as f:  # a header claiming 10^12 floats in a file of a few bytes
         np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": (10**6, 10**6)})
-    from interplab.core.files import npy_header
+    from interplab.core.storage.readers import npy_header
 
     with pytest.raises(FileError, match=r"bomb\.npy': bomb\.npy says float32 \[1000000, 1000000\].*but holds"):
         npy_header(bomb)
@@ -297,8 +306,10 @@ def test_8_headers_that_promise_more_than_the_file_holds(tmp_path):
 def test_9_exported_state_holds_no_markup_whatever_the_strings(tmp_path):
     from tests.test_export import export_code
 
-    cell = ("import interplab as ilab\n"
-            "ilab.widgets.TokenHeatmap(['<!--', '<script', '</script>', ']]>', ' ok'], [1, 2, 3, 4, 5])")
+    cell = (
+        "import interplab as ilab\n"
+        "ilab.widgets.TokenHeatmap(['<!--', '<script', '</script>', ']]>', ' ok'], [1, 2, 3, 4, 5])"
+    )
     html = export_code(tmp_path, "inject", cell)
     text = html.read_text()
     tag = '<script type="application/vnd.jupyter.widget-state+json">'
@@ -333,7 +344,7 @@ def test_11_requests_over_the_memory_budget_are_refused_or_split(gpt2, monkeypat
     rows = []
     real = gpt2.run_sites
     monkeypatch.setattr(gpt2, "run_sites", lambda enc, sites: rows.append(len(enc["input_ids"])) or real(enc, sites))
-    with caplog.at_level(logging.INFO, logger="interplab.core.limits"):
+    with caplog.at_level(logging.INFO, logger="interplab.core.model.limits"):
         acts = gpt2.collect(TEXTS * 4, SITE, batch_size=8)  # a batch of 8 would not fit: split
     assert acts.tokens.shape[0] == 12 and max(rows) < 8 and "texts of up to" in caplog.text
     set_memory_budget("20KB")
@@ -358,18 +369,30 @@ def test_12_the_raw_errors_of_the_issue_are_clear_errors_now(gpt2, store, tmp_pa
         (lambda: gpt2.logits(TEXTS, positions=True), TypeError, "positions must be token indices.*True"),
         (lambda: gpt2.collect(TEXTS, sites=None), TypeError, "sites must be a name or a non-empty list"),
         (lambda: gpt2.to_str_tokens([10**9]), ValueError, r"Token id 1000000000 is outside the vocabulary \(0\."),
-        (lambda: gpt2.cache(CORPUS, SITE, tmp_path / "c", batch_size=2.5), ValueError,
-         "batch_size must be a positive integer, got 2.5"),
+        (
+            lambda: gpt2.cache(CORPUS, SITE, tmp_path / "c", batch_size=2.5),
+            ValueError,
+            "batch_size must be a positive integer, got 2.5",
+        ),
         (lambda: store.batches(64, buffer_shards=0), ValueError, "buffer_shards must be a positive integer, got 0"),
         (lambda: SAE.train(store, batch_size=0), ValueError, "batch_size must be a positive integer, got 0"),
         (lambda: ilab.metrics.logit_diff(None, " John"), TypeError, "answer must be a token .* got NoneType"),
-        (lambda: ilab.patching.ioi(gpt2, templates=["When{A} and{B} went,{S} gave {0} to"]), ValueError,
-         r"has fields \['0'\]; only \{A\}, \{B\} and \{S\}"),
+        (
+            lambda: ilab.patching.ioi(gpt2, templates=["When{A} and{B} went,{S} gave {0} to"]),
+            ValueError,
+            r"has fields \['0'\]; only \{A\}, \{B\} and \{S\}",
+        ),
         (lambda: ilab.widgets.FeatureHeatmap(acts, features=[]), ValueError, "features is empty"),
-        (lambda: setattr(ilab.widgets.TokenHeatmap(["a", "b"], [1.0, 2.0]), "selected_token", 5), Exception,
-         r"selected_token=5 is out of range: tokens are 0\.\.1"),
-        (lambda: ilab.widgets.FeatureHeatmap(acts, "notasae"), TypeError,
-         "the second argument is an SAE .* got str: 'notasae'"),
+        (
+            lambda: setattr(ilab.widgets.TokenHeatmap(["a", "b"], [1.0, 2.0]), "selected_token", 5),
+            Exception,
+            r"selected_token=5 is out of range: tokens are 0\.\.1",
+        ),
+        (
+            lambda: ilab.widgets.FeatureHeatmap(acts, "notasae"),
+            TypeError,
+            "the second argument is an SAE .* got str: 'notasae'",
+        ),
         (lambda: feature_data(sae, gpt2, jsonl), ValueError, r"corpus\.jsonl:1001: expected a JSON object"),
     ]
     for call, exc, match in cases:
@@ -409,8 +432,11 @@ def test_12_tampered_result_files_are_named_with_their_field(gpt2, tmp_path):
               metadata={"format": "interplab.steering_vector/1", "interplab": "{}"})  # fmt: skip
     with pytest.raises(FileError, match=r"w\.safetensors': direction must be the file's one tensor, of shape \[d\]"):
         ilab.steering.SteeringVector.load(tmp_path / "w.safetensors")
-    save_file({"direction": torch.ones(3)}, str(tmp_path / "x.safetensors"),
-              metadata={"format": "interplab.steering_vector/1", "interplab": json.dumps({"site": SITE})})
+    save_file(
+        {"direction": torch.ones(3)},
+        str(tmp_path / "x.safetensors"),
+        metadata={"format": "interplab.steering_vector/1", "interplab": json.dumps({"site": SITE})},
+    )
     with pytest.raises(FileError, match=r"x\.safetensors': interplab\.scale is missing"):
         ilab.steering.SteeringVector.load(tmp_path / "x.safetensors")
 

@@ -92,9 +92,7 @@ def hf_reference(family: str, hf: torch.nn.Module, enc: dict) -> dict:
         handles.append(block.register_forward_hook(keep(("block", layer))))
         handles.append(block.get_submodule(paths.attn).register_forward_hook(keep(("attn", layer))))
         handles.append(block.get_submodule(paths.mlp).register_forward_hook(keep(("mlp", layer))))
-        handles.append(
-            block.get_submodule(paths.o_proj).register_forward_pre_hook(keep(("z", layer), pre=True))
-        )
+        handles.append(block.get_submodule(paths.o_proj).register_forward_pre_hook(keep(("z", layer), pre=True)))
         handles.append(block.get_submodule(paths.mlp_norm).register_forward_pre_hook(keep(("mid", layer), pre=True)))
         handles.append(block.get_submodule(paths.down_proj).register_forward_pre_hook(keep(("post", layer), pre=True)))
         handles.append(block.get_submodule(paths.mlp).register_forward_pre_hook(keep(("mlp_in", layer), pre=True)))
@@ -120,9 +118,7 @@ def hf_reference(family: str, hf: torch.nn.Module, enc: dict) -> dict:
                 mlp = block.get_submodule(paths.post_mlp_norm)(mlp)
             ref[f"blocks.{layer}.hook_resid_pre"] = hidden[layer]
             # HF's last hidden state is after the final norm: use the block's own output there.
-            ref[f"blocks.{layer}.hook_resid_post"] = (
-                hidden[layer + 1] if layer < n - 1 else got[("block", layer)]
-            )
+            ref[f"blocks.{layer}.hook_resid_post"] = hidden[layer + 1] if layer < n - 1 else got[("block", layer)]
             ref[f"blocks.{layer}.hook_attn_out"] = attn
             ref[f"blocks.{layer}.hook_mlp_out"] = mlp
             ref[f"blocks.{layer}.attn.hook_z"] = got[("z", layer)]
@@ -173,7 +169,7 @@ def test_site_dim(model, family):
 def test_family_table_matches_hf_modules(model, family):
     """The final norm and unembedding named by the site table are the HF model's own modules.
 
-    BUG (fails for neox until fixed): core/sites.py names GPT-NeoX's unembedding
+    BUG (fails for neox until fixed): core/model/sites.py names GPT-NeoX's unembedding
     ``embed_out``; transformers 5.x calls it ``lm_head``, so logits() raises AttributeError.
     """
     hf = model.module
@@ -255,9 +251,7 @@ def test_hook_z_projects_to_attn_out(model, family):
             torch.testing.assert_close(projected[m], ref[("raw_attn", layer)][m], atol=ATOL, rtol=0)
             if paths.post_attn_norm:
                 projected = block.get_submodule(paths.post_attn_norm)(projected)
-        torch.testing.assert_close(
-            projected[m], acts[f"blocks.{layer}.hook_attn_out"][m], atol=ATOL, rtol=0
-        )
+        torch.testing.assert_close(projected[m], acts[f"blocks.{layer}.hook_attn_out"][m], atol=ATOL, rtol=0)
 
 
 def test_built_model_matches_hf():
@@ -322,9 +316,7 @@ def test_early_stop_skips_later_layers(model, family):
     handles = [
         hf.get_submodule(f"{paths.blocks}.1").register_forward_pre_hook(lambda m, a: ran.append("block1")),
         hf.get_submodule(paths.final_norm).register_forward_pre_hook(lambda m, a: ran.append("norm")),
-        hf.get_submodule(f"{paths.blocks}.0.{paths.mlp}").register_forward_pre_hook(
-            lambda m, a: ran.append("mlp0")
-        ),
+        hf.get_submodule(f"{paths.blocks}.0.{paths.mlp}").register_forward_pre_hook(lambda m, a: ran.append("mlp0")),
     ]
     try:
         model.collect(TEXTS, ["blocks.0.hook_resid_post", "blocks.0.hook_attn_out"])
@@ -448,7 +440,7 @@ def test_mlp_post_projects_to_the_mlp_output(model, family):
 
 def _logits_with(model: ilab.Model, site: str, delta: torch.Tensor) -> torch.Tensor:
     """Last-position logits after adding ``delta`` to a site, written with sites.write_site in a trace."""
-    from interplab.core.trace_ops import read_site, write_site
+    from interplab.core.model.trace_ops import read_site, write_site
 
     envoy, io = model.envoy(site)
     readout, last = model.readout, model.block(model.n_layers - 1)

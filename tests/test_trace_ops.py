@@ -1,4 +1,4 @@
-"""Scoring next tokens inside a trace (core/trace_ops.py): the same values with and without gradients, and
+"""Scoring next tokens inside a trace (core/model/trace_ops.py): the same values with and without gradients, and
 without gradients a bounded number of [rows, vocab] tensors alive at once.
 
 Before (issue 14): ``next_token_scores`` held about eight [rows, vocab] float tensors at once (each 16 MB for 16
@@ -12,7 +12,7 @@ import sys
 
 import pytest
 import torch
-from interplab.core.trace_ops import next_token_scores
+from interplab.core.model.trace_ops import next_token_scores
 
 VOCAB, D, ROWS = 1 << 20, 8, 16
 

@@ -1,4 +1,5 @@
-"""A memory-mapped unembedding is read a slice at a time and its pages released (core/pages.py, core/unembed.py).
+"""A memory-mapped unembedding is read a slice at a time and its pages released
+(core/memory/pages.py, core/memory/unembed.py).
 
 Before (issue 14): one full-vocabulary readout made the embedded model's whole 0.34 GB unembedding resident for
 the kernel's lifetime (file-backed pages count in VmRSS/VmHWM), lifting four notebooks over the Binder limit.
@@ -10,8 +11,8 @@ import sys
 
 import pytest
 import torch
-from interplab.core.pages import is_file_mapped, release_pages
-from interplab.core.unembed import PagedUnembedding, page_embedding, page_unembedding
+from interplab.core.memory.pages import is_file_mapped, release_pages
+from interplab.core.memory.unembed import PagedUnembedding, page_embedding, page_unembedding
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and madvise")
 
@@ -163,7 +164,7 @@ def test_embedded_unembedding_is_paged_and_float32_is_not(embedded):
 
 def test_logit_effects_over_released_slices_equal_one_pass(mapped):
     from interplab.core.features.search import top_logits_paged
-    from interplab.core.trace_ops import top_logits
+    from interplab.core.model.trace_ops import top_logits
 
     d_MD = torch.randn(6, mapped.shape[1])
     paged = top_logits_paged(d_MD, mapped, 5, 4096)  # four slices of 16,384 rows, merged

@@ -1,7 +1,7 @@
-"""Every file interplab writes goes through core/atomic.py, and honours the user's umask.
+"""Every file interplab writes goes through core/storage/atomic.py, and honours the user's umask.
 
 The first test reads the source: a call that writes (``save_file``, ``np.save``, ``write_text``,
-``open(..., "w")``, ``mkdir``, ``os.replace``, ``rmtree``...) is allowed only inside core/atomic.py or
+``open(..., "w")``, ``mkdir``, ``os.replace``, ``rmtree``...) is allowed only inside core/storage/atomic.py or
 inside a ``with atomic_path(...)`` / ``with atomic_folder(...)`` block, whose temporary file or folder
 it fills (an exemption names its reason). The others run each writer under two umasks and check
 the modes of what it wrote: before, ``atomic_path`` files were 0600 and ``SAE.save`` folders 0700
@@ -21,7 +21,7 @@ import pytest
 import torch
 from interplab.core.features import feature_data
 from interplab.core.features.labels import set_label
-from interplab.core.saes.train import CHECKPOINT, train_saes
+from interplab.core.saes.training.trainer import CHECKPOINT, train_saes
 
 import interplab as ilab
 from tests.tiny import TEXTS, tiny_model
@@ -46,14 +46,14 @@ METHOD_WRITERS = {"write_text", "write_bytes", "mkdir", "touch", "unlink", "rmdi
 SAFE_CONTEXTS = {"atomic_path", "atomic_folder"}
 #: (file, function called, why it may write outside the atomic helpers)
 EXEMPT = {
-    ("core/embedded.py", "TemporaryDirectory"): "scratch for the GGUF while converting, removed on exit",
+    ("core/loading/embedded.py", "TemporaryDirectory"): "scratch for the GGUF while converting, removed on exit",
     ("core/data/corpus.py", "TemporaryDirectory"): "scratch for npm pack, removed on exit",
     ("interplab/web_assets.py", "TemporaryDirectory"): "scratch for npm pack, removed on exit",
-    ("core/embedded.py", "open"): "the conversion's lock file (flock), empty, never read as data",
+    ("core/loading/embedded.py", "open"): "the conversion's lock file (flock), empty, never read as data",
     # convert_gguf writes into the folder its only caller (prepare_embedded_model) holds in atomic_folder
-    ("core/gguf_convert.py", "save_pretrained"): "inside the caller's atomic_folder",
-    ("core/gguf_convert.py", "write_text"): "inside the caller's atomic_folder",
-    ("core/gguf_convert.py", "open"): "inside the caller's atomic_folder",
+    ("core/loading/gguf.py", "save_pretrained"): "inside the caller's atomic_folder",
+    ("core/loading/gguf.py", "write_text"): "inside the caller's atomic_folder",
+    ("core/loading/gguf.py", "open"): "inside the caller's atomic_folder",
 }
 
 
@@ -116,13 +116,15 @@ def test_every_write_goes_through_the_atomic_helpers() -> None:
     found = []
     for path in SOURCES:
         rel = path.relative_to(ROOT).as_posix()
-        if rel == "core/atomic.py":
+        if rel == "core/storage/atomic.py":
             continue
         for line, call in _unsafe_writes(path):
             if (rel, call.rsplit(".", 1)[-1]) not in EXEMPT:
                 found.append(f"{rel}:{line}: {call}")
-    assert not found, "writes outside interplab.core.atomic (use atomic_path/atomic_folder/write_*/make_dirs):\n" + (
-        "\n".join(found))
+    assert not found, (
+        "writes outside interplab.core.storage.atomic (use atomic_path/atomic_folder/write_*/make_dirs):\n"
+        + ("\n".join(found))
+    )
 
 
 def test_the_source_check_sees_a_bare_write(tmp_path: Path) -> None:
@@ -130,8 +132,12 @@ def test_the_source_check_sees_a_bare_write(tmp_path: Path) -> None:
     bad.write_text("import numpy as np\nfrom safetensors.torch import save_file\ndef f(p):\n    np.save(p, 1)\n"
                    "    with atomic_path(p) as t:\n        np.save(t, 1)\n    open(p, 'w')\n    open(p)\n"
                    "    p.mkdir()\n    save_file({}, p)\n    'a'.replace('a', 'b')\n")  # fmt: skip
-    assert sorted(_unsafe_writes(bad)) == [(4, "numpy.save"), (7, "open"), (9, ".mkdir"),
-                                           (10, "safetensors.torch.save_file")]
+    assert sorted(_unsafe_writes(bad)) == [
+        (4, "numpy.save"),
+        (7, "open"),
+        (9, ".mkdir"),
+        (10, "safetensors.torch.save_file"),
+    ]
 
 
 # ------------------------------------------------------------------- umask

@@ -19,9 +19,41 @@ from transformers import (
 import interplab as ilab
 
 WORDS = (
-    'the', 'a', 'cat', 'dog', 'sat', 'on', 'mat', 'and', 'ran', 'to', 'house', 'Mary', 'John', 'gave',
-    'drink', 'store', 'when', 'went', 'bird', 'tree', 'red', 'blue', 'green', 'big', 'small', 'happy',
-    'sad', 'quick', 'slow', 'fox', 'jumps', 'over', 'lazy', 'day', 'night',
+    "the",
+    "a",
+    "cat",
+    "dog",
+    "sat",
+    "on",
+    "mat",
+    "and",
+    "ran",
+    "to",
+    "house",
+    "Mary",
+    "John",
+    "gave",
+    "drink",
+    "store",
+    "when",
+    "went",
+    "bird",
+    "tree",
+    "red",
+    "blue",
+    "green",
+    "big",
+    "small",
+    "happy",
+    "sad",
+    "quick",
+    "slow",
+    "fox",
+    "jumps",
+    "over",
+    "lazy",
+    "day",
+    "night",
 )
 VOCAB_SIZE = 64
 FAMILIES = ("gpt2", "gemma3", "llama", "neox")
@@ -48,18 +80,34 @@ def tiny_config(family: str):
         return GPT2Config(n_layer=2, n_embd=32, n_head=4, n_positions=128, **common)
     if family == "gemma3":
         return Gemma3TextConfig(
-            num_hidden_layers=2, hidden_size=32, intermediate_size=64, num_attention_heads=4,
-            num_key_value_heads=1, head_dim=16, max_position_embeddings=128, sliding_window=8, **common,
+            num_hidden_layers=2,
+            hidden_size=32,
+            intermediate_size=64,
+            num_attention_heads=4,
+            num_key_value_heads=1,
+            head_dim=16,
+            max_position_embeddings=128,
+            sliding_window=8,
+            **common,
         )
     if family == "llama":
         return LlamaConfig(
-            num_hidden_layers=2, hidden_size=32, intermediate_size=64, num_attention_heads=4,
-            num_key_value_heads=2, max_position_embeddings=128, **common,
+            num_hidden_layers=2,
+            hidden_size=32,
+            intermediate_size=64,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=128,
+            **common,
         )
     if family == "neox":
         return GPTNeoXConfig(
-            num_hidden_layers=2, hidden_size=32, intermediate_size=64, num_attention_heads=4,
-            max_position_embeddings=128, **common,
+            num_hidden_layers=2,
+            hidden_size=32,
+            intermediate_size=64,
+            num_attention_heads=4,
+            max_position_embeddings=128,
+            **common,
         )
     raise ValueError(family)
 

@@ -1,6 +1,6 @@
 """interplab widgets: anywidgets that render engine results inline (no engine logic here)."""
 
-from .attention import AttentionPattern
+from .attention_pattern import AttentionPattern
 from .circuit import CircuitGraph
 from .dashboard import FeatureDashboard
 from .flow import FeatureFlow

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 import traitlets
-from interplab.core.charts import offline
 from interplab.core.checks import check_latent
 from interplab.core.features.labels import check_label
+from interplab.core.views.charts import offline
 
 from ._kit import Widget, array_payload, css, esm
 

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 import traitlets
-from interplab.core.activations import Activations
 from interplab.core.features.labels import load_labels
-from interplab.core.heap import release_free_heap
+from interplab.core.memory import release
+from interplab.core.model.activations import Activations
 from interplab.core.views.colors import SCALES, bos_mask, check_scale_options, scales_payload
 from interplab.core.views.heatmap import (
     HeatmapData,
@@ -114,11 +114,15 @@ class FeatureHeatmap(ScaleOptions, Widget):
         # With every column in the browser, it finds the top features at a token itself, unless
         # they come from more features than are offered (every latent of an SAE).
         beyond = sorted(set(np.unique(data.top_features).tolist()) - set(data.feature_ids))
-        top = {} if len(sent) == data.n_features and not beyond else {
-            "top_features": array_payload(data.top_features, "int32"),
-            "top_values": array_payload(data.top_values, "float32"),
-            "top_labels": {str(i): t for i, t in data.top_labels.items() if i in set(beyond) and t},
-        }
+        top = (
+            {}
+            if len(sent) == data.n_features and not beyond
+            else {
+                "top_features": array_payload(data.top_features, "int32"),
+                "top_values": array_payload(data.top_values, "float32"),
+                "top_labels": {str(i): t for i, t in data.top_labels.items() if i in set(beyond) and t},
+            }
+        )
         super().__init__(
             vocab=data.vocab,
             token_ids=array_payload(data.token_ids, "int32"),
@@ -301,13 +305,13 @@ def _from_sae(acts: Activations, sae: Any, features: Sequence[int] | None, label
             else:
                 picked.append(latents[:, features])
             del latents
-            release_free_heap(HEAP_SLACK_BYTES)  # 8 MB blocks freed in turn would otherwise pile up in the heap
+            release(HEAP_SLACK_BYTES)  # 8 MB blocks freed in turn would otherwise pile up in the heap
         top = (np.concatenate(top_ids), np.concatenate(top_vals))
         if features is None:  # default: the latents that fire most on these tokens, at most 32
             features = torch.topk(torch.stack(peaks).max(0).values, min(32, width)).indices.tolist()
             picked = [sae.encode(x[i : i + ENCODE_ROWS].to(torch.float32))[:, features] for i in blocks]
         columns = torch.cat(picked)
-    release_free_heap()  # the blocks' freed temporaries go back to the OS
+    release()  # the blocks' freed temporaries go back to the OS
     saved = load_labels(sae) if hasattr(sae, "cfg") else {}
     if labels is None:  # the SAE's saved latent labels, shown wherever latent ids are
         labels = [saved.get(f, "") for f in features]

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 import traitlets
-from interplab.core import lens as core_lens
-from interplab.core.lens import LensView, LogitLensResult
+from interplab.core.readout import lens as core_lens
+from interplab.core.readout.lens import LensView, LogitLensResult
 from interplab.core.views.colors import ColorScale, check_scale_options, resolve_scale
 
 from ._kit import OPTIONS, Widget, array_payload, css, esm
@@ -30,7 +30,7 @@ class LogitLens(Widget):
     ----------
     source
         What :func:`interplab.logit_lens` returned (``text`` picks which of its texts), a
-        :class:`~interplab.core.lens.LensView`, or a model with ``text`` the string to read.
+        :class:`~interplab.core.readout.lens.LensView`, or a model with ``text`` the string to read.
     token
         The token whose probability colours the cells (default: the model's prediction at the last position).
     top_k

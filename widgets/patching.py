@@ -242,5 +242,9 @@ class PatchingGrid(ScaleOptions, Widget):
 def _same_cells(a: PatchingResult, b: PatchingResult) -> bool:
     """Whether a [row id, column id] names the same cell in both grids (one site, its method tabs)."""
     return (_group(a), a.row_name, a.col_name, list(a.rows), list(a.positions)) == (
-        _group(b), b.row_name, b.col_name, list(b.rows), list(b.positions)
+        _group(b),
+        b.row_name,
+        b.col_name,
+        list(b.rows),
+        list(b.positions),
     )

@@ -30,14 +30,14 @@ from typing import TYPE_CHECKING, Any
 import torch
 import traitlets
 from interplab.core.checks import check_number, check_texts
-from interplab.core.metrics import BoundMetric, Metric, as_metric, prob
+from interplab.core.readout.metrics import BoundMetric, Metric, as_metric, prob
 from interplab.core.steering.hooks import next_token_logits, stream
 from interplab.core.steering.vectors import SteeringVector, check_direction
 
 from ._kit import Widget, css, esm
 
 if TYPE_CHECKING:
-    from interplab.core.model import Model
+    from interplab.core.model.model import Model
 
 logger = logging.getLogger(__name__)
 
@@ -355,4 +355,3 @@ def _bind_metric(model: Model, metric: Any) -> tuple[BoundMetric | None, str]:
     if m.kind == "logit_diff" and isinstance(m.answer, (str, int)) and isinstance(m.wrong, (str, int)):
         return bound, f"logit {m.answer!r} − {m.wrong!r}"
     return bound, "KL from the baseline" if m.kind == "kl" else m.name
-

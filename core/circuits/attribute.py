@@ -24,10 +24,10 @@ import torch
 from tqdm.auto import tqdm
 
 from ..checks import check_fraction, check_positive_int, check_texts
-from ..model import Model
-from ..pages import release_pages
+from ..memory.pages import release_pages
+from ..memory.unembed import SLICE_ROWS
+from ..model.model import Model
 from ..saes.base import SAE
-from ..unembed import SLICE_ROWS
 from .graph import Graph
 from .prune import normalise_rows
 from .replacement import ReplacementPass, check_family, replacement_pass
@@ -221,7 +221,7 @@ def attribute(
     with torch.no_grad():
         h = run.final[0, -1].detach().float()
         logit_parts, sums = [], []
-        for c in W_U.split(SLICE_ROWS):  # each slice's memory-mapped pages released after use (core/pages.py)
+        for c in W_U.split(SLICE_ROWS):  # each slice's memory-mapped pages released after use (core/memory/pages.py)
             logit_parts.append(c.float() @ h)
             sums.append(c.float().sum(0))
             release_pages(c)

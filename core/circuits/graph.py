@@ -24,9 +24,9 @@ import scipy.sparse as sp
 import torch
 from safetensors.torch import save_file
 
-from ..atomic import atomic_folder, recover
-from ..checks import check_memory
-from ..files import Fields, FileError, expect_arrays, read_json, read_safetensors, safetensors_header
+from ..memory.budget import check_memory
+from ..storage.atomic import atomic_folder, recover
+from ..storage.readers import Fields, FileError, expect_arrays, read_json, read_safetensors, safetensors_header
 from .prune import Pruned, graph_scores, prune
 
 FORMAT = "interplab attribution graph"
@@ -92,7 +92,7 @@ class Graph:
 
     def feature_index(self, layer: int, pos: int, latent: int) -> int:
         """The node index of the feature (layer, pos, latent); a clear error if it is not in the graph."""
-        hit = ((self.features[:, 0] == layer) & (self.features[:, 1] == pos) & (self.features[:, 2] == latent))
+        hit = (self.features[:, 0] == layer) & (self.features[:, 1] == pos) & (self.features[:, 2] == latent)
         found = hit.nonzero().flatten()
         if len(found) == 0:
             raise ValueError(f"Feature (layer={layer}, pos={pos}, latent={latent}) is not a node of this graph.")
@@ -189,28 +189,55 @@ class Graph:
             if node["kind"] == "feature":
                 layer, pos, latent = node["layer"], node["pos"], node["latent"]
                 nid = f"{layer}_{latent}_{pos}"
-                entry = {"node_id": nid, "feature": (layer + latent) * (layer + latent + 1) // 2 + latent,
-                         "layer": str(layer), "ctx_idx": pos, "feature_type": "cross layer transcoder",
-                         "jsNodeId": f"{layer}_{latent}-0", "influence": infl, "activation": node["activation"]}
+                entry = {
+                    "node_id": nid,
+                    "feature": (layer + latent) * (layer + latent + 1) // 2 + latent,
+                    "layer": str(layer),
+                    "ctx_idx": pos,
+                    "feature_type": "cross layer transcoder",
+                    "jsNodeId": f"{layer}_{latent}-0",
+                    "influence": infl,
+                    "activation": node["activation"],
+                }
             elif node["kind"] == "error":
                 layer, pos = node["layer"], node["pos"]
                 nid = f"{layer}_-1_{pos}"
-                entry = {"node_id": nid, "feature": -1, "layer": str(layer), "ctx_idx": pos,
-                         "feature_type": "mlp reconstruction error", "jsNodeId": f"{layer}_-1-{pos}",
-                         "influence": infl}
+                entry = {
+                    "node_id": nid,
+                    "feature": -1,
+                    "layer": str(layer),
+                    "ctx_idx": pos,
+                    "feature_type": "mlp reconstruction error",
+                    "jsNodeId": f"{layer}_-1-{pos}",
+                    "influence": infl,
+                }
             elif node["kind"] == "token":
                 pos, vocab = node["pos"], self.token_ids[node["pos"]]
                 nid = f"E_{vocab}_{pos}"
-                entry = {"node_id": nid, "feature": pos, "layer": "E", "ctx_idx": pos, "feature_type": "embedding",
-                         "jsNodeId": f"E_{vocab}-{pos}", "influence": infl}
+                entry = {
+                    "node_id": nid,
+                    "feature": pos,
+                    "layer": "E",
+                    "ctx_idx": pos,
+                    "feature_type": "embedding",
+                    "jsNodeId": f"E_{vocab}-{pos}",
+                    "influence": infl,
+                }
             else:
                 k = i - (self.n_nodes - self.n_logits)
                 layer, vocab = str(self.n_layers + 1), node["token_id"]
                 nid = f"{layer}_{vocab}_{self.n_pos - 1}"
-                entry = {"node_id": nid, "feature": vocab, "layer": layer, "ctx_idx": self.n_pos - 1,
-                         "feature_type": "logit", "token_prob": node["prob"], "is_target_logit": k == 0,
-                         "jsNodeId": f"L_{vocab}-{self.n_pos - 1}",
-                         "clerp": f'Output "{node["token"]}" (p={node["prob"]:.3f})'}
+                entry = {
+                    "node_id": nid,
+                    "feature": vocab,
+                    "layer": layer,
+                    "ctx_idx": self.n_pos - 1,
+                    "feature_type": "logit",
+                    "token_prob": node["prob"],
+                    "is_target_logit": k == 0,
+                    "jsNodeId": f"L_{vocab}-{self.n_pos - 1}",
+                    "clerp": f'Output "{node["token"]}" (p={node["prob"]:.3f})',
+                }
             entry.setdefault("token_prob", 0.0)
             entry.setdefault("is_target_logit", False)
             entry.setdefault("clerp", "")

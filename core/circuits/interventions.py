@@ -21,9 +21,9 @@ from typing import Any
 import torch
 
 from ..checks import check_int, check_latent, check_number, check_texts
-from ..model import Model
+from ..model.model import Model
+from ..model.trace_ops import read_site, sae_encode, write_site
 from ..saes.base import SAE
-from ..trace_ops import read_site, sae_encode, write_site
 from .attribute import check_transcoders
 
 
@@ -81,8 +81,14 @@ def _edit(model: Model, tcs: list[SAE], changes: list[tuple[int, int | None, int
         params = tc.trace_params(latents if tc.per_latent else None)
         cols = [latents.index(c[2]) if tc.per_latent else c[2] for c in mine]
         dirs = [tc.W_dec[c[2]].detach().clone() for c in mine]
-        plan.append((model.envoy(tc.site), model.envoy(tc.site_out), params,
-                     [(col, pos, factor, d) for col, (_, pos, _, factor), d in zip(cols, mine, dirs, strict=True)]))
+        plan.append(
+            (
+                model.envoy(tc.site),
+                model.envoy(tc.site_out),
+                params,
+                [(col, pos, factor, d) for col, (_, pos, _, factor), d in zip(cols, mine, dirs, strict=True)],
+            )
+        )
 
     def edit(inputs: dict[str, torch.Tensor], step: int) -> None:
         for (in_env, in_io), (out_env, out_io), params, items in plan:

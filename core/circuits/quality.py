@@ -14,9 +14,9 @@ import torch
 from tqdm.auto import tqdm
 
 from ..checks import check_texts
-from ..model import Model
+from ..model.model import Model
+from ..model.trace_ops import read_site, sae_decode, sae_encode, write_site
 from ..saes.base import SAE
-from ..trace_ops import read_site, sae_decode, sae_encode, write_site
 from .attribute import check_transcoders
 
 

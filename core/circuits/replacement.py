@@ -24,8 +24,8 @@ from typing import Any
 import nnsight
 import torch
 
-from ..model import Model
-from ..sites import resolve
+from ..model.model import Model
+from ..model.sites import resolve
 
 
 @dataclass(frozen=True)

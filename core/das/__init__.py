@@ -2,7 +2,7 @@
 
 The public namespace ``ilab.das``. ``pairs.py`` holds counterfactual pairs (base, source, label);
 ``intervene.py`` the remote-safe interchange interventions (the subspace is a tensor passed into the
-trace, the maths in :mod:`interplab.core.trace_ops`); ``fit.py`` training, IIA and :class:`DASResult`
+trace, the maths in :mod:`interplab.core.model.trace_ops`); ``fit.py`` training, IIA and :class:`DASResult`
 (resumable with ``path=``); ``search.py`` the layer search; ``knob.py`` the context-sensitivity task;
 ``dictionaries.py`` supervised IOI dictionaries judged by sufficiency, necessity and (``controllability.py``)
 sparse controllability beside SAEs.

@@ -34,7 +34,7 @@ from ..saes import SAE
 from .intervene import Prepared, run, source_values
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..model.model import Model
 
 ATTRIBUTES = ("io", "s", "order")
 Features = Mapping[str, Mapping[str, torch.Tensor]]

@@ -27,15 +27,16 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..charts import offline
 from ..patching.prompts import PromptPairs
 from ..saes import SAE
+from ..views.charts import offline
 from .controllability import ATTRIBUTES, check_ks, controllability
 from .intervene import Prepared, check_positions, evaluate, source_values
 from .pairs import label_ids
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..model.model import Model
+
 
 def ioi_attributes(pairs: PromptPairs) -> list[dict[str, str]]:
     """Each clean prompt's IO name, subject name and order (``ABBA``: the IO is named first)."""
@@ -105,9 +106,17 @@ class DictionaryComparison:
         import altair as alt
 
         bars = self.table.melt("dictionary", ["sufficiency", "necessity"], var_name="measure", value_name="share")
-        left = alt.Chart(bars).mark_bar().encode(
-            x=alt.X("dictionary:N", title=None), y=alt.Y("share:Q", title="share of the logit difference"),
-            color="dictionary:N", column=alt.Column("measure:N", title=None)).properties(width=110, height=200)
+        left = (
+            alt.Chart(bars)
+            .mark_bar()
+            .encode(
+                x=alt.X("dictionary:N", title=None),
+                y=alt.Y("share:Q", title="share of the logit difference"),
+                color="dictionary:N",
+                column=alt.Column("measure:N", title=None),
+            )
+            .properties(width=110, height=200)
+        )
         lines = alt.Chart(self.controllability.dropna(subset=["success"])).mark_line(point=True).encode(
             x=alt.X("k:Q", scale=alt.Scale(type="log", base=2), title="latents changed (k)"),
             y=alt.Y("success:Q", scale=alt.Scale(domain=[0, 1]), title="edits that succeed"),
@@ -116,8 +125,10 @@ class DictionaryComparison:
         return offline(alt.vconcat(left, lines).properties(title=f"Supervised dictionary vs SAEs at {self.site}"))
 
     def __repr__(self) -> str:
-        return (f"DictionaryComparison({self.site} at position {self.position}):\n{self.table.to_string(index=False)}\n"
-                f"{self.controllability.to_string(index=False)}")
+        return (
+            f"DictionaryComparison({self.site} at position {self.position}):\n{self.table.to_string(index=False)}\n"
+            f"{self.controllability.to_string(index=False)}"
+        )
 
     def _repr_html_(self) -> str:
         return self.table.to_html(index=False) + self.controllability.to_html(index=False)

@@ -7,7 +7,7 @@ interchange-intervention accuracy (IIA) on held-out pairs says whether the subsp
 ``full_iia`` swaps the whole vector (what patching the site does: the ceiling for any subspace), and
 ``base_rate`` is how often the label is the top token with no intervention at all.
 
-With ``path=`` the run checkpoints (:mod:`interplab.core.checkpoint`): a kill at any point resumes to
+With ``path=`` the run checkpoints (:mod:`interplab.core.storage.checkpoint`): a kill at any point resumes to
 the same subspace. Bad input (pairs of mismatched lengths, ``k`` larger than the site's width, a label
 that is not one token) is refused before any forward pass.
 
@@ -32,18 +32,18 @@ from typing import TYPE_CHECKING, Any
 import torch
 from tqdm.auto import tqdm
 
-from ..atomic import atomic_path
-from ..charts import offline
-from ..checkpoint import begin, load_state, save_state
 from ..checks import check_fraction, check_int, check_number
-from ..files import FLOATS, FileError, expect_arrays, read_safetensors, result_header
+from ..model.trace_ops import orthonormal
 from ..patching.prompts import PromptPairs
-from ..trace_ops import orthonormal
+from ..storage.atomic import atomic_path
+from ..storage.checkpoint import begin, load_state, save_state
+from ..storage.readers import FLOATS, FileError, expect_arrays, read_safetensors, result_header
+from ..views.charts import offline
 from .intervene import check_positions, evaluate, prepare, run, source_values
 from .pairs import CounterfactualPairs, as_pairs
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..model.model import Model
 
 FORMAT = "interplab.das/1"
 JOB = "das.fit"
@@ -92,8 +92,10 @@ class DASResult:
                        .properties(title=title, width=380, height=200))  # fmt: skip
 
     def __repr__(self) -> str:
-        return (f"DASResult({self.site} at positions {self.positions}, k={self.k}: IIA {self.iia:.3f} held out "
-                f"(train {self.train_iia:.3f}; full swap {self.full_iia:.3f}; no intervention {self.base_rate:.3f}))")
+        return (
+            f"DASResult({self.site} at positions {self.positions}, k={self.k}: IIA {self.iia:.3f} held out "
+            f"(train {self.train_iia:.3f}; full swap {self.full_iia:.3f}; no intervention {self.base_rate:.3f}))"
+        )
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """One safetensors file: ``Q_DK`` and the rest as JSON metadata."""

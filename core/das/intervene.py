@@ -1,7 +1,7 @@
 """Interchange interventions inside nnsight traces: the base run with a subspace of the source's activations.
 
 Everything a trace body here touches is an envoy, ``readout``, a tensor, a torch function or
-:mod:`interplab.core.trace_ops` (``orthonormal``, ``interchange``, ``read_site``, ``write_site``), so it
+:mod:`interplab.core.model.trace_ops` (``orthonormal``, ``interchange``, ``read_site``, ``write_site``), so it
 runs on an NDIF server without interplab. The source activations are read once, without gradients,
 before training (they do not depend on the rotation); each step then runs only the base prompts.
 Training computes the loss *and its gradient* inside the trace (``torch.autograd.grad``), so only
@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 import nnsight
 import torch
 
-from ..model import position_columns
-from ..trace_ops import interchange, orthonormal, read_site, write_site
+from ..model.model import position_columns
+from ..model.trace_ops import interchange, orthonormal, read_site, write_site
 from .pairs import CounterfactualPairs, label_ids
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..model.model import Model
 
 
 @dataclass

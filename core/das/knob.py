@@ -24,15 +24,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from ..charts import offline
 from ..checks import check_int, check_number, check_texts
 from ..steering import SteeringVector
 from ..steering import logits as steered_logits
+from ..views.charts import offline
 from .fit import DASResult
 from .pairs import CounterfactualPairs, label_ids
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..model.model import Model
 
 #: (city, its country): the facts the model may know.
 FACTS = (
@@ -112,6 +112,7 @@ def knob_task(model: Model, n: int = 20, seed: int = 0) -> KnobTask:
     """
     n = check_int("n", n, minimum=1)
     tok = model.tokenizer
+
     def one(word: str) -> bool:  # one token that is the word itself (not an unknown-word token)
         ids = tok(" " + word, add_special_tokens=False)["input_ids"]
         return len(ids) == 1 and ids[0] != tok.unk_token_id and tok.decode(ids).strip() == word

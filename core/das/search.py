@@ -22,16 +22,16 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..charts import offline
 from ..checks import check_int
+from ..model.sites import site_name
 from ..patching.prompts import PromptPairs
-from ..sites import site_name
+from ..views.charts import offline
 from .fit import DASResult, check_fit_args, fit, split
 from .intervene import evaluate, prepare
 from .pairs import CounterfactualPairs
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..model.model import Model
 
 KINDS = ("resid_pre", "resid_post", "resid_mid", "attn_out", "mlp_out")
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..atomic import atomic_path
-from ..embedded import cache_dir
+from ..storage.atomic import atomic_path
+from ..storage.cache import cache_dir
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +71,10 @@ def _npm_pack(spec: str, dest: Path) -> Path:
         )
     out = subprocess.run(
         [npm, "pack", spec, "--silent", "--pack-destination", str(dest)],
-        check=True, capture_output=True, text=True, cwd=dest,
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=dest,
     )
     return dest / out.stdout.strip().splitlines()[-1]
 
@@ -127,9 +130,7 @@ def _jsonl_texts(file: Path) -> Iterator[str]:
                 except (json.JSONDecodeError, KeyError, TypeError):
                     text = None
                 if not isinstance(text, str):
-                    raise ValueError(
-                        f"{file}:{lineno}: expected a JSON object with a 'text' string, got {line[:80]!r}"
-                    )
+                    raise ValueError(f"{file}:{lineno}: expected a JSON object with a 'text' string, got {line[:80]!r}")
                 yield text
     except UnicodeDecodeError as err:
         raise ValueError(f"{file}: not UTF-8 text ({err}).") from None
@@ -210,7 +211,7 @@ def describe_corpus(corpus: Any) -> str:
     """A short description of a corpus for manifests, checkpoints and messages.
 
     Lists are known by a digest of their texts, files by their place and size, datasets by their
-    fingerprint; a resume also checks the tokens themselves (:class:`interplab.core.checkpoint.TokenDigest`).
+    fingerprint; a resume also checks the tokens themselves (:class:`interplab.core.storage.checkpoint.TokenDigest`).
     """
     if corpus is None or (isinstance(corpus, str) and corpus == "default"):
         return "the default corpus"
@@ -235,10 +236,7 @@ class CorpusCount:
 
     def describe(self, context_size: int) -> str:
         """``"1,234 tokens in 10 documents (9 windows of 128)"``: for "the corpus ran out" messages."""
-        return (
-            f"{self.tokens:,} tokens in {self.documents:,} documents "
-            f"({self.windows:,} windows of {context_size})"
-        )
+        return f"{self.tokens:,} tokens in {self.documents:,} documents ({self.windows:,} windows of {context_size})"
 
 
 def token_windows(

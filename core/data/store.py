@@ -2,11 +2,11 @@
 
 A store is a folder with ``manifest.json`` and ``shard_NNNNN.safetensors`` files.
 Each shard holds one [n, d] tensor per site plus the ``tokens`` [n] they came from.
-Caching follows the crash-safety contract (:mod:`interplab.core.checkpoint`): the folder's
+Caching follows the crash-safety contract (:mod:`interplab.core.storage.checkpoint`): the folder's
 leftovers are cleaned first; a shard is written atomically, then the manifest that lists it (the
 commit point); the manifest records what the store depends on (model and its weights, sites,
 context size, dtype) and a digest of the tokens stored, so resuming with another model or corpus
-is refused. Reading follows the validation contract (:mod:`interplab.core.files`): the manifest's
+is refused. Reading follows the validation contract (:mod:`interplab.core.storage.readers`): the manifest's
 fields and each shard's header are checked before any tensor is read.
 
 Example
@@ -23,21 +23,19 @@ import logging
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 from tqdm.auto import tqdm
 
-from ..atomic import atomic_path, remove, write_json
-from ..checkpoint import TokenDigest, begin, check_inputs, check_tokens
-from ..checks import check_int, check_memory, check_positive_int
-from ..files import Fields, FileError, expect_arrays, inside, read_json, safetensors_header
+from ..checks import check_int, check_positive_int
+from ..memory.budget import check_memory
+from ..storage.atomic import atomic_path, remove, write_json
+from ..storage.checkpoint import TokenDigest, begin, check_inputs, check_tokens
+from ..storage.readers import Fields, FileError, expect_arrays, inside, read_json, safetensors_header
 from .corpus import CorpusCount, describe_corpus, token_windows
-
-if TYPE_CHECKING:
-    from ..sites import Site
 
 logger = logging.getLogger(__name__)
 
@@ -61,11 +59,11 @@ class Source(Protocol):
 
     def check_lengths(self, lengths: Sequence[int], what: str = "text") -> None: ...
 
-    def parse_sites(self, sites: str | Sequence[str]) -> list[Site]: ...
+    def parse_sites(self, sites: str | Sequence[str]) -> list[Any]: ...  # parsed sites, opaque to the store
 
     def site_dim(self, site: str) -> int: ...
 
-    def run_sites(self, enc: dict[str, torch.Tensor], sites: Sequence[Site]) -> list[torch.Tensor]: ...
+    def run_sites(self, enc: dict[str, torch.Tensor], sites: Sequence[Any]) -> list[torch.Tensor]: ...
 
 
 class ActivationStore:
@@ -262,8 +260,14 @@ def cache_activations(
     windows = token_windows(model.tokenizer, corpus, context_size, count)
     root = Path(path)
     wanted = {
-        "format": FORMAT, "version": VERSION, "model": model.name, "model_sha": model.fingerprint(), "sites": names,
-        "d": {n: model.site_dim(n) for n in names}, "dtype": dtype, "context_size": context_size,
+        "format": FORMAT,
+        "version": VERSION,
+        "model": model.name,
+        "model_sha": model.fingerprint(),
+        "sites": names,
+        "d": {n: model.site_dim(n) for n in names},
+        "dtype": dtype,
+        "context_size": context_size,
         "skipped_prefix": skip,
     }
     manifest = _open_or_start(root, wanted)
@@ -337,7 +341,9 @@ def cache_activations(
         logger.warning(
             "The corpus ran out: it holds %s; %s tokens were stored (BOS positions are not), %s asked for. "
             "Give a larger corpus for more.",
-            count.describe(context_size), f"{manifest['n_tokens']:,}", f"{n_tokens:,}",
+            count.describe(context_size),
+            f"{manifest['n_tokens']:,}",
+            f"{n_tokens:,}",
         )
     manifest["exhausted"] = exhausted
     manifest["complete"] = True

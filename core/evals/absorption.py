@@ -42,13 +42,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..charts import offline
 from ..checks import check_int, check_positive_int
-from ..heap import release_free_heap
+from ..memory.freeing import scope
+from ..views.charts import offline
 from .tidy import check_sae, encode_rows, site_batches, tidy
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..model.model import Model
     from ..saes.base import SAE
 
 
@@ -240,18 +240,24 @@ class AbsorptionResult:
         """Absorption and false-negative rates per letter."""
         import altair as alt
 
-        df = self.scores.drop("mean").reset_index(names="letter").melt(
-            id_vars="letter", value_vars=["absorption_rate", "false_negative_rate"], var_name="metric")
+        df = (
+            self.scores.drop("mean")
+            .reset_index(names="letter")
+            .melt(id_vars="letter", value_vars=["absorption_rate", "false_negative_rate"], var_name="metric")
+        )
         return offline(alt.Chart(df).mark_bar().encode(x="letter:N", y="value:Q", color="metric:N",
                        xOffset="metric:N", tooltip=["letter", "metric", "value"]).properties(
                        title=f"First-letter absorption at {self.site}", width=420, height=160))  # fmt: skip
 
     def __repr__(self) -> str:
         m = self.scores.loc["mean"]
-        return (f"AbsorptionResult({self.site}, {len(self.scores) - 1} letters: absorption_rate="
-                f"{m.absorption_rate:.3f}, false_negative_rate={m.false_negative_rate:.3f})")
+        return (
+            f"AbsorptionResult({self.site}, {len(self.scores) - 1} letters: absorption_rate="
+            f"{m.absorption_rate:.3f}, false_negative_rate={m.false_negative_rate:.3f})"
+        )
 
 
+@scope()
 def absorption(
     sae: SAE, model: Model, words: Sequence[str] | None = None, site: str | None = None, template: str = " {word}",
     n_words: int = 1500, k_max: int = 5, f1_jump: float = 0.03, cos_threshold: float = 0.025,
@@ -286,5 +292,4 @@ def absorption(
     letters = np.array([w[0].lower() for w in words])
     scores, main = absorption_scores(X.numpy(), Z, sae.W_dec.detach().float().numpy(), letters, test_fraction,
                                      seed, k_max, f1_jump, cos_threshold, min_words, min_share, convention)  # fmt: skip
-    release_free_heap(0)  # the passes' and probes' freed buffers: back to the OS
     return AbsorptionResult(site=site, scores=scores, main=main)

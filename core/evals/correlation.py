@@ -28,15 +28,15 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..charts import offline
 from ..checks import check_positive_int, check_texts
-from ..heap import release_free_heap
-from ..model import free_trace_memory
-from ..trace_ops import next_token_scores, read_site, write_site
+from ..memory.freeing import release, scope
+from ..model.model import free_trace_memory
+from ..model.trace_ops import next_token_scores, read_site, write_site
+from ..views.charts import offline
 from .tidy import check_sae, encode_rows, tidy
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..model.model import Model
     from ..saes.base import SAE
 
 SIGNALS = ("surprisal", "position")
@@ -148,7 +148,7 @@ class CorrelationResult:
                              replace=False).tolist()  # fmt: skip
         changes = ablation_changes(sae, model, texts, self.site, [top, control], batch_size)
         self.causal = pd.DataFrame({"which": ["top", "random"], "latents": [top, control], "mean_change": changes})
-        release_free_heap(0)
+        release(0)
         return self.causal
 
     def __repr__(self) -> str:
@@ -180,6 +180,7 @@ def ablation_changes(sae: SAE, model: Model, texts: list[str], site: str, latent
     return [t / max(1, n) for t in totals]
 
 
+@scope()
 def correlate(sae: SAE, model: Model, texts: str | Sequence[str], signal: Any = "surprisal",
               site: str | None = None, batch_size: int = 8) -> CorrelationResult:  # fmt: skip
     """Correlate every latent of ``sae`` with a per-token ``signal`` over ``texts`` (BOS left out).
@@ -192,7 +193,6 @@ def correlate(sae: SAE, model: Model, texts: str | Sequence[str], signal: Any = 
     site = sae.check_fits(model, site)
     lengths = [int(n) - 1 for n in model.to_tokens(texts)["attention_mask"].sum(1).tolist()]
     checked = check_signal(signal, lengths)
-    release_free_heap(0)  # what earlier work left free goes back before the readout's pages come in
     zs, ss = [], []
     for b, chunk in enumerate(model.batches(texts, batch_size, "correlate")):
         enc = model.to_tokens(chunk)

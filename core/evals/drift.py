@@ -26,15 +26,15 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..charts import offline
 from ..checks import check_int, check_number, check_texts
-from ..model import free_trace_memory
-from ..trace_ops import read_site, write_site
-from ..views.attention import AttentionData
+from ..model.model import free_trace_memory
+from ..model.trace_ops import read_site, write_site
+from ..views.attention_pattern import AttentionData
+from ..views.charts import offline
 from .tidy import tidy
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..model.model import Model
 
 
 def rank_one(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -141,8 +141,10 @@ class DriftResult:
 
     def __repr__(self) -> str:
         top = self.table.iloc[self.table.drift.abs().argmax()]
-        return (f"DriftResult({len(self.table)} heads, targets {self.targets}; largest drift {top.drift:+.3f} at "
-                f"layer {int(top.layer)} head {int(top.head)})")
+        return (
+            f"DriftResult({len(self.table)} heads, targets {self.targets}; largest drift {top.drift:+.3f} at "
+            f"layer {int(top.layer)} head {int(top.head)})"
+        )
 
 
 def attention_mass(p: np.ndarray, targets: list[int]) -> np.ndarray:

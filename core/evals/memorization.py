@@ -35,8 +35,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..charts import offline
 from ..checks import check_fraction, check_int, check_number
+from ..views.charts import offline
 from .planted import PlantedRun, check_sequences, sequence_losses
 from .tidy import tidy
 
@@ -124,8 +124,11 @@ class MemorizationResult:
         stats = h.groupby(["step", "kind"]).ce.describe(percentiles=[0.1, 0.5, 0.9]).reset_index()
         base = alt.Chart(stats).encode(x=alt.X("step:Q"), color=alt.Color("kind:N", title=None))
         band = base.mark_area(opacity=0.2).encode(y=alt.Y("10%:Q", title="cross-entropy (nats/token)"), y2="90%:Q")
-        return offline((band + base.mark_line().encode(y="50%:Q")).properties(
-            width=420, height=220, title="Per-sequence cross-entropy through training"))
+        return offline(
+            (band + base.mark_line().encode(y="50%:Q")).properties(
+                width=420, height=220, title="Per-sequence cross-entropy through training"
+            )
+        )
 
     def __repr__(self) -> str:
         m = self.metrics

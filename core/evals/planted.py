@@ -7,7 +7,7 @@ sequences it saw, when and how often. :func:`tiny_lm` builds a small ``transform
 windows of the stream, putting each planted sequence into exactly one batch (at a step spread over
 the first half of training), and records every sequence's cross-entropy at each checkpoint.
 
-Training is a long job with the crash-safety contract of ``core/checkpoint.py``: given a ``folder``,
+Training is a long job with the crash-safety contract of ``core/storage/checkpoint.py``: given a ``folder``,
 the weights, the optimizer, the history and the step are saved at each checkpoint; a kill loses at
 most the steps since the last one, and a resume gives the same result as an uninterrupted run
 (batches are drawn from a generator seeded by ``(seed, step)``, not from a running state).
@@ -32,8 +32,8 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from ..checkpoint import begin, load_state, save_state
 from ..checks import check_int, check_number, check_positive_int
+from ..storage.checkpoint import begin, load_state, save_state
 
 log = logging.getLogger(__name__)
 JOB = "train_planted"
@@ -120,8 +120,8 @@ def sequence_losses(
     ces, recalls = [], []
     with torch.inference_mode():
         for start in range(0, seqs_NL.shape[0], batch_size):
-            ids_BL = seqs_NL[start:start + batch_size].long()
-            logits_BLV = lm(ids_BL).logits[:, prefix - 1:-1].float()
+            ids_BL = seqs_NL[start : start + batch_size].long()
+            logits_BLV = lm(ids_BL).logits[:, prefix - 1 : -1].float()
             target_BL = ids_BL[:, prefix:]
             ce_BL = torch.nn.functional.cross_entropy(logits_BLV.transpose(1, 2), target_BL, reduction="none")
             ces.append(ce_BL.mean(1))
@@ -153,7 +153,7 @@ class PlantedRun:
 def _batch(stream: torch.Tensor, seed: int, step: int, batch_size: int, n_ctx: int) -> torch.Tensor:
     gen = torch.Generator().manual_seed(seed * 1_000_003 + step)
     starts = torch.randint(len(stream) - n_ctx, (batch_size,), generator=gen)
-    return torch.stack([stream[s:s + n_ctx] for s in starts.tolist()])
+    return torch.stack([stream[s : s + n_ctx] for s in starts.tolist()])
 
 
 def _record(lm, planted, controls, seen_at, step, prefix) -> list[dict]:
@@ -222,7 +222,7 @@ def train_planted(
         if step in where:
             seq = planted[where[step]]
             batch_BL[0, : len(seq)] = seq
-            batch_BL[0, len(seq):] = batch_BL[1, : n_ctx - len(seq)]
+            batch_BL[0, len(seq) :] = batch_BL[1, : n_ctx - len(seq)]
         loss = lm(batch_BL, labels=batch_BL).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -33,14 +33,14 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from ..charts import offline
 from ..checks import check_positive_int, check_texts
-from ..files import Fields, FileError, read_json
-from ..heap import release_free_heap
+from ..memory.freeing import scope
+from ..storage.readers import Fields, FileError, read_json
+from ..views.charts import offline
 from .tidy import check_sae, encode_rows, sites_batches, tidy
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..model.model import Model
     from ..saes.base import SAE
 
 DATA_FILE = Path(__file__).parent / "data" / "polysemy.json"
@@ -98,8 +98,9 @@ def load_polysemy(path: str | os.PathLike[str] | None = None) -> list[PolyWord]:
             sense = Fields(file, s, where=f"words[{i}].senses[{j}].")
             contexts = sense.list("contexts")
             if not contexts or not all(isinstance(c, str) and c.strip() for c in contexts):
-                raise FileError(file, f"words[{i}].senses[{j}].contexts",
-                                "must be a non-empty list of non-empty strings")
+                raise FileError(
+                    file, f"words[{i}].senses[{j}].contexts", "must be a non-empty list of non-empty strings"
+                )
             senses.append(Sense(sense.str("gloss"), list(contexts)))
         if len(senses) < 2:
             raise FileError(file, f"words[{i}].senses", f"{word!r} needs at least two senses, got {len(senses)}")
@@ -188,6 +189,7 @@ class PolysemyResult:
         return f"PolysemyResult({self.site}, {int(self.metrics.get('n_pairs', 0))} pairs: {m})"
 
 
+@scope()
 def polysemy(
     sae: SAE | Sequence[SAE], model: Model, words: list[PolyWord] | str | os.PathLike[str] | None = None,
     site: str | None = None, batch_size: int = 32, progress: bool = True,
@@ -229,7 +231,6 @@ def polysemy(
             values[i].append(v)
     results = [_result(name, words, texts, ids, torch.cat(t).numpy(), torch.cat(v).numpy())
                for name, t, v in zip(sites, tops, values, strict=True)]  # fmt: skip
-    release_free_heap(0)  # the passes' freed buffers: back to the OS, not kept under the next cell
     return results if many else results[0]
 
 

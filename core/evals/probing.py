@@ -38,13 +38,13 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from ..charts import offline
 from ..checks import check_fraction, check_int, check_positive_int, check_texts
-from ..heap import release_free_heap
+from ..memory.freeing import scope
+from ..views.charts import offline
 from .tidy import check_sae, encode_rows, site_batches, tidy
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..model.model import Model
     from ..saes.base import SAE
 
 
@@ -204,8 +204,13 @@ class ProbingResult:
 
         mean = self.scores.loc["mean"]
         df = pd.DataFrame({"k": self.ks, "accuracy": [mean[f"sae_top_{k}_accuracy"] for k in self.ks]})
-        line = alt.Chart(df).mark_line(point=True).encode(x=alt.X("k:Q", scale=alt.Scale(type="log")),
-                                                           y=alt.Y("accuracy:Q", scale=alt.Scale(domain=[0.4, 1])))
+        line = (
+            alt.Chart(df)
+            .mark_line(point=True)
+            .encode(
+                x=alt.X("k:Q", scale=alt.Scale(type="log")), y=alt.Y("accuracy:Q", scale=alt.Scale(domain=[0.4, 1]))
+            )
+        )
         rule = alt.Chart(pd.DataFrame({"llm": [mean["llm_accuracy"]]})).mark_rule(strokeDash=[4, 4]).encode(y="llm:Q")
         return offline((line + rule).properties(title=f"Sparse probing at {self.site} (dashed: full activation)",
                                                 width=260, height=180))  # fmt: skip
@@ -214,6 +219,7 @@ class ProbingResult:
         return f"ProbingResult({self.site}, mean:\n{self.scores.loc['mean'].round(3).to_string()})"
 
 
+@scope()
 def sparse_probing(
     sae: SAE, model: Model, texts: Sequence[str], labels: Sequence[Any], ks: Sequence[int] = (1, 2, 5, 20),
     site: str | None = None, test_fraction: float = 0.25, seed: int = 0, max_tokens: int = 128,
@@ -241,7 +247,6 @@ def sparse_probing(
     if convention not in CONVENTIONS:
         raise ValueError(f"convention must be one of {CONVENTIONS}, got {convention!r}.")
     site = sae.check_fits(model, site)
-    release_free_heap(0)  # what earlier work left free goes back first
     X, Z = pooled(sae, model, texts, site, max_tokens, batch_size, progress)
     rows, selected = {}, {}
     for cls in classes.tolist():
@@ -260,5 +265,4 @@ def sparse_probing(
         rows[cls] = row
     scores = pd.DataFrame.from_dict(rows, orient="index")
     scores.loc["mean"] = scores.mean(0)
-    release_free_heap(0)  # the passes' and probes' freed buffers: back to the OS
     return ProbingResult(site=site, ks=ks, scores=scores, selected=selected)

@@ -23,11 +23,11 @@ import torch
 from tqdm.auto import tqdm
 
 from ..checks import check_positive_int, check_texts
-from ..model import free_trace_memory
-from ..trace_ops import next_token_scores, read_site, write_site
+from ..model.model import free_trace_memory
+from ..model.trace_ops import next_token_scores, read_site, write_site
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..model.model import Model
     from ..saes.base import SAE
 
 

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from ..charts import offline
 from ..checks import check_texts
+from ..views.charts import offline
 from .absorption import absorption
 from .correlation import check_signal, correlate
 from .labelled import brown_genres
@@ -40,7 +40,7 @@ from .reconstruction import evaluate as evaluate_reconstruction
 from .tidy import check_choices, check_sae, tidy
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..model.model import Model
     from ..saes.base import SAE
 
 SUITES = ("reconstruction", "polysemy", "sparse_probing", "absorption", "correlation")

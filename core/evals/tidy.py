@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..model.model import Model
     from ..saes.base import SAE
 
 COLUMNS = ["suite", "site", "group", "metric", "value"]
@@ -33,8 +33,11 @@ def tidy(suite: str, site: str, metrics: Mapping[str, float], group: str = "all"
     >>> tidy("absorption", "blocks.3.hook_resid_post", {"absorption_rate": 0.1}, group="s")
     """
     return pd.DataFrame(
-        [{"suite": suite, "site": site, "group": str(group), "metric": k, "value": float(v)}
-         for k, v in metrics.items()], columns=COLUMNS,
+        [
+            {"suite": suite, "site": site, "group": str(group), "metric": k, "value": float(v)}
+            for k, v in metrics.items()
+        ],
+        columns=COLUMNS,
     )
 
 

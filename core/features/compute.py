@@ -13,11 +13,11 @@ Example
 >>> data.latent(123)["top"][0]["tokens"]      # the strings around its strongest example
 >>> data = ilab.FeatureData.load("dash6/")     # no recomputation
 
-With ``path=`` the pass follows the crash-safety contract (:mod:`interplab.core.checkpoint`): its
+With ``path=`` the pass follows the crash-safety contract (:mod:`interplab.core.storage.checkpoint`): its
 state is one file in that folder (``.checkpoint.safetensors``) with the inputs it depends on (SAE,
 model weights, corpus, settings) and a digest of the rows scanned; a resume refuses other inputs and
 another corpus; the finished result replaces the folder in one swap (finished by
-:func:`interplab.core.atomic.recover` if a kill splits it), so nothing is lost at any instruction.
+:func:`interplab.core.storage.atomic.recover` if a kill splits it), so nothing is lost at any instruction.
 """
 
 from __future__ import annotations
@@ -32,14 +32,15 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..atomic import recover
-from ..checkpoint import TokenDigest, begin, check_inputs, check_tokens, load_state, save_state
-from ..checks import check_int, check_memory, check_texts
+from ..checks import check_int, check_texts
 from ..data.corpus import describe_corpus, iter_texts
 from ..data.store import ActivationStore
-from ..files import FileError
-from ..model import Model
+from ..memory.budget import check_memory
+from ..model.model import Model
 from ..saes.base import sae_fingerprint
+from ..storage.atomic import recover
+from ..storage.checkpoint import TokenDigest, begin, check_inputs, check_tokens, load_state, save_state
+from ..storage.readers import FileError
 from .data import CHECKPOINT, FeatureData, check_target
 from .labels import labels_path, load_labels
 from .rows import store_batches, text_batches
@@ -74,7 +75,7 @@ def accumulator_bytes(d_sae: int, n_top: int, n_quantile: int, context: int, n_b
 
 
 # ------------------------------------------------------------------- the pass
-def feature_data(
+def feature_data(  # noqa: C901  (split by the resumable-job step)
     sae: SAE,
     source: Model | ActivationStore | str | Path,
     texts: Any = None,
@@ -110,8 +111,13 @@ def feature_data(
     >>> data = feature_data(sae, model, ilab.default_corpus(), n_tokens=100_000)
     """
     for name, value, low in (
-        ("n_top", n_top, 1), ("n_quantile", n_quantile, 1), ("context", context, 1), ("n_bins", n_bins, 1),
-        ("n_logit", n_logit, 1), ("seq_len", seq_len, 2), ("batch_size", batch_size, 1),
+        ("n_top", n_top, 1),
+        ("n_quantile", n_quantile, 1),
+        ("context", context, 1),
+        ("n_bins", n_bins, 1),
+        ("n_logit", n_logit, 1),
+        ("seq_len", seq_len, 2),
+        ("batch_size", batch_size, 1),
     ):
         check_int(name, value, minimum=low)
     lead = 2 * context // 3 if lead is None else lead
@@ -186,7 +192,8 @@ def feature_data(
     if isinstance(source, Model):
         parsed = model.parse_sites(site)
         batches: Iterator[tuple[Batch, Any]] = text_batches(
-            model, docs, seq_len, batch_size, n_tokens, rows_done, digest=digest, after_skip=after_skip)
+            model, docs, seq_len, batch_size, n_tokens, rows_done, digest=digest, after_skip=after_skip
+        )
     else:
         batches = store_batches(source, site, batch_size, n_tokens, rows_done)
     total = n_tokens if n_tokens is not None else (source.n_tokens if isinstance(source, ActivationStore) else None)
@@ -243,13 +250,25 @@ def feature_data(
     t2 = time.perf_counter()
     arrays["neighbour_ids"], arrays["neighbour_sims"] = all_neighbours(sae)
     timings.update(finish=t1 - t0, logit_effects=t2 - t1, neighbours=time.perf_counter() - t2)
-    ids = np.unique(np.concatenate([arrays[k].ravel() for k in ("top_tokens", "quantile_tokens", "logit_top_ids",
-                                                                 "logit_bottom_ids")]))
+    ids = np.unique(
+        np.concatenate(
+            [arrays[k].ravel() for k in ("top_tokens", "quantile_tokens", "logit_top_ids", "logit_bottom_ids")]
+        )
+    )
     strings = {int(i): model.tokenizer.decode([int(i)]) for i in ids if i >= 0}
     data = FeatureData(
-        site=site, d_sae=sae.d_sae, n_tokens=acc.n_tokens, context=context, lead=lead, **arrays,
-        token_strings=strings, labels=load_labels(sae), model_name=model.name, labels_path=str(labels_path(sae)),
-        complete=not stopped, config=config,
+        site=site,
+        d_sae=sae.d_sae,
+        n_tokens=acc.n_tokens,
+        context=context,
+        lead=lead,
+        **arrays,
+        token_strings=strings,
+        labels=load_labels(sae),
+        model_name=model.name,
+        labels_path=str(labels_path(sae)),
+        complete=not stopped,
+        config=config,
     )
     data.timings = timings
     if root is not None and not stopped:

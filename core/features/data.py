@@ -17,24 +17,37 @@ from typing import Any
 
 import numpy as np
 
-from ..atomic import atomic_folder, leftover_target, recover
-from ..checks import check_int, check_latent, check_memory
-from ..files import ArrayInfo, Fields, FileError, dtype_name, inside, load_npy, npy_header, read_json
+from ..checks import check_int, check_latent
+from ..memory.budget import check_memory
+from ..storage.atomic import atomic_folder, leftover_target, recover
+from ..storage.readers import ArrayInfo, Fields, FileError, dtype_name, inside, load_npy, npy_header, read_json
 from .labels import FILE as LABELS_FILE
 from .labels import read_labels, update_label
 
 FORMAT = "interplab-features"
-#: The running state of an unfinished pass, inside its output folder (one file, see interplab.core.checkpoint).
+#: The running state of an unfinished pass, inside its output folder (one file, see interplab.core.storage.checkpoint).
 CHECKPOINT = ".checkpoint.safetensors"
 #: Array fields and their dtypes, in the order they are saved.
 ARRAYS: dict[str, Any] = {
-    "density": np.float32, "max_act": np.float32, "mean_act": np.float32,
-    "hist_edges": np.float32, "hist_counts": np.int64,
-    "top_tokens": np.int32, "top_acts": np.float32, "top_max": np.float32, "top_where": np.int64,
-    "quantile_tokens": np.int32, "quantile_acts": np.float32, "quantile_max": np.float32, "quantile_where": np.int64,
-    "logit_top_ids": np.int32, "logit_top_values": np.float32,
-    "logit_bottom_ids": np.int32, "logit_bottom_values": np.float32,
-    "neighbour_ids": np.int32, "neighbour_sims": np.float32,
+    "density": np.float32,
+    "max_act": np.float32,
+    "mean_act": np.float32,
+    "hist_edges": np.float32,
+    "hist_counts": np.int64,
+    "top_tokens": np.int32,
+    "top_acts": np.float32,
+    "top_max": np.float32,
+    "top_where": np.int64,
+    "quantile_tokens": np.int32,
+    "quantile_acts": np.float32,
+    "quantile_max": np.float32,
+    "quantile_where": np.int64,
+    "logit_top_ids": np.int32,
+    "logit_top_values": np.float32,
+    "logit_bottom_ids": np.int32,
+    "logit_bottom_values": np.float32,
+    "neighbour_ids": np.int32,
+    "neighbour_sims": np.float32,
 }
 
 
@@ -111,14 +124,16 @@ class FeatureData:
         out = []
         for j in np.flatnonzero(vals > 0):
             ids = getattr(self, f"{prefix}_tokens")[i, j]
-            out.append({
-                "max": float(vals[j]),
-                "doc": int(getattr(self, f"{prefix}_where")[i, j, 0]),
-                "pos": int(getattr(self, f"{prefix}_where")[i, j, 1]),
-                "token_ids": ids.tolist(),
-                "tokens": [self.token_str(t) for t in ids.tolist()],
-                "acts": getattr(self, f"{prefix}_acts")[i, j].tolist(),
-            })
+            out.append(
+                {
+                    "max": float(vals[j]),
+                    "doc": int(getattr(self, f"{prefix}_where")[i, j, 0]),
+                    "pos": int(getattr(self, f"{prefix}_where")[i, j, 1]),
+                    "token_ids": ids.tolist(),
+                    "tokens": [self.token_str(t) for t in ids.tolist()],
+                    "acts": getattr(self, f"{prefix}_acts")[i, j].tolist(),
+                }
+            )
         return out
 
     def latent(self, i: int) -> dict[str, Any]:
@@ -128,8 +143,12 @@ class FeatureData:
         """
         i = self._index(i)
         logits = {
-            side: [(self.token_str(t), float(v)) for t, v in zip(getattr(self, f"logit_{side}_ids")[i].tolist(),
-                                                              getattr(self, f"logit_{side}_values")[i].tolist())]
+            side: [
+                (self.token_str(t), float(v))
+                for t, v in zip(
+                    getattr(self, f"logit_{side}_ids")[i].tolist(), getattr(self, f"logit_{side}_values")[i].tolist()
+                )
+            ]
             for side in ("top", "bottom")
         }
         return {
@@ -224,9 +243,16 @@ class FeatureData:
         (a shared folder must not point anywhere): see :meth:`load`.
         """
         meta = {
-            "format": FORMAT, "version": 2, "site": self.site, "d_sae": self.d_sae, "n_tokens": self.n_tokens,
-            "context": self.context, "lead": self.lead, "model_name": self.model_name,
-            "complete": self.complete, "config": self.config,
+            "format": FORMAT,
+            "version": 2,
+            "site": self.site,
+            "d_sae": self.d_sae,
+            "n_tokens": self.n_tokens,
+            "context": self.context,
+            "lead": self.lead,
+            "model_name": self.model_name,
+            "complete": self.complete,
+            "config": self.config,
             "token_strings": {str(k): v for k, v in self.token_strings.items()},
             "labels": {str(k): v for k, v in self.labels.items()},
         }
@@ -328,7 +354,7 @@ def _check_arrays(root: Path, d_sae: int, context: int, known: dict[str, int]) -
 def check_target(path: Path) -> None:
     """Refuse a folder holding anything but feature data: saving replaces the whole folder.
 
-    What interrupted writes leave there (see :func:`interplab.core.atomic.leftover_target`) does not count.
+    What interrupted writes leave there (see :func:`interplab.core.storage.atomic.leftover_target`) does not count.
     """
     if not path.exists():
         return

@@ -20,10 +20,10 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..atomic import write_json
-from ..embedded import cache_dir
-from ..files import Fields, FileError, read_json
 from ..saes.base import sae_fingerprint
+from ..storage.atomic import write_json
+from ..storage.cache import cache_dir
+from ..storage.readers import Fields, FileError, read_json
 
 if TYPE_CHECKING:
     from ..saes.base import SAE

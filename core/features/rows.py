@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from ..checkpoint import TokenDigest
 from ..data.store import ActivationStore
+from ..storage.checkpoint import TokenDigest
 from .stats import Batch
 
 

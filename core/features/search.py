@@ -23,15 +23,15 @@ import numpy as np
 import torch
 
 from ..checks import check_positive_int, check_texts, single_token_id
-from ..pages import release_pages
-from ..remote import REQUEST_BYTES
-from ..sites import resolve
-from ..trace_ops import top_logits
-from ..unembed import SLICE_ROWS
+from ..memory.pages import release_pages
+from ..memory.unembed import SLICE_ROWS
+from ..model.remote import REQUEST_BYTES
+from ..model.sites import resolve
+from ..model.trace_ops import top_logits
 from .data import FeatureData
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..model.model import Model
     from ..saes.base import SAE
 
 
@@ -123,7 +123,7 @@ def logit_effects(sae: SAE, model: Model, n: int = 10, chunk: int = 2048) -> dic
 
 def top_logits_paged(d_MD: torch.Tensor, W_VD: torch.Tensor, n: int, chunk: int) -> tuple[torch.Tensor, ...]:
     """:func:`top_logits` over vocabulary slices of a local weight, each slice's memory-mapped pages released after
-    use (:mod:`interplab.core.pages`): the whole unembedding is never resident at once."""
+    use (:mod:`interplab.core.memory.pages`): the whole unembedding is never resident at once."""
     found = []
     for a in range(0, W_VD.shape[0], SLICE_ROWS):
         W_slice = W_VD[a : a + SLICE_ROWS]
@@ -239,4 +239,3 @@ def search_latents(data: FeatureData, query: str) -> np.ndarray:
     hits = [t for t in np.unique(max_ids[max_ids >= 0]).tolist() if q in data.token_str(t).strip().lower()]
     found |= np.isin(max_ids, hits).any(1)
     return np.flatnonzero(found).astype(np.int64)
-

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..charts import offline
 from ..checks import check_int
 from ..saes import SAE
+from ..views.charts import offline
 from .folding import Match, fold
 from .lineage import compose, match_chain
 

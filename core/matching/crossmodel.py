@@ -51,7 +51,7 @@ class Similarity:
         """Histograms of the max pairwise correlation of each side's live latents."""
         import altair as alt
 
-        from ..charts import offline
+        from ..views.charts import offline
 
         chart = alt.Chart(self.to_frame()).mark_bar(opacity=0.6).encode(
             x=alt.X("mpc:Q", bin=alt.Bin(maxbins=40), title="max pairwise correlation"),
@@ -79,10 +79,10 @@ def correlate(a_TM: torch.Tensor, b_TN: torch.Tensor) -> Similarity:
     best_b = torch.full((zb.shape[1],), -1.0)
     arg_b = torch.zeros(zb.shape[1], dtype=torch.long)
     for i in range(0, za.shape[1], BLOCK):
-        c = za[:, i:i + BLOCK].T @ zb  # [block, N]
+        c = za[:, i : i + BLOCK].T @ zb  # [block, N]
         c[:, ~live_b] = -1.0
         v, j = c.max(1)
-        best_a[i:i + BLOCK], arg_a[i:i + BLOCK] = v, j
+        best_a[i : i + BLOCK], arg_a[i : i + BLOCK] = v, j
         v, j = c.max(0)
         better = v > best_b
         best_b[better], arg_b[better] = v[better], j[better] + i

@@ -32,7 +32,8 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import min_weight_full_bipartite_matching
 from tqdm.auto import tqdm
 
-from ..checks import check_int, check_memory, check_number
+from ..checks import check_int, check_number
+from ..memory.budget import check_memory
 from ..saes import SAE
 
 #: Rows of the cost matrix computed at once (a block is rows x d_sae floats).
@@ -142,7 +143,7 @@ def match(
     va, na = _vectors(fa, encoder)
     vb, nb = _vectors(fb, encoder)
     if dense:
-        cost = torch.cat([cost_block(va[i:i + BLOCK], na[i:i + BLOCK], vb, nb) for i in range(0, n, BLOCK)])
+        cost = torch.cat([cost_block(va[i : i + BLOCK], na[i : i + BLOCK], vb, nb) for i in range(0, n, BLOCK)])
         rows, perm = linear_sum_assignment(cost.numpy())
         error = cost[torch.as_tensor(rows), torch.as_tensor(perm)].numpy()
         return Match(perm.astype(np.int64), error.astype(np.float32), sae_a.site, sae_b.site, {"solver": "dense"})
@@ -164,7 +165,7 @@ def _nearest_both(va: torch.Tensor, na: torch.Tensor, vb: torch.Tensor, nb: torc
     col_vals = torch.full((k, len(vb)), float("inf"))
     col_idx = torch.zeros((k, len(vb)), dtype=torch.long)
     for i in tqdm(range(0, len(va), BLOCK), desc="match", disable=not progress, leave=False):
-        c = cost_block(va[i:i + BLOCK], na[i:i + BLOCK], vb, nb)
+        c = cost_block(va[i : i + BLOCK], na[i : i + BLOCK], vb, nb)
         v, j = torch.topk(c, k, dim=1, largest=False)
         vals.append(v), idx.append(j)
         cv, ci = torch.topk(c, min(k, len(c)), dim=0, largest=False)

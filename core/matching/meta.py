@@ -18,7 +18,7 @@ from torch.nn.functional import normalize
 
 from ..checks import check_int, check_latent
 from ..saes import SAE
-from ..saes.fit import fit_tensor
+from ..saes.training.in_memory import fit_tensor
 
 
 def decoder_rows(sae: SAE) -> torch.Tensor:

@@ -41,7 +41,7 @@ class Stitching:
         """MSE as latents are stitched in (novel ones first, then swaps), with both SAEs' own MSE."""
         import altair as alt
 
-        from ..charts import offline
+        from ..views.charts import offline
 
         line = alt.Chart(self.curve).mark_line(point=True).encode(
             x=alt.X("n_large:Q", title="latents of the large SAE stitched in"), y=alt.Y("mse:Q", title="MSE"),
@@ -91,7 +91,7 @@ def stitch(small: SAE, large: SAE, x_TD: torch.Tensor, threshold: float = 0.7, p
              "stage": "novel"}]  # fmt: skip
     n_novel = n_swap = 0
     for i, (stage, j) in enumerate(steps, start=1):
-        recon += f_l[:, j:j + 1] * d_l[j]
+        recon += f_l[:, j : j + 1] * d_l[j]
         if stage == "swap":
             gone = [p for p in partners[j] if not bool(removed[p])]
             if gone:

@@ -7,7 +7,7 @@ attribution grids estimate every cell of every site from two forwards and one ba
 
 ``exact.py`` exact grids, ``gradients.py`` attribution estimates (plain and integrated gradients),
 ``sae_latents.py`` SAE latents, ``prompts.py`` IOI and other prompt pairs, ``result.py`` the result.
-Metrics (``logit_diff``, ``prob``, ``kl_to_clean``) are :mod:`interplab.core.metrics`'s, shared with steering.
+Metrics (``logit_diff``, ``prob``, ``kl_to_clean``) are :mod:`interplab.core.readout.metrics`'s, shared with steering.
 
 Example
 -------
@@ -21,7 +21,7 @@ Example
 
 from __future__ import annotations
 
-from ..metrics import Metric, kl_to_clean, logit_diff, prob
+from ..readout.metrics import Metric, kl_to_clean, logit_diff, prob
 from .exact import DIRECTIONS, SITES, grid
 from .gradients import PATHS, attribution
 from .prompts import IOI_TEMPLATES, NAMES, PromptPairs, ioi, prompt_pairs, single_token_names

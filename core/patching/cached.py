@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 import nnsight
 import torch
 
-from ..metrics import BoundMetric
-from ..sites import site_name
-from ..trace_ops import read_site, write_site
+from ..model.sites import site_name
+from ..model.trace_ops import read_site, write_site
+from ..readout.metrics import BoundMetric
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..model.model import Model
 
 #: The fixed cost of one pass, in token-blocks (one token row through one block): tracing and hooks, and above
 #: all the readout, which reads the whole unembedding for the rows that need top tokens (about 50 ms on the
@@ -162,8 +162,15 @@ class Passes:
 
 
 def grid_cached(
-    model: Model, base_ids: torch.Tensor, src_ids: torch.Tensor, src_is_clean: bool, metric: BoundMetric,
-    kind: str, positions: list[int], batch: int, k: int,
+    model: Model,
+    base_ids: torch.Tensor,
+    src_ids: torch.Tensor,
+    src_is_clean: bool,
+    metric: BoundMetric,
+    kind: str,
+    positions: list[int],
+    batch: int,
+    k: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The clean and corrupted final logits [N, V], then values [n_layers, n_cols] (the metric's mean over pairs)
     and the top-k next tokens of pair 0 (ids, probs [n_layers, n_cols, k]): the numbers of the batched path in

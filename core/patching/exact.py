@@ -27,23 +27,23 @@ import torch
 from tqdm.auto import tqdm
 
 from ..checks import check_int, check_texts
-from ..metrics import BoundMetric, Metric, as_metric
-from ..remote import REQUEST_BYTES
-from ..sites import KINDS, site_name
-from ..trace_ops import read_site, write_site
+from ..model.remote import REQUEST_BYTES
+from ..model.sites import KINDS, site_name
+from ..model.trace_ops import read_site, write_site
+from ..readout.metrics import BoundMetric, Metric, as_metric
 from . import cached
 from .prompts import PromptPairs, check_aligned
 from .result import PatchingResult
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..model.model import Model
 
 logger = logging.getLogger(__name__)
 
 #: Site kinds a grid can patch; "heads" patches one attention head's ``attn.hook_z`` slice.
 SITES = ("resid_pre", "resid_post", "attn_out", "mlp_out", "heads")
 DIRECTIONS = ("denoise", "noise")
-#: The grid's name for a site kind where it differs from the site table's (:data:`interplab.core.sites.KINDS`).
+#: The grid's name for a site kind where it differs from the site table's (:data:`interplab.core.model.sites.KINDS`).
 GRID_KIND = {"hook_z": "heads"}
 SITE_KIND = {v: k for k, v in GRID_KIND.items()}
 #: Memory budget for one patched batch when batch_size is not given.
@@ -180,8 +180,17 @@ def check_batch(batch_size: int | None) -> None:
 
 
 def score_rows(
-    model: Model, metric: BoundMetric, ids_1P: torch.Tensor, kind: str, layer: int, rows_nPD: torch.Tensor,
-    pair: int, batch: int, k: int, base_PD: torch.Tensor, base_logits_V: torch.Tensor,
+    model: Model,
+    metric: BoundMetric,
+    ids_1P: torch.Tensor,
+    kind: str,
+    layer: int,
+    rows_nPD: torch.Tensor,
+    pair: int,
+    batch: int,
+    k: int,
+    base_PD: torch.Tensor,
+    base_logits_V: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Metric [n] and top-k next tokens (ids, probs [n, k]) of each patched row, ``batch`` rows per forward.
 
@@ -302,8 +311,15 @@ def grid(
 
 
 def layer_grid(
-    model: Model, prep: Prepared, site: str, method: str, direction: str, values: Any, bases: tuple[float, float],
-    positions: list[int], **extra: Any,
+    model: Model,
+    prep: Prepared,
+    site: str,
+    method: str,
+    direction: str,
+    values: Any,
+    bases: tuple[float, float],
+    positions: list[int],
+    **extra: Any,
 ) -> PatchingResult:
     """A [layers, positions or heads] :class:`PatchingResult` with the labels every layer grid carries."""
     return PatchingResult(

@@ -28,8 +28,8 @@ import torch
 from tqdm.auto import tqdm
 
 from ..checks import check_int
-from ..metrics import Metric
-from ..trace_ops import read_site, write_site
+from ..model.trace_ops import read_site, write_site
+from ..readout.metrics import Metric
 from .exact import (
     ORDER,
     SITES,
@@ -46,7 +46,7 @@ from .prompts import PromptPairs
 from .result import PatchingResult
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..model.model import Model
 
 
 def _metric_grad(prep: Prepared, base_logits: torch.Tensor) -> torch.Tensor:
@@ -58,7 +58,11 @@ def _metric_grad(prep: Prepared, base_logits: torch.Tensor) -> torch.Tensor:
 
 
 def _gradients(
-    model: Model, ids: torch.Tensor, kinds: Sequence[str], layers: Sequence[int], grad_logits: torch.Tensor,
+    model: Model,
+    ids: torch.Tensor,
+    kinds: Sequence[str],
+    layers: Sequence[int],
+    grad_logits: torch.Tensor,
     embeds_NPD: torch.Tensor | None = None,
 ) -> dict[tuple[str, int], torch.Tensor]:
     """One forward + backward of ``ids``: d metric / d activation at each (kind, layer), [N, P, D].
@@ -104,8 +108,14 @@ def check_steps(steps: int, path: str) -> None:
 
 
 def _path_gradients(
-    model: Model, prep: Prepared, base_ids: torch.Tensor, base_emb: torch.Tensor, src_emb: torch.Tensor,
-    kinds: Sequence[str], layers: Sequence[int], steps: int,
+    model: Model,
+    prep: Prepared,
+    base_ids: torch.Tensor,
+    base_emb: torch.Tensor,
+    src_emb: torch.Tensor,
+    kinds: Sequence[str],
+    layers: Sequence[int],
+    steps: int,
 ) -> dict[tuple[str, int], torch.Tensor]:
     """Integrated gradients: d mean metric / d activation averaged over ``steps`` points ``k/steps`` (k < steps)
     of the straight path from the base embeddings to the source ones, [N, P, D] per (kind, layer).
@@ -157,8 +167,13 @@ def _site_run(
 
 
 def _site_path_gradients(
-    model: Model, prep: Prepared, base_ids: torch.Tensor, site_acts: Callable[[str, int], tuple[torch.Tensor, ...]],
-    kinds: Sequence[str], layers: Sequence[int], steps: int,
+    model: Model,
+    prep: Prepared,
+    base_ids: torch.Tensor,
+    site_acts: Callable[[str, int], tuple[torch.Tensor, ...]],
+    kinds: Sequence[str],
+    layers: Sequence[int],
+    steps: int,
 ) -> dict[tuple[str, int], torch.Tensor]:
     """Integrated gradients per site: for each (kind, layer) alone, the site's own value interpolated from base to
     source (everything upstream left at the base run), the gradient there averaged over ``steps`` points."""
@@ -196,8 +211,15 @@ def sides(prep: Prepared, direction: str, acts: torch.Tensor) -> tuple[torch.Ten
 
 
 def grads_for(
-    model: Model, prep: Prepared, direction: str, base_logits: torch.Tensor, kinds: Sequence[str],
-    layers: Sequence[int], steps: int, path: str, acts: Callable[[str, int], torch.Tensor],
+    model: Model,
+    prep: Prepared,
+    direction: str,
+    base_logits: torch.Tensor,
+    kinds: Sequence[str],
+    layers: Sequence[int],
+    steps: int,
+    path: str,
+    acts: Callable[[str, int], torch.Tensor],
     resid0: torch.Tensor | None = None,
 ) -> dict[tuple[str, int], torch.Tensor]:
     """Plain gradients at the base run (``steps=1``) or integrated ones along the embedding or per-site path.
@@ -209,6 +231,7 @@ def grads_for(
     if steps == 1:
         return _gradients(model, base_ids, kinds, layers, _metric_grad(prep, base_logits))
     if path == "site":
+
         def site_sides(kind: str, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
             return sides(prep, direction, acts(kind, layer))[1:]
 

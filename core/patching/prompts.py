@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..checks import check_positive_int, single_token_id
-from ..metrics import Metric, logit_diff
+from ..readout.metrics import Metric, logit_diff
 
 #: IOI templates: {A} and {B} are introduced, {S} repeats the subject; the answer is the other name.
 IOI_TEMPLATES = (

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from ..atomic import atomic_path
 from ..checks import check_int
-from ..files import Fields, FileError, expect_arrays, load_npz, npz_headers
+from ..storage.atomic import atomic_path
+from ..storage.readers import Fields, FileError, expect_arrays, load_npz, npz_headers
 
 ROW_NAMES = ("layer", "latent")
 COL_NAMES = ("position", "head")
@@ -182,8 +182,9 @@ def load_result(file: Path) -> PatchingResult:
 
     def ints(key: str, n: int | None) -> list[int]:
         items = meta.list(key, [])
-        if not all(isinstance(x, int) and not isinstance(x, bool) for x in items) or (n is not None and items
-                                                                                      and len(items) != n):
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in items) or (
+            n is not None and items and len(items) != n
+        ):
             raise FileError(file, f"meta.{key}", f"must be {n if n is not None else 'a list of'} integers")
         return items
 

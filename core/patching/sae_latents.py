@@ -20,14 +20,14 @@ import torch
 
 from ..checks import check_positive_int
 from ..features.labels import load_labels
-from ..metrics import Metric
+from ..readout.metrics import Metric
 from .exact import GRID_KIND, auto_batch_size, baselines, check_batch, check_positions, collect, prepare, score_rows
 from .gradients import check_steps, grads_for, sides
 from .prompts import PromptPairs
 from .result import PatchingResult
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..model.model import Model
     from ..saes.base import SAE
 
 

@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from ..charts import offline
 from ..checks import check_fraction, check_int, check_number
+from ..views.charts import offline
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..model.model import Model
 
 NAMES = ("Greg", "Laura", "John", "Mary", "Tom", "Anna", "Paul", "Sarah", "Mark", "Emma", "David", "Lucy", "Peter",
          "Alice", "James", "Kate")  # fmt: skip
@@ -174,8 +174,10 @@ class BindingResult:
         return BindingMatrix(list(entities), list(attributes), s.numpy())
 
     def __repr__(self) -> str:
-        return (f"BindingResult({self.site}, rank {self.U_DR.shape[1]}: held-out binding accuracy {self.accuracy:.3f}, "
-                f"story phrasing {self.story_accuracy:.3f}, train {self.train_accuracy:.3f}, chance {self.chance:.2f})")
+        return (
+            f"BindingResult({self.site}, rank {self.U_DR.shape[1]}: held-out binding accuracy {self.accuracy:.3f}, "
+            f"story phrasing {self.story_accuracy:.3f}, train {self.train_accuracy:.3f}, chance {self.chance:.2f})"
+        )
 
 
 @dataclass
@@ -194,8 +196,10 @@ class BindingMatrix:
         df = pd.DataFrame([{"entity": e, "attribute": a, "similarity": float(self.values[i, j])}
                            for i, e in enumerate(self.entities) for j, a in enumerate(self.attributes)])  # fmt: skip
         base = alt.Chart(df).encode(x=alt.X("attribute:N", sort=None), y=alt.Y("entity:N", sort=None))
-        rect = base.mark_rect().encode(color=alt.Color("similarity:Q", scale=alt.Scale(scheme="blueorange")),
-                                       tooltip=["entity", "attribute", alt.Tooltip("similarity:Q", format=".2f")])
+        rect = base.mark_rect().encode(
+            color=alt.Color("similarity:Q", scale=alt.Scale(scheme="blueorange")),
+            tooltip=["entity", "attribute", alt.Tooltip("similarity:Q", format=".2f")],
+        )
         text = base.mark_text().encode(text=alt.Text("similarity:Q", format=".1f"))
         return offline((rect + text).properties(title="binding similarity", width=200, height=120))
 

@@ -19,10 +19,10 @@ import torch
 from tqdm.auto import tqdm
 
 from ..checks import check_positive_int
-from ..sites import BLOCK_KINDS, KINDS, site_name
+from ..model.sites import BLOCK_KINDS, KINDS, site_name
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..model.model import Model
 
 #: Short names for every layer's site of one kind: ``sites="resid_post"``.
 SHORT = {k: k for k in KINDS if k not in ("embed", "pattern")} | {"heads": "hook_z"}

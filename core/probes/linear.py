@@ -26,15 +26,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from ..atomic import atomic_path
-from ..charts import offline
 from ..checks import check_fraction, check_int, check_number, check_texts
-from ..files import FLOATS, FileError, expect_arrays, read_safetensors, result_header
+from ..storage.atomic import atomic_path
+from ..storage.readers import FLOATS, FileError, expect_arrays, read_safetensors, result_header
+from ..views.charts import offline
 from .features import expand_sites, sequence_features, token_features
 from .solver import LogisticFit, fit_logistic, predict
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..model.model import Model
 
 FORMAT = "interplab.probe/1"
 
@@ -136,8 +136,10 @@ class ProbeResult:
 
     def __repr__(self) -> str:
         rows = ", ".join(f"{_short(s)}: {self.accuracy[s]:.3f}" for s in self.sites)
-        return (f"ProbeResult({len(self.classes)} classes, {self.n_train} train / {self.n_test} test examples, "
-                f"chance {self.chance:.3f}; best {self.best_site} {self.accuracy[self.best_site]:.3f}; {rows})")
+        return (
+            f"ProbeResult({len(self.classes)} classes, {self.n_train} train / {self.n_test} test examples, "
+            f"chance {self.chance:.3f}; best {self.best_site} {self.accuracy[self.best_site]:.3f}; {rows})"
+        )
 
     # ----------------------------------------------------------------- io
     def save(self, path: str | os.PathLike[str]) -> Path:
@@ -310,8 +312,9 @@ def train(
         result.probes[site] = Probe(site, classes, fit.W_CD, fit.b_C)
         result.train_accuracy[site] = _acc(fit, x_ND[train_N], y_N[train_N])
         result.accuracy[site] = _acc(fit, x_ND[test_N], y_N[test_N]) if test_N.any() else float("nan")
-        result.cv_mean[site], result.cv_std[site] = _cross_validate(x_ND[train_N], y_N[train_N],
-                                                                    groups_N[train_N], n_classes, C, cv, seed)
+        result.cv_mean[site], result.cv_std[site] = _cross_validate(
+            x_ND[train_N], y_N[train_N], groups_N[train_N], n_classes, C, cv, seed
+        )
     return result
 
 

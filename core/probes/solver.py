@@ -78,8 +78,13 @@ def fit_logistic(x_ND: torch.Tensor, y_N: torch.Tensor, n_classes: int, C: float
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        res = minimize(loss_grad, theta0, jac=True, method="L-BFGS-B",
-                       options={"maxiter": max_iter, "gtol": tol, "ftol": 64 * np.finfo(float).eps, "maxls": 50})
+        res = minimize(
+            loss_grad,
+            theta0,
+            jac=True,
+            method="L-BFGS-B",
+            options={"maxiter": max_iter, "gtol": tol, "ftol": 64 * np.finfo(float).eps, "maxls": 50},
+        )
     finally:
         torch.set_num_threads(threads)
     p = torch.from_numpy(res.x).float().view(rows, d + 1)

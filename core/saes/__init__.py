@@ -14,7 +14,7 @@ Example
 >>> sae = SAE.load("embedded", layer=6)
 """
 
-from . import io, pretrained, releases, train, transcoder_releases  # noqa: F401  (they provide SAE.load, SAE.save, SAE.train_many)
+from . import io, pretrained, releases, transcoder_releases  # noqa: F401  (they provide SAE.load, SAE.save)
 from .base import REGISTRY, SAE, SAEConfig, arch_class, sae_fingerprint
 from .batchtopk import BatchTopKSAE
 from .gated import GatedSAE
@@ -22,6 +22,7 @@ from .jumprelu import JumpReLUSAE
 from .matryoshka import MatryoshkaSAE
 from .standard import StandardSAE
 from .topk import TopKSAE
+from .training import trainer as train  # noqa: F401  (they provide SAE.load, SAE.save, SAE.train_many)
 
 __all__ = [
     "REGISTRY",

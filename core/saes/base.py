@@ -34,7 +34,8 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from ..checks import check_int, check_latent, check_memory, check_number
+from ..checks import check_int, check_latent, check_number
+from ..memory.budget import check_memory
 
 REGISTRY: dict[str, type[SAE]] = {}
 #: Entry points implemented above this module (training, files), filled in by :func:`provide`.
@@ -307,7 +308,7 @@ class SAE(nn.Module):
     LATENT_AXIS: ClassVar[dict[str, int]] = {"W_enc": 1, "b_enc": 0, "threshold": 0, "W_mag": 1, "b_mag": 0}
 
     def trace_tensors(self) -> dict[str, Any]:
-        """This SAE's rule as plain tensors (see :mod:`interplab.core.trace_ops`); subclasses add their keys."""
+        """This SAE's rule as plain tensors (see :mod:`interplab.core.model.trace_ops`); subclasses add their keys."""
         with torch.no_grad():
             b_in = self.b_dec if self.cfg.apply_b_dec_to_input else self.W_enc.new_zeros(self.d_in)
             named = {"W_enc": self.W_enc, "b_enc": self.b_enc, "b_in": b_in, "W_dec": self.W_dec, "b_dec": self.b_dec}
@@ -318,7 +319,7 @@ class SAE(nn.Module):
         return p
 
     def trace_params(self, latents: Sequence[int] | None = None) -> dict[str, Any]:
-        """This SAE as plain tensors for :func:`interplab.core.trace_ops.sae_encode` / ``sae_decode``.
+        """This SAE as plain tensors for :func:`interplab.core.model.trace_ops.sae_encode` / ``sae_decode``.
 
         What a trace body uses instead of the SAE itself (a server has no interplab). With
         ``latents``, only what encoding those latents needs (no decoder; for a per-latent rule only
@@ -416,7 +417,7 @@ class SAE(nn.Module):
 
         ``arch`` is one of standard, topk, batchtopk, jumprelu, gated, matryoshka; ``k`` is for the TopK
         family, ``l1`` the L1 coefficient (standard, gated), ``l0`` the L0 coefficient (jumprelu).
-        Other keywords go to :func:`interplab.core.saes.train.train_saes` (``n_tokens``,
+        Other keywords go to :func:`interplab.core.saes.training.trainer.train_saes` (``n_tokens``,
         ``batch_size``, ``site``, ``corpus``, ``checkpoint_dir``, ...).
 
         >>> sae = ilab.SAE.train(store, arch="topk", width=4096, k=32, n_tokens=200_000)
@@ -434,7 +435,7 @@ class SAE(nn.Module):
     def train_many(source: Any, specs: list[dict[str, Any]], **kwargs: Any) -> list[SAE]:
         """Train several SAEs (widths, k values, architectures or sites) from one activation stream.
 
-        See :func:`interplab.core.saes.train.train_saes`.
+        See :func:`interplab.core.saes.training.trainer.train_saes`.
         """
         return _provided("train_many")(source, specs, **kwargs)
 

@@ -2,7 +2,7 @@
 
 Nothing here unpickles a user file: weights load from safetensors, from npz with
 ``allow_pickle=False``, or from ``ae.pt`` with ``torch.load(weights_only=True)``. Every file follows
-the validation contract (:mod:`interplab.core.files`): configs are checked field by field, tensor
+the validation contract (:mod:`interplab.core.storage.readers`): configs are checked field by field, tensor
 names, dtypes and shapes are read from headers (or a memory map) and checked against the config and
 the memory budget before anything is allocated; errors name the file and the field.
 
@@ -24,9 +24,18 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from ..atomic import atomic_folder, recover
-from ..checks import check_memory
-from ..files import FLOATS, Fields, FileError, expect_arrays, load_npz, npz_headers, read_json, safetensors_header
+from ..memory.budget import check_memory
+from ..storage.atomic import atomic_folder, recover
+from ..storage.readers import (
+    FLOATS,
+    Fields,
+    FileError,
+    expect_arrays,
+    load_npz,
+    npz_headers,
+    read_json,
+    safetensors_header,
+)
 from .base import REGISTRY, SAE, SAEConfig, arch_class, provide
 
 CFG, WEIGHTS, SPARSITY = "cfg.json", "sae_weights.safetensors", "sparsity.safetensors"
@@ -217,8 +226,16 @@ def _shape_config(arch: str, cfg: dict[str, Any]) -> SAEConfig:
 
 
 def build_sae(
-    arch: str, d_in: int, d_sae: int, site: str, model_name: str, apply_b_dec: bool, k: Any, meta: dict[str, Any],
-    source: str = "", settings: dict[str, Any] | None = None,
+    arch: str,
+    d_in: int,
+    d_sae: int,
+    site: str,
+    model_name: str,
+    apply_b_dec: bool,
+    k: Any,
+    meta: dict[str, Any],
+    source: str = "",
+    settings: dict[str, Any] | None = None,
 ) -> SAE:
     cls = arch_class(arch)
     cfg = SAEConfig(

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from .base import SAE
-from .dense import jumprelu_l0
+from .kernels.dense import jumprelu_l0
 
 INITIAL_THRESHOLD = 0.001
 
@@ -40,7 +40,13 @@ class JumpReLUSAE(SAE):
         x = self._check_input(x)
         y = self.target_of(x, target)
         recon, l0, active = jumprelu_l0(
-            x, self.W_enc, self.b_enc, self.W_dec, self.b_dec, self.log_threshold, self.cfg.bandwidth,
+            x,
+            self.W_enc,
+            self.b_enc,
+            self.W_dec,
+            self.b_dec,
+            self.log_threshold,
+            self.cfg.bandwidth,
             self.cfg.apply_b_dec_to_input,
         )
         recon = recon + self.skip_out(x)

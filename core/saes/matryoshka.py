@@ -23,7 +23,7 @@ import torch
 
 from .base import SAEConfig
 from .batchtopk import BatchTopKSAE
-from .sparse import decode_pairs, select_active
+from .kernels.sparse import decode_pairs, select_active
 from .topk import AUX_COEFFICIENT
 
 

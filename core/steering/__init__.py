@@ -3,7 +3,7 @@
 The public namespace ``ilab.steering``; the pieces live in ``vectors.py`` (making and saving
 vectors), ``plans.py`` (checking what to apply, and the one function that applies it), ``traces.py``
 (inside nnsight traces), ``hooks.py`` (torch hooks, for streaming) and ``sweeps.py`` (scale and layer
-sweeps). Metrics are :mod:`interplab.core.metrics`'s, shared with patching.
+sweeps). Metrics are :mod:`interplab.core.readout.metrics`'s, shared with patching.
 
 Example
 -------
@@ -18,7 +18,7 @@ Example
 
 from __future__ import annotations
 
-from ..metrics import logit_diff, prob
+from ..readout.metrics import logit_diff, prob
 from .hooks import apply, stream
 from .plans import Clamp, SitePlan, Steering, clamp, plan
 from .sweeps import LayerSweep, SweepResult, layer_sweep, sweep

@@ -4,7 +4,7 @@ The live panel streams tokens through :func:`stream`; :func:`generate_hooked` is
 :func:`interplab.core.steering.traces.generate` (same tokens, greedy; ``generate(..., backend="hooks")``).
 Hooks steer only the thread that applied them and are removed on exit. Generations hold
 ``model.lock``, so a panel generating in a background thread and the notebook's nnsight traces
-take turns (see :mod:`interplab.core.model`).
+take turns (see :mod:`interplab.core.model.model`).
 
 Example
 -------
@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..checks import check_number, check_positive_int, check_texts
-from ..sites import site_module_path
+from ..model.sites import site_module_path
 from .plans import SitePlan, Steering, plan, start_mask, steer_value
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..model.model import Model
 
 
 def _hook(p: SitePlan, state: dict[str, Any]) -> Callable[..., Any]:
@@ -214,4 +214,3 @@ def next_token_logits(model: Model, prompt: str, steering: Steering | None) -> t
     with model.lock, torch.no_grad(), apply(model, steering):
         logits = model.module(**inputs).logits
     return logits[0, -1].detach().float().cpu()
-

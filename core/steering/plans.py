@@ -1,7 +1,7 @@
 """What steering applies: vectors and SAE-latent clamps, checked against a model and grouped by site.
 
 :func:`plan` validates steering (widths, sites, finite values) before any run and groups it by
-site in forward order; :func:`interplab.core.trace_ops.steer` is the one function that changes a
+site in forward order; :func:`interplab.core.model.trace_ops.steer` is the one function that changes a
 site's tensor, used by both execution paths (nnsight traces in ``traces.py``, torch hooks in
 ``hooks.py``). A plan holds only tensors (an SAE as its ``trace_params()``), so it can go to a server.
 
@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..checks import check_latent, check_number
-from ..sites import Site
-from ..trace_ops import start_mask, steer
+from ..model.sites import Site
+from ..model.trace_ops import start_mask, steer
 from .vectors import SteeringVector, check_direction
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..model.model import Model
     from ..saes.base import SAE
 
 

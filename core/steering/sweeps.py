@@ -5,7 +5,7 @@ prompts, the KL divergence to the unsteered model on neutral text and the loss o
 reports how linear the metric is in the scale (R^2 of a straight-line fit). :func:`layer_sweep`
 recomputes a contrast vector at each layer and measures it the same way.
 
-Metrics are :mod:`interplab.core.metrics`'s (the same as patching's), scored as the mean over prompts.
+Metrics are :mod:`interplab.core.readout.metrics`'s (the same as patching's), scored as the mean over prompts.
 
 Example
 -------
@@ -24,14 +24,14 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..charts import offline
 from ..checks import check_number, check_texts
-from ..metrics import BoundMetric, Metric, as_metric
+from ..readout.metrics import BoundMetric, Metric, as_metric
+from ..views.charts import offline
 from .traces import Steering, logits, plan
 from .vectors import METHODS, SteeringVector, contrast
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..model.model import Model
 
 
 def _linear_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
@@ -154,7 +154,7 @@ def sweep(
 ) -> SweepResult:
     """Run ``vector`` at each scale and measure the metric, the KL to the unsteered model and the loss.
 
-    ``metric`` is an :mod:`interplab.core.metrics` metric (``logit_diff``, ``prob``; its mean over
+    ``metric`` is an :mod:`interplab.core.readout.metrics` metric (``logit_diff``, ``prob``; its mean over
     ``prompts``) or any ``f(logits [n_prompts, vocab]) -> float`` on the last-position steered logits of
     ``prompts``; without ``prompts``, ``metric(steering) -> float`` is called with the ``(vector, scale)``
     pair (e.g. to score a probe on steered activations).

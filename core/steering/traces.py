@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..model import Edit
-from ..trace_ops import read_site, start_mask, steer, write_site
+from ..model.model import Edit
+from ..model.trace_ops import read_site, start_mask, steer, write_site
 from .hooks import generate_hooked
 from .plans import SitePlan, Steering, plan
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..model.model import Model
 
 
 # ------------------------------------------------------------------ nnsight path
@@ -39,7 +39,7 @@ def edit_for(plans: list[SitePlan], start: int | None, left_padded: bool) -> Edi
     ``start`` limits prompt steering (step 0) to the tokens from that index of each text on;
     generated tokens (later steps) are steered at every position. No steering (an empty list) is
     no edit at all: an nnsight generation loop whose body touches no module never ends. The edit runs
-    inside the trace body, so it holds only envoys, tensors and :mod:`interplab.core.trace_ops` functions.
+    inside the trace body, so it holds only envoys, tensors and :mod:`interplab.core.model.trace_ops` functions.
     """
     if not plans:
         return None

@@ -26,12 +26,12 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 
-from ..atomic import atomic_path
 from ..checks import check_number, check_texts
-from ..files import FLOATS, Fields, FileError, expect_arrays, read_safetensors, safetensors_header
+from ..storage.atomic import atomic_path
+from ..storage.readers import FLOATS, Fields, FileError, expect_arrays, read_safetensors, safetensors_header
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..model.model import Model
     from ..saes.base import SAE
 
 FORMAT = "interplab.steering_vector/1"

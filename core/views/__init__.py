@@ -12,7 +12,7 @@ Example
 >>> data = heatmap_data([["The", " cat"]], torch.rand(2, 8))
 """
 
-from .attention import AttentionData, attention_data
+from .attention_pattern import AttentionData, attention_data
 from .colors import ColorScale, color_scale
 from .heatmap import HeatmapData, heatmap_data, heatmap_data_from_activations
 

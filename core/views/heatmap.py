@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..activations import Activations
+from ..model.activations import Activations
 from .colors import ColorScale, bos_mask, column_scales
 
 TOP_K = 5

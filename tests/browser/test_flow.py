@@ -80,7 +80,7 @@ def test_flow_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab_server: L
     dark = cell_output_locator(page, cells[2]["index"], cells[2]["panel_id"])
     expect(dark.locator(".ilab-flow-node")).to_have_count(3, timeout=30_000)
     colour = dark.locator(".ilab-flow-text").first.evaluate("e => getComputedStyle(e).fill")
-    rgb = [int(v) for v in colour[colour.index("(") + 1:colour.index(")")].split(",")[:3]]
+    rgb = [int(v) for v in colour[colour.index("(") + 1 : colour.index(")")].split(",")[:3]]
     assert sum(rgb) / 3 > 180, colour
     assert not dialogs
 

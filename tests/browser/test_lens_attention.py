@@ -29,8 +29,8 @@ sys.path.insert(0, {str(REPO_ROOT)!r})
 import numpy as np
 import torch
 import interplab as ilab
-from interplab.core.lens import LensView
-from interplab.core.views.attention import AttentionData
+from interplab.core.readout.lens import LensView
+from interplab.core.views.attention_pattern import AttentionData
 from tests.tiny import tiny_model
 torch.set_num_threads(1)
 model = tiny_model("llama")

@@ -159,4 +159,3 @@ def test_steering_panel_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab
     out.locator("button.ilab-steer-run").click()
     wait_for_python(page, "panel.wait(60) and (panel.status, len(panel.history))", f"('done', {runs + 1})")
     expect(out.locator(".ilab-steer-status")).to_contain_text("done")
-

@@ -43,8 +43,7 @@ values = np.random.default_rng(0).normal(size=(n, 6)).astype(np.float32)
 CELLS = {
     "FeatureHeatmap": 'ilab.widgets.FeatureHeatmap(docs, values, labels=[f"feature {i}" for i in range(6)])',
     "TokenHeatmap": (
-        'ilab.widgets.TokenHeatmap(docs, values[:, 0] * 100 - 300, label="direction", scale="diverging", '
-        "center=-300.0)"
+        'ilab.widgets.TokenHeatmap(docs, values[:, 0] * 100 - 300, label="direction", scale="diverging", center=-300.0)'
     ),
     "FeatureDashboard": """
 sae = ilab.SAE.create("standard", d_in=model.d_model, d_sae=16, site="blocks.0.hook_resid_post")

@@ -95,6 +95,7 @@ class BruteForce:
             if key == ("final",):
                 self.now["final"] = new
             return new
+
         return hook
 
     def _fixed(self, key):
@@ -103,6 +104,7 @@ class BruteForce:
                 self.cache[key] = out.detach().clone()
                 return None
             return self.cache[key]
+
         return hook
 
     def _mlp_out(self, i):
@@ -115,6 +117,7 @@ class BruteForce:
             if tc.cfg.skip:  # the skip stays in the linear path
                 return base + tc.skip_out(self.now[("mlp_in", i)]) - tc.skip_out(self.mlp_in[i])
             return base
+
         return hook
 
     def _embed(self, mod, args, out):
@@ -277,7 +280,8 @@ def test_turning_a_feature_off_matches_a_hand_made_forward_pass():
     ids = model.to_tokens(PROMPT)["input_ids"][:1]
     mlp_in = {}
     h1 = hf.model.layers[layer].pre_feedforward_layernorm.register_forward_hook(
-        lambda m, a, o: mlp_in.__setitem__("x", o))
+        lambda m, a, o: mlp_in.__setitem__("x", o)
+    )
 
     def off(m, a, o):
         act = tcs[layer].encode(mlp_in["x"])[0, pos, latent]

@@ -9,7 +9,7 @@ import re
 import pytest
 from interplab.core.circuits import embedded_transcoders, transcoder_quality
 from interplab.core.data.corpus import default_corpus
-from interplab.core.saes.pretrained import TRANSCODERS
+from interplab.core.saes.pretrained import transcoders_folder
 
 #: Floors under the explained variance of hook_mlp_out, measured on these two held-out passages on 2026-11-30
 #: (every layer 0.33 .. 0.98, mean 0.64; the README's table: 0.41 .. 0.99 on four others) for transcoders
@@ -21,9 +21,10 @@ CE_BOUND = 20.0  # the replacement model's next-token loss (every MLP replaced a
 
 
 def test_every_layer_has_a_small_transcoder_with_a_quality_table():
-    files = [p for p in TRANSCODERS.rglob("*") if p.is_file()]
+    folder = transcoders_folder()
+    files = [p for p in folder.rglob("*") if p.is_file()]
     assert sum(p.stat().st_size for p in files) < 40e6  # the repository's weights stay under 120 MB
-    readme = (TRANSCODERS / "README.md").read_text()
+    readme = (folder / "README.md").read_text()
     rows = re.findall(r"^\| (\d+) \| (-?[\d.]+) \| ([\d.]+) \|$", readme, flags=re.M)
     assert [int(r[0]) for r in rows] == list(range(18))
     assert all(float(r[1]) > EV_FLOOR for r in rows)

@@ -38,8 +38,10 @@ def reference() -> dict:
     return json.loads(FIXTURE.read_text())
 
 
-@pytest.mark.skipif(not (VENV / ".built").exists(),
-                    reason="circuit-tracer's environment is not built: bash tests/reference/build_circuit_tracer.sh")
+@pytest.mark.skipif(
+    not (VENV / ".built").exists(),
+    reason="circuit-tracer's environment is not built: bash tests/reference/build_circuit_tracer.sh",
+)
 def test_the_fixtures_are_what_circuit_tracer_gives_now(tmp_path, reference):
     """Rerun the reference script (as tests/das/test_reference.py does for pyvene) and compare with the fixtures."""
     out = tmp_path / FIXTURE.name

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from interplab.core.recipes.transcoders import transcoders_from_checkpoint
-from interplab.core.saes.train import train_saes
+from interplab.core.jobs.transcoders import transcoders_from_checkpoint
+from interplab.core.saes.training.trainer import train_saes
 
 from tests.tiny import TEXTS, tiny_model
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 from interplab.core.das.intervene import prepare, run
-from interplab.core.trace_ops import interchange, orthonormal
+from interplab.core.model.trace_ops import interchange, orthonormal
 
 import interplab as ilab
 from tests.faults import kill_at_every_step

@@ -42,7 +42,10 @@ def load_reference() -> tuple[dict, ilab.Model, ilab.das.CounterfactualPairs]:
     p = ref["pairs"]
     text = lambda ids: " ".join(word(i) for i in ids[1:])  # noqa: E731
     pairs = ilab.das.counterfactual_pairs(
-        model, [text(x) for x in p["base"]], [text(x) for x in p["source"]], [word(i) for i in p["labels"]],
+        model,
+        [text(x) for x in p["base"]],
+        [text(x) for x in p["source"]],
+        [word(i) for i in p["labels"]],
         [word(i) for i in p["base_labels"]],
     )
     for ids, t in zip(p["base"][:4], pairs.base, strict=False):

@@ -17,8 +17,8 @@ from pathlib import Path
 import interplab.core.data.store as store_mod
 import pytest
 import torch
-from interplab.core.atomic import leftover_target
 from interplab.core.data.store import ActivationStore
+from interplab.core.storage.atomic import leftover_target
 from safetensors import safe_open
 from safetensors.torch import save_file
 

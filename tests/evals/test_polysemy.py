@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 from interplab.core.evals.polysemy import PolyWord, Sense, check_polysemy, load_polysemy, polysemy
-from interplab.core.files import FileError
+from interplab.core.storage.readers import FileError
 
 import interplab as ilab
 from tests.tiny import tiny_hf_model, tiny_tokenizer
@@ -88,8 +88,15 @@ def test_bad_words_fail_before_any_forward_pass(monkeypatch: pytest.MonkeyPatch)
 
 def test_polysemy_files_are_validated(tmp_path) -> None:
     bad = tmp_path / "p.json"
-    bad.write_text(json.dumps({"format": "interplab-polysemy", "version": 1,
-                               "words": [{"word": "bank", "senses": [{"gloss": "x", "contexts": ["a bank"]}]}]}))
+    bad.write_text(
+        json.dumps(
+            {
+                "format": "interplab-polysemy",
+                "version": 1,
+                "words": [{"word": "bank", "senses": [{"gloss": "x", "contexts": ["a bank"]}]}],
+            }
+        )
+    )
     with pytest.raises(FileError, match="'bank' needs at least two senses"):
         load_polysemy(bad)
     bad.write_text(json.dumps({"format": "other", "version": 1, "words": []}))

@@ -50,7 +50,8 @@ def test_bad_input_fails_before_any_forward_pass(monkeypatch: pytest.MonkeyPatch
     with pytest.raises(ValueError, match=r"suites: 'ppl' is not one of \['reconstruction'"):
         ilab.evaluate(sae, model, TEXTS, suites=["polysemy", "ppl"])
     with pytest.raises(ValueError, match=r"signal\[0\] has 2 values, but text 0 has 6 tokens"):
-        ilab.evaluate(sae, model, TEXTS, suites=["reconstruction", "correlation"],
-                      signal=[np.zeros(2), np.zeros(14), np.zeros(9)])
+        ilab.evaluate(
+            sae, model, TEXTS, suites=["reconstruction", "correlation"], signal=[np.zeros(2), np.zeros(14), np.zeros(9)]
+        )
     with pytest.raises(ValueError, match="one label per text: 3 texts, got 2 labels"):
         ilab.evaluate(sae, model, TEXTS, suites=["reconstruction", "sparse_probing"], labels=["a", "b"])

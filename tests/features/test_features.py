@@ -205,8 +205,20 @@ def test_resume_equals_uninterrupted(tmp_path):
     assert not part2.complete and part.n_tokens < part2.n_tokens < full.n_tokens
     done = feature_data(sae, model, CORPUS, progress=False, path=path, **SETTINGS)
     assert done.complete and (path / "meta.json").exists() and not (path / CHECKPOINT).exists()
-    for name in ("density", "max_act", "hist_counts", "hist_edges", "top_tokens", "top_acts", "top_max", "top_where",
-                 "quantile_tokens", "quantile_acts", "quantile_max", "quantile_where"):
+    for name in (
+        "density",
+        "max_act",
+        "hist_counts",
+        "hist_edges",
+        "top_tokens",
+        "top_acts",
+        "top_max",
+        "top_where",
+        "quantile_tokens",
+        "quantile_acts",
+        "quantile_max",
+        "quantile_where",
+    ):
         np.testing.assert_array_equal(getattr(done, name), getattr(full, name), err_msg=name)
     np.testing.assert_allclose(done.mean_act, full.mean_act, rtol=1e-6)
     again = feature_data(sae, model, CORPUS, progress=False, path=path, max_batches=1, **SETTINGS)
@@ -231,7 +243,12 @@ def test_save_load_round_trip(tmp_path):
         np.testing.assert_array_equal(a, b, err_msg=name)
     assert back.token_strings == data.token_strings and back.labels == {3: "a <b>label</b>"}
     assert (back.site, back.n_tokens, back.context, back.lead, back.config) == (
-        data.site, data.n_tokens, data.context, data.lead, data.config)
+        data.site,
+        data.n_tokens,
+        data.context,
+        data.lead,
+        data.config,
+    )
     assert back.latent(5) == data.latent(5)
     assert list(back.table().columns) == ["label", "density", "max_act", "mean_act", "promotes", "suppresses"]
     assert back.table().loc[3, "label"] == "a <b>label</b>"
@@ -429,8 +446,7 @@ def test_activation_store_source(tmp_path):
     store = model.cache(CORPUS, SITE, tmp_path / "acts", n_tokens=60, context_size=8, shard_tokens=25)
     with pytest.raises(ValueError, match="needs model="):
         feature_data(sae, store)
-    data = feature_data(sae, store, model=model, n_top=3, n_quantile=2, context=5, lead=2, batch_size=2,
-                        progress=False)
+    data = feature_data(sae, store, model=model, n_top=3, n_quantile=2, context=5, lead=2, batch_size=2, progress=False)
     assert data.n_tokens == 60
     with torch.no_grad():
         A = sae.encode(store.read(SITE)).numpy()
@@ -462,8 +478,11 @@ def test_embedded_layer6(embedded):
     for all 4096 take about 40 s here; the benchmark runs them all)."""
     full = ilab.SAE.load("embedded", layer=6)
     sae = first_latents(full, 512)
-    texts = ["The capital of France is Paris, and the capital of Italy is Rome.",
-             "def add(a, b):\n    return a + b\n", "When Mary and John went to the store, John gave a drink to Mary."]
+    texts = [
+        "The capital of France is Paris, and the capital of Italy is Rome.",
+        "def add(a, b):\n    return a + b\n",
+        "When Mary and John went to the store, John gave a drink to Mary.",
+    ]
     data = feature_data(sae, embedded, texts, n_top=5, n_quantile=4, batch_size=3, progress=False)
     n = sum(len(embedded.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts)
     assert data.n_tokens == n and data.d_sae == 512
@@ -486,8 +505,9 @@ def test_embedded_layer6(embedded):
     np.testing.assert_array_equal(ranked.ids, column.topk(3).indices.numpy())
     best = ranked.ids[0]  # its promoted list holds ' Paris' or tokens promoted even more
     row = list(data.logit_top_ids[best])
-    assert (paris in row and data.logit_top_values[best][row.index(paris)] == pytest.approx(ranked.values[0], rel=1e-4)
-            ) or data.logit_top_values[best, -1] >= ranked.values[0] - 1e-4
+    assert (
+        paris in row and data.logit_top_values[best][row.index(paris)] == pytest.approx(ranked.values[0], rel=1e-4)
+    ) or data.logit_top_values[best, -1] >= ranked.values[0] - 1e-4
     with pytest.raises(ValueError, match="not one"):
         latents_for_token(sae, embedded, " Parisians and Romans")
 

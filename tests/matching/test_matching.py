@@ -22,7 +22,7 @@ from interplab.core.matching import (
     train_meta_sae,
 )  # fmt: skip
 from interplab.core.saes import SAE
-from interplab.core.saes.fit import fit_tensor
+from interplab.core.saes.training.in_memory import fit_tensor
 
 D, M = 32, 96
 
@@ -235,8 +235,7 @@ def test_similarity_of_two_tiny_models_on_shared_text():
     from tests.tiny import tiny_model
 
     gpt2, llama = tiny_model("gpt2"), tiny_model("llama")
-    sae_a = SAE.create("standard", d_in=32, d_sae=40, site="blocks.1.hook_resid_post",
-                       l1_coefficient=1.0)
+    sae_a = SAE.create("standard", d_in=32, d_sae=40, site="blocks.1.hook_resid_post", l1_coefficient=1.0)
     sae_b = SAE.create("standard", d_in=32, d_sae=40, site="blocks.0.hook_resid_post", l1_coefficient=1.0)
     texts = ["the cat sat on the mat", "Mary gave John a drink", "the quick fox jumps over the lazy dog"]
     sim = similarity(gpt2, sae_a, llama, sae_b, texts)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from interplab.core.sites import resolve, site_module_path
+from interplab.core.model.sites import resolve, site_module_path
 
 import interplab as ilab
 from tests.tiny import tiny_model
@@ -82,6 +82,7 @@ def slow_grid(model, clean, corrupt, site, positions=None, direction="denoise"):
     for layer in range(model.n_layers):
         src_val = hf_site(model, src, site, layer)
         for c, col in enumerate(cols):
+
             def edit(v, col=col, src_val=src_val):
                 v = v.clone()
                 if site == "heads":
@@ -535,9 +536,9 @@ def test_results_display_as_patching_grids():
 
 
 def test_grid_site_kinds_come_from_the_site_table():
-    """patching used to restate the site table; its kinds now map onto interplab.core.sites.KINDS."""
+    """patching used to restate the site table; its kinds now map onto interplab.core.model.sites.KINDS."""
+    from interplab.core.model.sites import KINDS
     from interplab.core.patching.exact import ORDER, SITE_KIND, SITES, site_target
-    from interplab.core.sites import KINDS
 
     assert [SITE_KIND.get(k, k) for k in ORDER] == list(KINDS) and set(SITES) <= set(ORDER)
     model = tiny_model("llama")

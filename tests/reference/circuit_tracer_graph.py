@@ -150,19 +150,23 @@ def run(family: str, folder: Path) -> dict:
                            node_threshold=NODE_THRESHOLD, edge_threshold=EDGE_THRESHOLD)  # fmt: skip
         viewer = json.loads((Path(tmp) / f"tiny-{family}.json").read_text())
     (folder / "viewer.json").write_text(json.dumps(viewer, separators=(",", ":")) + "\n")
-    save_file({
-        "adjacency": graph.adjacency_matrix.float().contiguous(),
-        "raw_token_columns": raw_tokens.float().contiguous(),
-        "active_features": graph.active_features.long().contiguous(),  # [n_active, 3]: layer, pos, latent
-        "selected_features": graph.selected_features.long().contiguous(),
-        "activation_values": graph.activation_values.float().contiguous(),
-        "logit_probabilities": graph.logit_probabilities.float().contiguous(),
-        "node_mask": kept.node_mask.to(torch.uint8).contiguous(),
-        "edge_mask": kept.edge_mask.to(torch.uint8).contiguous(),
-        "capped_adjacency": capped.adjacency_matrix.float().contiguous(),
-        "capped_features": capped.active_features[capped.selected_features].long().contiguous(),
-        **({"raw_adjacency": as_given.adjacency_matrix.float().contiguous()} if scale != 1.0 else {}),
-    }, str(folder / "graph.safetensors"), metadata={"header": json.dumps({"command": COMMAND, **versions()})})
+    save_file(
+        {
+            "adjacency": graph.adjacency_matrix.float().contiguous(),
+            "raw_token_columns": raw_tokens.float().contiguous(),
+            "active_features": graph.active_features.long().contiguous(),  # [n_active, 3]: layer, pos, latent
+            "selected_features": graph.selected_features.long().contiguous(),
+            "activation_values": graph.activation_values.float().contiguous(),
+            "logit_probabilities": graph.logit_probabilities.float().contiguous(),
+            "node_mask": kept.node_mask.to(torch.uint8).contiguous(),
+            "edge_mask": kept.edge_mask.to(torch.uint8).contiguous(),
+            "capped_adjacency": capped.adjacency_matrix.float().contiguous(),
+            "capped_features": capped.active_features[capped.selected_features].long().contiguous(),
+            **({"raw_adjacency": as_given.adjacency_matrix.float().contiguous()} if scale != 1.0 else {}),
+        },
+        str(folder / "graph.safetensors"),
+        metadata={"header": json.dumps({"command": COMMAND, **versions()})},
+    )
     return {
         "token_ids": ids, "logit_ids": [int(t.vocab_idx) for t in graph.logit_targets], "n_layers": n_layers,
         "n_features": n_f, "embed_scale": scale, "feature_input_hook": hook_in, "feature_output_hook": hook_out,
@@ -172,8 +176,10 @@ def run(family: str, folder: Path) -> dict:
     }  # fmt: skip
 
 
-COMMAND = ("bash tests/reference/build_circuit_tracer.sh  (runs: .ref/circuit-tracer/bin/python "
-           "tests/reference/circuit_tracer_graph.py tests/reference/circuit_tracer_graph.json)")
+COMMAND = (
+    "bash tests/reference/build_circuit_tracer.sh  (runs: .ref/circuit-tracer/bin/python "
+    "tests/reference/circuit_tracer_graph.py tests/reference/circuit_tracer_graph.json)"
+)
 
 
 def versions() -> dict[str, str]:

@@ -189,8 +189,9 @@ def absorption(inputs: dict, meta: dict) -> dict:
 def main(path: str) -> None:
     inputs = load_file(INPUTS / "inputs.safetensors")
     meta = json.loads((INPUTS / "inputs.json").read_text())
-    versions = {p: md.version(p) for p in ("sae-bench", "sae-lens", "torch", "scikit-learn", "numpy", "jaxtyping",
-                                      "beartype")}
+    versions = {
+        p: md.version(p) for p in ("sae-bench", "sae-lens", "torch", "scikit-learn", "numpy", "jaxtyping", "beartype")
+    }
     result = {"_generated_by": COMMAND, "versions": versions, "python": sys.version.split()[0],
               "sparse_probing": sparse_probing(inputs, meta), "absorption": absorption(inputs, meta)}  # fmt: skip
     Path(path).write_text(json.dumps(result) + "\n")

@@ -59,7 +59,7 @@ def ndif_server(embedded):
     if reuse:
         yield SimpleNamespace(**{"timings": {}, "start_api": None, **json.loads(Path(reuse).read_text())})
         return
-    from interplab.core.embedded import prepare_embedded_model
+    from interplab.core.loading.embedded import prepare_embedded_model
 
     serve = load_serve()
     t0 = time.monotonic()

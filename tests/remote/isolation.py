@@ -14,7 +14,7 @@ that miss an interplab object inside a body:
 
 :func:`interplab_absent` closes both: while a trace deserialises, a meta-path hook refuses every
 ``interplab`` import (as a server without it would) and the by-value registry holds only
-``interplab.core.trace_ops``, the one module interplab ships by value on purpose. Anything else
+``interplab.core.model.trace_ops``, the one module interplab ships by value on purpose. Anything else
 of interplab's named in a body (an SAE module, a Model, a module-level helper) then fails with
 ``ModuleNotFoundError: ... interplab`` exactly as on a real server; the rest of the run (before
 and after the trace) still uses interplab normally.
@@ -31,7 +31,7 @@ import nnsight.ndif
 from cloudpickle.cloudpickle import _PICKLE_BY_VALUE_MODULES
 from nnsight.intervention.backends.local import LocalSimulationBackend
 
-SHIPPED = "interplab.core.trace_ops"
+SHIPPED = "interplab.core.model.trace_ops"
 
 
 class _RefuseInterplab(importlib.abc.MetaPathFinder):

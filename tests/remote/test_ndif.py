@@ -101,7 +101,7 @@ def test_steering_generate_and_clamp(remote, embedded, sae):
 
 
 def test_a_local_folder_and_the_servers_name_are_accepted(ndif, embedded):
-    from interplab.core.embedded import embedded_model_dir
+    from interplab.core.loading.embedded import embedded_model_dir
 
     by_folder = ilab.load_model(embedded_model_dir(), remote=ndif.host)  # this client's folder of the model
     by_name = ilab.load_model(ndif.model_name, remote=ndif.host)  # the folder the server loads it from

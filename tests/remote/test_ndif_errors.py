@@ -12,7 +12,7 @@ import time
 import nnsight
 import pytest
 import transformers
-from interplab.core.remote import RemoteModelError, check_versions, compatible
+from interplab.core.model.remote import RemoteModelError, check_versions, compatible
 
 import interplab as ilab
 from tests.remote.conftest import HUB_ALIAS

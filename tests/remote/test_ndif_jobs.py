@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 import torch
-from interplab.core.recipes.jobs import jobs_dir
+from interplab.core.jobs.background import jobs_dir
 
 import interplab as ilab
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import nnsight
 import pytest
 import torch
-from interplab.core.trace_ops import read_site, sae_decode, sae_encode
+from interplab.core.model.trace_ops import read_site, sae_decode, sae_encode
 
 import interplab as ilab
 from tests.remote.isolation import interplab_absent

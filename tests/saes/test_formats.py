@@ -20,10 +20,20 @@ from interplab.core.saes.io import save_saelens
 from safetensors.torch import load_file, save_file
 
 ARCHS = ["standard", "topk", "batchtopk", "jumprelu", "gated"]
-CLASSES = {"standard": StandardSAE, "topk": TopKSAE, "batchtopk": BatchTopKSAE, "jumprelu": JumpReLUSAE,
-           "gated": GatedSAE}
-SAELENS_ARCH = {"standard": "standard", "topk": "topk", "batchtopk": "jumprelu", "jumprelu": "jumprelu",
-                "gated": "gated"}
+CLASSES = {
+    "standard": StandardSAE,
+    "topk": TopKSAE,
+    "batchtopk": BatchTopKSAE,
+    "jumprelu": JumpReLUSAE,
+    "gated": GatedSAE,
+}
+SAELENS_ARCH = {
+    "standard": "standard",
+    "topk": "topk",
+    "batchtopk": "jumprelu",
+    "jumprelu": "jumprelu",
+    "gated": "gated",
+}
 TENSORS = {
     "standard": {"W_enc", "W_dec", "b_enc", "b_dec"},
     "topk": {"W_enc", "W_dec", "b_enc", "b_dec"},
@@ -38,8 +48,15 @@ ATOL = 1e-5
 
 def make(arch: str, seed: int = 0, apply_b_dec: bool = True) -> SAE:
     """An SAE with random values everywhere (non-trivial biases, thresholds, r_mag)."""
-    sae = SAE.create(arch, d_in=D_IN, d_sae=D_SAE, k=K if "topk" in arch else None, site=SITE, model_name="gpt2",
-                     apply_b_dec_to_input=apply_b_dec)
+    sae = SAE.create(
+        arch,
+        d_in=D_IN,
+        d_sae=D_SAE,
+        k=K if "topk" in arch else None,
+        site=SITE,
+        model_name="gpt2",
+        apply_b_dec_to_input=apply_b_dec,
+    )
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in sae.parameters():
@@ -90,15 +107,30 @@ def test_round_trip_every_arch(tmp_path, arch, apply_b_dec):
     back = SAE.load(tmp_path / "sae")
     assert type(back) is CLASSES[arch]
     assert (back.d_in, back.d_sae, back.site, back.cfg.model_name, back.cfg.k, back.cfg.apply_b_dec_to_input) == (
-        D_IN, D_SAE, SITE, "gpt2", sae.cfg.k, apply_b_dec)
+        D_IN,
+        D_SAE,
+        SITE,
+        "gpt2",
+        sae.cfg.k,
+        apply_b_dec,
+    )
     assert not back.training
     assert_same_outputs(sae, back, inputs())
     if arch == "batchtopk":
         assert float(back.topk_threshold) == pytest.approx(0.35)
     # the SAELens keys, values and tensors
     cfg = json.loads((tmp_path / "sae" / "cfg.json").read_text())
-    for key in ("d_in", "d_sae", "dtype", "device", "apply_b_dec_to_input", "normalize_activations",
-                "reshape_activations", "metadata", "architecture"):
+    for key in (
+        "d_in",
+        "d_sae",
+        "dtype",
+        "device",
+        "apply_b_dec_to_input",
+        "normalize_activations",
+        "reshape_activations",
+        "metadata",
+        "architecture",
+    ):
         assert key in cfg, key
     assert cfg["architecture"] == SAELENS_ARCH[arch]
     assert (cfg["d_in"], cfg["d_sae"], cfg["dtype"], cfg["device"]) == (D_IN, D_SAE, "float32", "cpu")
@@ -128,7 +160,10 @@ def test_sparsity_file_is_written_when_passed(tmp_path):
     sparsity = torch.linspace(-6, 0, D_SAE)
     save_saelens(sae, tmp_path / "sae", sparsity=sparsity)
     assert sorted(p.name for p in (tmp_path / "sae").iterdir()) == [
-        "cfg.json", "sae_weights.safetensors", "sparsity.safetensors"]
+        "cfg.json",
+        "sae_weights.safetensors",
+        "sparsity.safetensors",
+    ]
     stored = load_file(str(tmp_path / "sae" / "sparsity.safetensors"))
     assert set(stored) == {"sparsity"} and torch.equal(stored["sparsity"], sparsity)
     assert_same_outputs(sae, SAE.load(tmp_path / "sae"), inputs())
@@ -215,8 +250,13 @@ def test_site_given_at_load_is_the_one_saved(tmp_path):
 
 
 # ---------------------------------------------------------- real sae-lens
-SL_CLASSES = {"standard": "StandardSAE", "topk": "TopKSAE", "batchtopk": "JumpReLUSAE", "jumprelu": "JumpReLUSAE",
-              "gated": "GatedSAE"}
+SL_CLASSES = {
+    "standard": "StandardSAE",
+    "topk": "TopKSAE",
+    "batchtopk": "JumpReLUSAE",
+    "jumprelu": "JumpReLUSAE",
+    "gated": "GatedSAE",
+}
 
 
 @pytest.mark.parametrize("apply_b_dec", [True, False])
@@ -252,8 +292,13 @@ def _saelens_sae(arch: str, apply_b_dec: bool = True, **extra):
     name = {"standard": "Standard", "topk": "TopK", "jumprelu": "JumpReLU", "gated": "Gated"}[arch]
     cfg_cls, cls = getattr(sae_lens, f"{name}SAEConfig"), getattr(sae_lens, f"{name}SAE")
     kw = {"k": K, **extra} if arch == "topk" else extra
-    cfg = cfg_cls(d_in=D_IN, d_sae=D_SAE, apply_b_dec_to_input=apply_b_dec,
-                  metadata=SAEMetadata(hook_name=SITE, model_name="pythia-70m"), **kw)
+    cfg = cfg_cls(
+        d_in=D_IN,
+        d_sae=D_SAE,
+        apply_b_dec_to_input=apply_b_dec,
+        metadata=SAEMetadata(hook_name=SITE, model_name="pythia-70m"),
+        **kw,
+    )
     sl = cls(cfg)
     g = torch.Generator().manual_seed(7)
     with torch.no_grad():
@@ -295,10 +340,20 @@ def test_saelens_topk_with_decoder_norm_rescaling_loads_with_equal_outputs(tmp_p
 
 
 PRE_6_CFG = {
-    "model_name": "gpt2-small", "hook_point": "blocks.2.hook_resid_pre", "hook_point_layer": 2,
-    "hook_point_head_index": None, "d_in": D_IN, "d_sae": D_SAE, "dtype": "float32", "device": "cpu",
-    "apply_b_dec_to_input": True, "normalize_activations": "none", "context_size": 128, "prepend_bos": True,
-    "dataset_path": "Skylion007/openwebtext", "sae_lens_training_version": "3.13.0",
+    "model_name": "gpt2-small",
+    "hook_point": "blocks.2.hook_resid_pre",
+    "hook_point_layer": 2,
+    "hook_point_head_index": None,
+    "d_in": D_IN,
+    "d_sae": D_SAE,
+    "dtype": "float32",
+    "device": "cpu",
+    "apply_b_dec_to_input": True,
+    "normalize_activations": "none",
+    "context_size": 128,
+    "prepend_bos": True,
+    "dataset_path": "Skylion007/openwebtext",
+    "sae_lens_training_version": "3.13.0",
 }
 
 
@@ -313,8 +368,12 @@ def test_pre_6_flat_config_loads_like_saelens_loads_it(tmp_path, fn):
     folder.mkdir()
     (folder / "cfg.json").write_text(json.dumps(cfg))
     g = torch.Generator().manual_seed(11)
-    weights = {"W_enc": torch.randn(D_IN, D_SAE, generator=g) * 0.5, "W_dec": torch.randn(D_SAE, D_IN, generator=g),
-               "b_enc": torch.randn(D_SAE, generator=g) * 0.5, "b_dec": torch.randn(D_IN, generator=g)}
+    weights = {
+        "W_enc": torch.randn(D_IN, D_SAE, generator=g) * 0.5,
+        "W_dec": torch.randn(D_SAE, D_IN, generator=g),
+        "b_enc": torch.randn(D_SAE, generator=g) * 0.5,
+        "b_dec": torch.randn(D_IN, generator=g),
+    }
     save_file(weights, str(folder / "sae_weights.safetensors"))
     sae = SAE.load(folder)
     assert type(sae) is (TopKSAE if fn == "topk" else StandardSAE)
@@ -355,8 +414,11 @@ def gemma_by_hand(p: dict[str, np.ndarray], x: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize(
     ("release", "site"),
-    [("gemma-scope-2b-pt-res", "blocks.12.hook_resid_post"), ("gemma-scope-9b-it-mlp", "blocks.12.hook_mlp_out"),
-     ("gemma-scope-2b-pt-att", "blocks.12.attn.hook_z")],
+    [
+        ("gemma-scope-2b-pt-res", "blocks.12.hook_resid_post"),
+        ("gemma-scope-9b-it-mlp", "blocks.12.hook_mlp_out"),
+        ("gemma-scope-2b-pt-att", "blocks.12.attn.hook_z"),
+    ],
 )
 def test_gemma_scope_params_npz(tmp_path, release, site):
     folder = tmp_path / release / "layer_12" / "width_16k" / "average_l0_82"
@@ -372,8 +434,9 @@ def test_gemma_scope_params_npz(tmp_path, release, site):
         acts = sae.encode(x).detach()
         torch.testing.assert_close(acts, gemma_by_hand(p, x), atol=ATOL, rtol=1e-5)
         assert (acts != 0).any() and (acts == 0).any()
-        torch.testing.assert_close(sae.decode(acts).detach(), acts @ torch.from_numpy(p["W_dec"]) +
-                                   torch.from_numpy(p["b_dec"]))
+        torch.testing.assert_close(
+            sae.decode(acts).detach(), acts @ torch.from_numpy(p["W_dec"]) + torch.from_numpy(p["b_dec"])
+        )
     assert SAE.load(folder / "params.npz", site="blocks.3.hook_resid_post").site == "blocks.3.hook_resid_post"
     assert sorted(q.name for q in folder.iterdir()) == ["params.npz"], "loading writes nothing"
 
@@ -406,9 +469,17 @@ def dl_folder(tmp_path: Path, dict_class: str, state: dict, **trainer) -> Path:
     folder = tmp_path / "trainer_0"
     folder.mkdir()
     torch.save(state, folder / "ae.pt")
-    config = {"trainer": {"dict_class": dict_class, "activation_dim": D_IN, "dict_size": D_SAE, "layer": 3,
-                          "lm_name": "EleutherAI/pythia-70m-deduped", **trainer},
-              "buffer": {"d_submodule": D_IN, "ctx_len": 128}}
+    config = {
+        "trainer": {
+            "dict_class": dict_class,
+            "activation_dim": D_IN,
+            "dict_size": D_SAE,
+            "layer": 3,
+            "lm_name": "EleutherAI/pythia-70m-deduped",
+            **trainer,
+        },
+        "buffer": {"d_submodule": D_IN, "ctx_len": 128},
+    }
     (folder / "config.json").write_text(json.dumps(config))
     return folder
 
@@ -416,10 +487,12 @@ def dl_folder(tmp_path: Path, dict_class: str, state: dict, **trainer) -> Path:
 def dl_state(seed: int = 0) -> dict[str, torch.Tensor]:
     """A dictionary_learning AutoEncoder state dict: nn.Linear layouts, ``bias`` is the decoder bias."""
     g = torch.Generator().manual_seed(seed)
-    return {"encoder.weight": torch.randn(D_SAE, D_IN, generator=g) * 0.5,
-            "encoder.bias": torch.randn(D_SAE, generator=g) * 0.5,
-            "decoder.weight": torch.randn(D_IN, D_SAE, generator=g) * 0.5,
-            "bias": torch.randn(D_IN, generator=g)}
+    return {
+        "encoder.weight": torch.randn(D_SAE, D_IN, generator=g) * 0.5,
+        "encoder.bias": torch.randn(D_SAE, generator=g) * 0.5,
+        "decoder.weight": torch.randn(D_IN, D_SAE, generator=g) * 0.5,
+        "bias": torch.randn(D_IN, generator=g),
+    }
 
 
 def test_dictionary_learning_autoencoder(tmp_path):
@@ -442,11 +515,14 @@ def test_dictionary_learning_autoencoder(tmp_path):
 
 def test_dictionary_learning_autoencoder_topk(tmp_path):
     g = torch.Generator().manual_seed(4)
-    state = {"encoder.weight": torch.randn(D_SAE, D_IN, generator=g) * 0.5,
-             "encoder.bias": torch.randn(D_SAE, generator=g) * 0.5,
-             "decoder.weight": torch.randn(D_IN, D_SAE, generator=g) * 0.5,
-             "b_dec": torch.randn(D_IN, generator=g),
-             "k": torch.tensor(K), "threshold": torch.tensor(-1.0)}
+    state = {
+        "encoder.weight": torch.randn(D_SAE, D_IN, generator=g) * 0.5,
+        "encoder.bias": torch.randn(D_SAE, generator=g) * 0.5,
+        "decoder.weight": torch.randn(D_IN, D_SAE, generator=g) * 0.5,
+        "b_dec": torch.randn(D_IN, generator=g),
+        "k": torch.tensor(K),
+        "threshold": torch.tensor(-1.0),
+    }
     sae = SAE.load(dl_folder(tmp_path, "AutoEncoderTopK", state, k=K))
     assert type(sae) is TopKSAE and sae.cfg.k == K
     # dictionary_learning's AutoEncoderTopK: relu(encoder(x - b_dec)), keep the top k
@@ -461,8 +537,12 @@ def test_dictionary_learning_autoencoder_topk(tmp_path):
 
 
 def test_dictionary_learning_batchtopk_uses_its_threshold(tmp_path):
-    state = {**{k: v for k, v in dl_state(seed=6).items() if k != "bias"}, "b_dec": torch.randn(D_IN),
-             "k": torch.tensor(K), "threshold": torch.tensor(0.4)}
+    state = {
+        **{k: v for k, v in dl_state(seed=6).items() if k != "bias"},
+        "b_dec": torch.randn(D_IN),
+        "k": torch.tensor(K),
+        "threshold": torch.tensor(0.4),
+    }
     sae = SAE.load(dl_folder(tmp_path, "BatchTopKSAE", state, k=K))
     assert type(sae) is BatchTopKSAE and float(sae.topk_threshold) == pytest.approx(0.4)
     x = inputs()
@@ -515,33 +595,71 @@ def _missing_tensor(path: Path) -> None:
 @pytest.mark.parametrize(
     ("make_bad", "exc", "match"),
     [
-        (lambda t: (t / "empty").mkdir() or t / "empty", ValueError,
-         r"empty'? is not an SAE.*SAELens folder.*Gemma Scope params\.npz.*dictionary_learning"),
+        (
+            lambda t: (t / "empty").mkdir() or t / "empty",
+            ValueError,
+            r"empty'? is not an SAE.*SAELens folder.*Gemma Scope params\.npz.*dictionary_learning",
+        ),
         (lambda t: t / "nowhere", FileNotFoundError, r"nowhere.*SAELens folder"),
-        (lambda t: _saelens_folder(t, weights=_torch_save_pickle), ValueError,
-         r"sae_weights\.safetensors.*pickle"),
+        (lambda t: _saelens_folder(t, weights=_torch_save_pickle), ValueError, r"sae_weights\.safetensors.*pickle"),
         (lambda t: _saelens_folder(t, weights=_plain_pickle), ValueError, r"sae_weights\.safetensors.*pickle"),
-        (lambda t: (_saelens_folder(t) / "cfg.json").write_text("{'d_in': 16,") and t / "bad", ValueError,
-         r"cfg\.json.*not valid JSON"),
-        (lambda t: _saelens_folder(t, weights=_wrong_shape), ValueError,
-         rf"sae_weights\.safetensors': W_enc has shape \[{D_IN}, {D_SAE + 1}\], expected \[{D_IN}, {D_SAE}\]"),
-        (lambda t: _saelens_folder(t, weights=_missing_tensor), ValueError,
-         r"sae_weights\.safetensors': b_dec is missing"),
-        (lambda t: _saelens_folder(t, {"normalize_activations": "expected_average_only_in"}), ValueError,
-         r"cfg\.json': normalize_activations is 'expected_average_only_in'"),
-        (lambda t: _saelens_folder(t, {"architecture": "crosscoder"}), ValueError,
-         r"cfg\.json': architecture is 'crosscoder', which is not supported.*gated.*jumprelu.*standard.*topk"),
-        (lambda t: _saelens_folder(t, {"architecture": "transcoder", "d_out": D_IN}), ValueError,
-         r"cfg\.json': apply_b_dec_to_input is true, which a transcoder cannot have"),
-        (lambda t: _saelens_folder(t, {"architecture": "skip_transcoder", "d_out": D_IN,
-                                       "apply_b_dec_to_input": False}), ValueError,
-         r"sae_weights\.safetensors': W_skip is missing"),
-        (lambda t: _saelens_folder(t, {"architecture": "transcoder", "apply_b_dec_to_input": False}), ValueError,
-         r"cfg\.json': d_out is missing"),
+        (
+            lambda t: (_saelens_folder(t) / "cfg.json").write_text("{'d_in': 16,") and t / "bad",
+            ValueError,
+            r"cfg\.json.*not valid JSON",
+        ),
+        (
+            lambda t: _saelens_folder(t, weights=_wrong_shape),
+            ValueError,
+            rf"sae_weights\.safetensors': W_enc has shape \[{D_IN}, {D_SAE + 1}\], expected \[{D_IN}, {D_SAE}\]",
+        ),
+        (
+            lambda t: _saelens_folder(t, weights=_missing_tensor),
+            ValueError,
+            r"sae_weights\.safetensors': b_dec is missing",
+        ),
+        (
+            lambda t: _saelens_folder(t, {"normalize_activations": "expected_average_only_in"}),
+            ValueError,
+            r"cfg\.json': normalize_activations is 'expected_average_only_in'",
+        ),
+        (
+            lambda t: _saelens_folder(t, {"architecture": "crosscoder"}),
+            ValueError,
+            r"cfg\.json': architecture is 'crosscoder', which is not supported.*gated.*jumprelu.*standard.*topk",
+        ),
+        (
+            lambda t: _saelens_folder(t, {"architecture": "transcoder", "d_out": D_IN}),
+            ValueError,
+            r"cfg\.json': apply_b_dec_to_input is true, which a transcoder cannot have",
+        ),
+        (
+            lambda t: _saelens_folder(
+                t, {"architecture": "skip_transcoder", "d_out": D_IN, "apply_b_dec_to_input": False}
+            ),
+            ValueError,
+            r"sae_weights\.safetensors': W_skip is missing",
+        ),
+        (
+            lambda t: _saelens_folder(t, {"architecture": "transcoder", "apply_b_dec_to_input": False}),
+            ValueError,
+            r"cfg\.json': d_out is missing",
+        ),
     ],
-    ids=["not-an-sae", "missing", "torch-save-pickle", "plain-pickle", "bad-json", "shape-mismatch",
-         "missing-tensor", "normalize", "unknown-arch", "transcoder-b-dec-in", "skip-without-W_skip",
-         "transcoder-without-d_out"],
+    ids=[
+        "not-an-sae",
+        "missing",
+        "torch-save-pickle",
+        "plain-pickle",
+        "bad-json",
+        "shape-mismatch",
+        "missing-tensor",
+        "normalize",
+        "unknown-arch",
+        "transcoder-b-dec-in",
+        "skip-without-W_skip",
+        "transcoder-without-d_out",
+    ],
 )
 def test_bad_files_give_clear_errors_and_write_nothing(tmp_path, make_bad, exc, match):
     path = make_bad(tmp_path)

@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 from interplab.core.saes import SAE, JumpReLUSAE, MatryoshkaSAE
-from interplab.core.saes.fit import fit_tensor
+from interplab.core.saes.training.in_memory import fit_tensor
 
 D_IN, D_SAE, K, WIDTHS = 16, 48, 4, [6, 20, 48]
 SITE = "blocks.2.hook_resid_post"

@@ -27,8 +27,11 @@ CASES = [  # release, id, folder in the repo, d_in, hook name
     ("gemma-scope-2-270m-pt-att", "layer_9_width_16k_l0_big", "attn_out", 1024, "blocks.9.attn.hook_z"),
     ("gemma-scope-2-270m-pt-res-all", "layer_6_width_16k_l0_small", "resid_post_all", 640, "blocks.6.hook_resid_post"),
 ]
-HF_HOOK = {"resid_post": "model.layers.{L}.output", "mlp_out": "model.layers.{L}.post_feedforward_layernorm.output",
-           "attn_out": "model.layers.{L}.self_attn.o_proj.input"}
+HF_HOOK = {
+    "resid_post": "model.layers.{L}.output",
+    "mlp_out": "model.layers.{L}.post_feedforward_layernorm.output",
+    "attn_out": "model.layers.{L}.self_attn.o_proj.input",
+}
 
 
 def write_fixture(cache: Path, folder: str, sae_id: str, d_in: int, seed: int) -> dict[str, torch.Tensor]:
@@ -39,14 +42,26 @@ def write_fixture(cache: Path, folder: str, sae_id: str, d_in: int, seed: int) -
     target = repo / "snapshots" / COMMIT / folder / sae_id
     target.mkdir(parents=True)
     g = torch.Generator().manual_seed(seed)
-    params = {"w_enc": torch.randn(d_in, D_SAE, generator=g) * 0.1, "w_dec": torch.randn(D_SAE, d_in, generator=g),
-              "b_enc": torch.randn(D_SAE, generator=g) * 0.1, "b_dec": torch.randn(d_in, generator=g),
-              "threshold": torch.rand(D_SAE, generator=g) * 0.5 + 0.01}
+    params = {
+        "w_enc": torch.randn(d_in, D_SAE, generator=g) * 0.1,
+        "w_dec": torch.randn(D_SAE, d_in, generator=g),
+        "b_enc": torch.randn(D_SAE, generator=g) * 0.1,
+        "b_dec": torch.randn(d_in, generator=g),
+        "threshold": torch.rand(D_SAE, generator=g) * 0.5 + 0.01,
+    }
     save_file(params, str(target / "params.safetensors"))
     layer = int(sae_id.split("_")[1])
     hook = HF_HOOK[folder.removesuffix("_all")].format(L=layer)
-    (target / "config.json").write_text(json.dumps({"architecture": "jump_relu", "model_name": "gemma-v3-270m-pt",
-                                                    "hf_hook_point_in": hook, "hf_hook_point_out": hook}))
+    (target / "config.json").write_text(
+        json.dumps(
+            {
+                "architecture": "jump_relu",
+                "model_name": "gemma-v3-270m-pt",
+                "hf_hook_point_in": hook,
+                "hf_hook_point_out": hook,
+            }
+        )
+    )
     return params
 
 
@@ -100,8 +115,12 @@ def test_release_loads_like_saelens_gemma3_loader(hub_cache, release, sae_id, fo
     assert sae.cfg.model_name == sl.cfg.metadata.model_name == "google/gemma-3-270m"
     assert sae.cfg.apply_b_dec_to_input is sl.cfg.apply_b_dec_to_input is False
     assert (sae.d_in, sae.d_sae) == (d_in, D_SAE)
-    for ours, theirs, raw in (("W_enc", "W_enc", "w_enc"), ("W_dec", "W_dec", "w_dec"), ("b_enc", "b_enc", "b_enc"),
-                              ("b_dec", "b_dec", "b_dec")):
+    for ours, theirs, raw in (
+        ("W_enc", "W_enc", "w_enc"),
+        ("W_dec", "W_dec", "w_dec"),
+        ("b_enc", "b_enc", "b_enc"),
+        ("b_dec", "b_dec", "b_dec"),
+    ):
         assert torch.equal(getattr(sae, ours).detach(), getattr(sl, theirs).detach()), ours
         assert torch.equal(getattr(sae, ours).detach(), params[raw]), ours
     torch.testing.assert_close(sae.threshold.detach(), sl.threshold.detach(), rtol=1e-6, atol=0)
@@ -117,8 +136,11 @@ def test_unknown_release_and_id_list_close_matches(hub_cache):
     with pytest.raises(ValueError, match=r"Unknown SAE release 'gemma-scope-2-270m-pt-re'.*'gemma-scope-2-270m-pt-res"):
         SAE.load("gemma-scope-2-270m-pt-re", "layer_5_width_16k_l0_medium")
     # layer 6 is only in the -all release: the error offers the ids that exist
-    with pytest.raises(ValueError, match=r"has no SAE id 'layer_6_width_16k_l0_medium'.*layer_5_width_16k_l0_medium"
-                                         r".*layers \[5, 9, 12, 15\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"has no SAE id 'layer_6_width_16k_l0_medium'.*layer_5_width_16k_l0_medium"
+        r".*layers \[5, 9, 12, 15\]",
+    ):
         SAE.load("gemma-scope-2-270m-pt-res", "layer_6_width_16k_l0_medium")
     assert "layer_17_width_262k_l0_small" in release_ids("gemma-scope-2-270m-pt-res-all")
 

@@ -14,10 +14,10 @@ import sys
 import time
 from pathlib import Path
 
-import interplab.core.saes.train as train_mod
+import interplab.core.saes.training.trainer as train_mod
 import pytest
 import torch
-from interplab.core.saes.train import train_saes
+from interplab.core.saes.training.trainer import train_saes
 
 from tests.saes.test_saes import assert_same_weights
 from tests.tiny import WORDS, tiny_model
@@ -34,7 +34,7 @@ import sys, time
 sys.path.insert(0, {root!r})
 import torch
 torch.set_num_threads({threads})  # the parent's: the same sums, to the bit
-import interplab.core.saes.train as train_mod
+import interplab.core.saes.training.trainer as train_mod
 from tests.saes.test_resume_from_model import CORPUS, KW, SPECS
 from tests.tiny import tiny_model
 real = train_mod.train_step
@@ -63,9 +63,10 @@ def test_resume_after_sigkill_gives_the_uninterrupted_weights(tmp_path, monkeypa
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
     try:
         deadline = time.monotonic() + 120
-        while not (ckpt / train_mod.CHECKPOINT).exists() or train_mod.read_checkpoint(
-            ckpt / train_mod.CHECKPOINT
-        )["step"] < 12:
+        while (
+            not (ckpt / train_mod.CHECKPOINT).exists()
+            or train_mod.read_checkpoint(ckpt / train_mod.CHECKPOINT)["step"] < 12
+        ):
             if proc.poll() is not None:
                 pytest.fail(f"child exited early ({proc.returncode}): {proc.stderr.read().decode()}")
             if time.monotonic() > deadline:

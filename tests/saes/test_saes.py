@@ -16,24 +16,29 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import interplab.core.saes.train as train_mod
+import interplab.core.saes.training.trainer as train_mod
 import numpy as np
 import pytest
 import torch
-from interplab.core.atomic import leftover_target
 from interplab.core.data.store import ActivationStore
 from interplab.core.saes import SAE, BatchTopKSAE, GatedSAE, JumpReLUSAE, StandardSAE, TopKSAE
-from interplab.core.saes.sparse import _batch_topk, select_active
+from interplab.core.saes.kernels.sparse import _batch_topk, select_active
 from interplab.core.saes.topk import AUX_COEFFICIENT
-from interplab.core.saes.train import train_saes
+from interplab.core.saes.training.trainer import train_saes
+from interplab.core.storage.atomic import leftover_target
 from safetensors.torch import save_file
 
 from tests.faults import FileOps, Killed
 from tests.tiny import WORDS, tiny_model
 
 ARCHS = ["standard", "topk", "batchtopk", "jumprelu", "gated"]
-CLASSES = {"standard": StandardSAE, "topk": TopKSAE, "batchtopk": BatchTopKSAE, "jumprelu": JumpReLUSAE,
-           "gated": GatedSAE}
+CLASSES = {
+    "standard": StandardSAE,
+    "topk": TopKSAE,
+    "batchtopk": BatchTopKSAE,
+    "jumprelu": JumpReLUSAE,
+    "gated": GatedSAE,
+}
 SITE_A, SITE_B = "blocks.0.hook_resid_post", "blocks.1.hook_resid_post"
 D_A, D_B = 32, 16
 N_STORE = 8192
@@ -70,9 +75,18 @@ def write_store(path: Path, data: dict[str, torch.Tensor], shard: int = 2048) ->
         save_file(tensors, str(path / name))
         shards.append({"file": name, "n_tokens": len(tensors["tokens"])})
     manifest = {
-        "format": "interplab-activations", "version": 1, "model": "planted", "sites": list(data),
-        "d": {k: v.shape[1] for k, v in data.items()}, "dtype": "float32", "context_size": 16,
-        "skipped_prefix": 1, "n_tokens": n, "windows_done": 0, "shards": shards, "complete": True,
+        "format": "interplab-activations",
+        "version": 1,
+        "model": "planted",
+        "sites": list(data),
+        "d": {k: v.shape[1] for k, v in data.items()},
+        "dtype": "float32",
+        "context_size": 16,
+        "skipped_prefix": 1,
+        "n_tokens": n,
+        "windows_done": 0,
+        "shards": shards,
+        "complete": True,
     }
     (path / "manifest.json").write_text(json.dumps(manifest))
     return ActivationStore(path)
@@ -180,8 +194,9 @@ def test_sparse_training_path_equals_dense_autograd(arch, apply_b_dec, case):
         assert got is not None, name
         torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5 * float(ref.abs().max()) + 1e-7, msg=name)
     if not apply_b_dec:  # b_dec then only enters through the decoder: its gradient is the summed residual
-        torch.testing.assert_close(ref_grads["b_dec"], 2 * (info["recon"] - x).detach().sum(0) / b, rtol=1e-4,
-                                   atol=1e-3)
+        torch.testing.assert_close(
+            ref_grads["b_dec"], 2 * (info["recon"] - x).detach().sum(0) / b, rtol=1e-4, atol=1e-3
+        )
     # the reported statistics describe the same selection
     fired_ref = (ref_acts > 0).any(0)
     assert torch.equal(info["fired"], fired_ref)
@@ -251,8 +266,6 @@ class _RefStep(torch.autograd.Function):
         return None, g_t * t, None
 
 
-
-
 def plain_dense_loss(sae, x: torch.Tensor):
     """The standard / JumpReLU loss written with plain autograd (no fused functions)."""
     b_in = sae.b_dec if sae.cfg.apply_b_dec_to_input else torch.zeros_like(sae.b_dec)
@@ -292,11 +305,10 @@ def test_fused_dense_training_step_equals_plain_autograd(arch, apply_b_dec):
     ref.backward()
     torch.testing.assert_close(loss.detach(), ref.detach())
     for name, p in sae.named_parameters():
-        torch.testing.assert_close(got[name], p.grad, rtol=1e-5, atol=1e-5 * float(p.grad.abs().max()) + 1e-7,
-                                   msg=name)
+        torch.testing.assert_close(got[name], p.grad, rtol=1e-5, atol=1e-5 * float(p.grad.abs().max()) + 1e-7, msg=name)
     if arch == "jumprelu":
         assert (got["log_threshold"] != 0).sum() > m // 4, "the case must put pre-activations inside the kernel"
-    fired = (sae.encode(x) > 0)
+    fired = sae.encode(x) > 0
     assert torch.equal(info["fired"], fired.any(0))
     assert info["l0"] == pytest.approx(float(fired.sum()) / b)
 
@@ -505,11 +517,13 @@ def _jumprelu_identity(l0: float) -> JumpReLUSAE:
 
 
 # offsets from each latent's threshold: |offset| < BW/2 is inside the kernel window
-OFFSETS = torch.tensor([
-    [0.30, 0.04, -0.04, 0.06],
-    [-0.2, 0.20, -0.06, 0.0],
-    [0.06, -0.3, 0.049, 0.5],
-])
+OFFSETS = torch.tensor(
+    [
+        [0.30, 0.04, -0.04, 0.06],
+        [-0.2, 0.20, -0.06, 0.0],
+        [0.06, -0.3, 0.049, 0.5],
+    ]
+)
 IN_WINDOW = OFFSETS.abs() < BW / 2  # latent 0: never; 1: row 0; 2: rows 0, 2; 3: row 1
 
 
@@ -581,8 +595,13 @@ def test_train_topk_on_planted_features(store, x_a, monkeypatch):
     k = 3
     x0 = first_batch(store)
     scale = math.sqrt(D_A) / float(x0.norm(dim=-1).mean())
-    sae = train_saes(store, [{"arch": "topk", "width": 64, "k": k, "lr": 1e-2}], n_tokens=BATCH * 150,
-                     batch_size=BATCH, progress=False)[0]
+    sae = train_saes(
+        store,
+        [{"arch": "topk", "width": 64, "k": k, "lr": 1e-2}],
+        n_tokens=BATCH * 150,
+        batch_size=BATCH,
+        progress=False,
+    )[0]
     assert type(sae) is TopKSAE and sae.site == SITE_A and sae.d_in == D_A and sae.d_sae == 64
     assert sae.cfg.model_name == "planted" and not sae.training
     before = fvu_at_init(sae, k, x0, x_a)
@@ -617,7 +636,7 @@ def test_returned_sae_reads_raw_activations(store, x_a, monkeypatch, arch):
     monkeypatch.setattr(SAE, "fold_input_scale", keep_copy)
     spec = {"arch": arch, "width": 32, "lr": 1e-2, **({"k": 3} if "topk" in arch else {})}
     sae = train_saes(store, [spec], n_tokens=BATCH * 10, batch_size=BATCH, progress=False)[0]
-    (before, scale), = unfolded
+    ((before, scale),) = unfolded
     assert scale == pytest.approx(math.sqrt(D_A) / float(first_batch(store).norm(dim=-1).mean()), rel=1e-6)
     x = x_a[:512]
     with torch.no_grad():
@@ -629,8 +648,9 @@ def test_returned_sae_reads_raw_activations(store, x_a, monkeypatch, arch):
 
 def test_train_batchtopk_average_l0_is_k(store, x_a):
     k = 4
-    sae = SAE.train(store, arch="batchtopk", width=64, k=k, lr=1e-2, n_tokens=BATCH * 150, batch_size=BATCH,
-                    progress=False)
+    sae = SAE.train(
+        store, arch="batchtopk", width=64, k=k, lr=1e-2, n_tokens=BATCH * 150, batch_size=BATCH, progress=False
+    )
     assert type(sae) is BatchTopKSAE
     with torch.no_grad():
         acts = sae.encode(x_a)
@@ -653,7 +673,10 @@ def test_train_many_two_widths_two_sites(store2, x_a, x_b, monkeypatch):
     kw = {"n_tokens": BATCH * 100, "batch_size": BATCH, "progress": False}
     saes = SAE.train_many(store2, specs, **kw)
     assert [(s.arch, s.d_sae, s.site, s.d_in) for s in saes] == [
-        ("topk", 64, SITE_A, D_A), ("topk", 48, SITE_A, D_A), ("batchtopk", 48, SITE_B, D_B)]
+        ("topk", 64, SITE_A, D_A),
+        ("topk", 48, SITE_A, D_A),
+        ("batchtopk", 48, SITE_B, D_B),
+    ]
     for sae, spec, x in zip(saes, specs, [x_a, x_a, x_b], strict=True):
         first = first_batch(store2, spec["site"])
         assert fvu(sae(x).detach(), x) < fvu_at_init(sae, spec["k"], first, x) / 2
@@ -673,8 +696,16 @@ def test_train_from_tiny_model(gpt2):
 
     rng = random.Random(0)
     corpus = [" ".join(rng.choice(WORDS) for _ in range(30)) for _ in range(120)]
-    kw = {"arch": "topk", "width": 64, "k": 4, "lr": 1e-2, "site": SITE_A, "corpus": corpus, "batch_size": 128,
-          "progress": False}
+    kw = {
+        "arch": "topk",
+        "width": 64,
+        "k": 4,
+        "lr": 1e-2,
+        "site": SITE_A,
+        "corpus": corpus,
+        "batch_size": 128,
+        "progress": False,
+    }
     sae = SAE.train(gpt2, n_tokens=128 * 24, **kw)
     one_step = SAE.train(gpt2, n_tokens=128, **kw)
     assert type(sae) is TopKSAE and sae.site == SITE_A and sae.d_in == 32 and sae.cfg.model_name == gpt2.name
@@ -726,8 +757,12 @@ def test_auxk_term_reconstructs_residual_with_dead_latents():
         idx = dead.nonzero().flatten()
         pre = pre_by_hand(sae, x)[:, idx]
         top = pre.topk(8, dim=1)  # k_aux = min(d_in // 2, n_dead)
-        err_hat = torch.zeros(32, 64).index_copy_(
-            1, idx, torch.zeros(32, len(idx)).scatter_(1, top.indices, top.values.relu())) @ sae.W_dec
+        err_hat = (
+            torch.zeros(32, 64).index_copy_(
+                1, idx, torch.zeros(32, len(idx)).scatter_(1, top.indices, top.values.relu())
+            )
+            @ sae.W_dec
+        )
         want = (err_hat - err).pow(2).sum(-1).mean() / (err - err.mean(0)).pow(2).sum(-1).mean()
     assert info["aux"] == pytest.approx(float(want), rel=1e-4)
     # dead latents receive encoder gradient only through AuxK
@@ -751,13 +786,25 @@ def test_auxk_used_in_training_when_latents_are_dead(store, monkeypatch):
         return original(self, x, recon, dead)
 
     monkeypatch.setattr(TopKSAE, "_auxk", spy)
-    sae = train_saes(store, [{"arch": "topk", "width": 128, "k": 1}], n_tokens=BATCH * 12, batch_size=BATCH,
-                     dead_tokens=BATCH, progress=False)[0]
+    sae = train_saes(
+        store,
+        [{"arch": "topk", "width": 128, "k": 1}],
+        n_tokens=BATCH * 12,
+        batch_size=BATCH,
+        dead_tokens=BATCH,
+        progress=False,
+    )[0]
     assert calls and max(calls) > 0
     assert 0.0 <= sae.cfg.metadata["dead_fraction"] <= 1.0
     calls.clear()
-    train_saes(store, [{"arch": "topk", "width": 128, "k": 1}], n_tokens=BATCH * 12, batch_size=BATCH,
-               dead_tokens=10**9, progress=False)
+    train_saes(
+        store,
+        [{"arch": "topk", "width": 128, "k": 1}],
+        n_tokens=BATCH * 12,
+        batch_size=BATCH,
+        dead_tokens=10**9,
+        progress=False,
+    )
     assert calls == [], "no latent is dead when dead_tokens is never reached"
 
 
@@ -768,13 +815,29 @@ def test_standard_resamples_dead_latents(store, monkeypatch):
     def spy(sae, opt, dead, x, recon, seed):
         before_dec = sae.W_dec.detach().clone()
         n = original(sae, opt, dead, x, recon, seed)
-        records.append((n, dead.clone(), before_dec, sae.W_dec.detach().clone(), sae.W_enc.detach().clone(),
-                        sae.b_enc.detach().clone(), opt.state[sae.W_dec]["exp_avg"].clone()))
+        records.append(
+            (
+                n,
+                dead.clone(),
+                before_dec,
+                sae.W_dec.detach().clone(),
+                sae.W_enc.detach().clone(),
+                sae.b_enc.detach().clone(),
+                opt.state[sae.W_dec]["exp_avg"].clone(),
+            )
+        )
         return n
 
     monkeypatch.setattr(train_mod, "_resample", spy)
-    train_saes(store, [{"arch": "standard", "width": 64, "l1_coefficient": 5.0, "lr": 3e-2}],
-               n_tokens=BATCH * 30, batch_size=BATCH, dead_tokens=BATCH, resample_every=3, progress=False)
+    train_saes(
+        store,
+        [{"arch": "standard", "width": 64, "l1_coefficient": 5.0, "lr": 3e-2}],
+        n_tokens=BATCH * 30,
+        batch_size=BATCH,
+        dead_tokens=BATCH,
+        resample_every=3,
+        progress=False,
+    )
     assert records and all(step_n == int(dead.sum()) for step_n, dead, *_ in records)
     resampled = [r for r in records if r[0] > 0]
     assert resampled, "a large L1 penalty kills latents, and they get resampled"
@@ -821,7 +884,7 @@ def test_resume_gives_the_same_weights_as_an_uninterrupted_run(store, tmp_path, 
             train_saes(store, RESUME_SPECS, checkpoint_dir=ckpt_dir, **RESUME_KW)
     assert sorted(p.name for p in ckpt_dir.iterdir()) == [train_mod.CHECKPOINT]
     assert train_mod.read_checkpoint(ckpt_dir / train_mod.CHECKPOINT)["step"] == 10
-    with caplog.at_level(logging.WARNING, logger="interplab.core.saes.train"):
+    with caplog.at_level(logging.WARNING, logger="interplab.core.saes.training.trainer"):
         resumed = train_saes(store, RESUME_SPECS, checkpoint_dir=ckpt_dir, **RESUME_KW)
     assert "at step 10 of 20" in caplog.text
     for a, b in zip(resumed, reference, strict=True):
@@ -866,8 +929,11 @@ def test_checkpoint_of_another_run_is_refused(store, tmp_path, monkeypatch):
             train_saes(store, RESUME_SPECS, checkpoint_dir=tmp_path, **RESUME_KW)
     before = (tmp_path / train_mod.CHECKPOINT).read_bytes()
     other = [dict(RESUME_SPECS[0], width=64), *RESUME_SPECS[1:]]
-    with pytest.raises(ValueError, match=r"checkpoint\.safetensors.*other inputs than this call's "
-                                         r"\(specs\[0\]\.width: 32 there, 64"):
+    with pytest.raises(
+        ValueError,
+        match=r"checkpoint\.safetensors.*other inputs than this call's "
+        r"\(specs\[0\]\.width: 32 there, 64",
+    ):
         train_saes(store, other, checkpoint_dir=tmp_path, **RESUME_KW)
     with pytest.raises(ValueError, match=r"other inputs than this call's \(.*n_tokens: 5120 there, 7680 now"):
         train_saes(store, RESUME_SPECS, checkpoint_dir=tmp_path, **{**RESUME_KW, "n_tokens": BATCH * 30})
@@ -907,8 +973,11 @@ def test_non_finite_activations_stop_training_naming_batch_and_row(tmp_path, x_a
     token = 5000
     data[token, 7] = bad
     store = write_store(tmp_path / "acts", {SITE_A: data})
-    where = [(b, int(r)) for b, batch in enumerate(store.batches(BATCH, seed=0))
-             for r in (~torch.isfinite(batch)).any(-1).nonzero().flatten()]
+    where = [
+        (b, int(r))
+        for b, batch in enumerate(store.batches(BATCH, seed=0))
+        for r in (~torch.isfinite(batch)).any(-1).nonzero().flatten()
+    ]
     assert len(where) == 1 and where[0][0] > 0, where  # training has taken steps before it arrives
     batch_i, row = where[0]
     created = []
@@ -920,9 +989,15 @@ def test_non_finite_activations_stop_training_naming_batch_and_row(tmp_path, x_a
 
     monkeypatch.setattr(SAE, "create", staticmethod(record))
     with pytest.raises(ValueError, match=rf"{re.escape(SITE_A)}.*batch {batch_i}, row {row}\b"):
-        train_saes(store, [{"arch": "topk", "width": 32, "k": 2}, {"arch": "standard", "width": 32}],
-                   n_tokens=BATCH * 32, batch_size=BATCH, checkpoint_dir=tmp_path / "ckpt", checkpoint_every=1,
-                   progress=False)
+        train_saes(
+            store,
+            [{"arch": "topk", "width": 32, "k": 2}, {"arch": "standard", "width": 32}],
+            n_tokens=BATCH * 32,
+            batch_size=BATCH,
+            checkpoint_dir=tmp_path / "ckpt",
+            checkpoint_every=1,
+            progress=False,
+        )
     assert len(created) == 2
     for sae in created:
         for name, p in sae.named_parameters():
@@ -938,16 +1013,31 @@ def test_non_finite_activations_stop_training_naming_batch_and_row(tmp_path, x_a
 @pytest.mark.parametrize(
     ("source", "specs", "kwargs", "exc", "match"),
     [
-        ("store", [{"arch": "topk", "width": 16, "k": 2}], {"n_tokens": 100, "batch_size": BATCH}, ValueError,
-         r"n_tokens \(at least one batch: >= batch_size=256\) must be an integer >= 256, got 100"),
+        (
+            "store",
+            [{"arch": "topk", "width": 16, "k": 2}],
+            {"n_tokens": 100, "batch_size": BATCH},
+            ValueError,
+            r"n_tokens \(at least one batch: >= batch_size=256\) must be an integer >= 256, got 100",
+        ),
         ("store", [{"arch": "topk", "widht": 16}], {}, ValueError, r"'widht'.*'width'"),
-        ("store", [{"arch": "topk", "width": 16, "k": 2, "site": "blocks.9.hook_resid_post"}], {}, ValueError,
-         r"blocks\.9\.hook_resid_post.*blocks\.0\.hook_resid_post"),
+        (
+            "store",
+            [{"arch": "topk", "width": 16, "k": 2, "site": "blocks.9.hook_resid_post"}],
+            {},
+            ValueError,
+            r"blocks\.9\.hook_resid_post.*blocks\.0\.hook_resid_post",
+        ),
         ("store", [], {}, ValueError, r"at least one SAE spec"),
         ("store", [{"arch": "relu2", "width": 16}], {}, ValueError, r"relu2.*batchtopk"),
         ("store", [{"arch": "topk", "width": 16, "k": 0}], {}, ValueError, r"k of a topk SAE .* must be"),
-        ("store", [{"arch": "topk", "width": 16, "k": 2}], {"n_tokens": 16384, "batch_size": 16384}, ValueError,
-         r"8192 tokens, fewer than one batch of 16384"),
+        (
+            "store",
+            [{"arch": "topk", "width": 16, "k": 2}],
+            {"n_tokens": 16384, "batch_size": 16384},
+            ValueError,
+            r"8192 tokens, fewer than one batch of 16384",
+        ),
         ("tensor", [{"arch": "topk", "width": 16, "k": 2}], {}, TypeError, r"ActivationStore.*Tensor"),
         ("missing", [{"arch": "topk", "width": 16, "k": 2}], {}, FileNotFoundError, r"no-such-store"),
     ],

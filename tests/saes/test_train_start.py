@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import warnings
 
-import interplab.core.saes.train as train_mod
+import interplab.core.saes.training.trainer as train_mod
 import pytest
 from interplab.core.saes import SAE, quality
 

@@ -155,7 +155,7 @@ def test_remote_local_path(remote_family):
 def _site_acts(model, site, texts, steering=None):
     """Activations at ``site`` after steering (a recorder hook registered after the steering hooks)."""
     got = []
-    from interplab.core.sites import resolve, site_module_path
+    from interplab.core.model.sites import resolve, site_module_path
 
     (parsed,) = model.parse_sites(site)
     path, _ = site_module_path(model.family, parsed)

@@ -1,4 +1,5 @@
-"""AttentionPattern's data (core/views/attention.py) and Python side (widgets/attention.py); the browser half is
+"""AttentionPattern's data (core/views/attention_pattern.py) and Python side
+(widgets/attention_pattern.py); the browser half is
 tests/browser/test_lens_attention.py. Patterns are checked against Hugging Face's output_attentions."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 import traitlets
-from interplab.core.views.attention import AttentionData, attention_data
+from interplab.core.views.attention_pattern import AttentionData, attention_data
 from interplab.widgets._kit import payload_array
 
 import interplab as ilab

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 import traitlets
-from interplab.core.activations import Activations
+from interplab.core.model.activations import Activations
 from interplab.core.views.heatmap import TOP_K, HeatmapData, heatmap_data, heatmap_data_from_activations
 from interplab.widgets import _kit
 from interplab.widgets._kit import OPTIONS, array_payload, payload_array

@@ -57,9 +57,7 @@ def test_setting_values_from_python_steers(gpt2):
     assert last["values"] == {"alpha": 4.0, "beta": 0.0}
     expected = S.generate(gpt2, PROMPT, vec * 4.0, max_new_tokens=6)[0]
     assert last["steered"] == expected != last["baseline"]
-    assert "".join(panel.steered_tokens) == gpt2.tokenizer.decode(
-        S.stream(gpt2, PROMPT, vec * 4.0, max_new_tokens=6)
-    )
+    assert "".join(panel.steered_tokens) == gpt2.tokenizer.decode(S.stream(gpt2, PROMPT, vec * 4.0, max_new_tokens=6))
     panel.values = {"alpha": -2.0, "beta": 1.5}
     panel.wait(60)
     both = [(S.SteeringVector(SITE, vec.direction), -2.0), (S.SteeringVector(SITE, b), 1.5)]

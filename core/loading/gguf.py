@@ -1,0 +1,259 @@
+"""A Gemma GGUF file to a transformers folder (safetensors + fast tokenizer), one tensor at a time.
+
+transformers can load a GGUF directly, but for the embedded model that costs about two minutes
+and 3 GB: its reader parses the 262k-entry vocabulary into Python objects twice, and it
+dequantises every tensor to float32 before the model exists. Here the file's tensor table is
+read once (the vocabulary is skipped, not parsed), each tensor is dequantised in row blocks
+straight into the stored dtype, and only the output (536 MB in bfloat16) is ever held whole.
+transformers still provides what it knows: the config keys, the GGUF-to-HF tensor names and
+their fixes (Gemma stores its norms as ``w + 1``), and the tokenizer built from the vocabulary.
+
+Example
+-------
+>>> from interplab.core.loading.gguf import convert_gguf
+>>> convert_gguf(Path("gemma-3-270m-q4_k_m.gguf"), Path("out/"))   # out/ must exist and be empty
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import struct
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+logger = logging.getLogger(__name__)
+
+#: Architectures whose tensor fixes are elementwise, so a tensor can be converted in row blocks.
+ARCHITECTURES = ("gemma3",)
+_ROWS_PER_BLOCK = 16_384
+# GGUF metadata value types of fixed width (gguf.GGUFValueType): u8 i8 u16 i16 u32 i32 f32 bool u64 i64 f64
+_WIDTH = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+_STRING, _ARRAY = 8, 9
+
+
+class GgufTensor(NamedTuple):
+    """One tensor of a GGUF file: where its bytes lie and how they are stored."""
+
+    name: str
+    shape: tuple[int, ...]  # torch order: [rows, columns]
+    qtype: int  # gguf.GGMLQuantizationType
+    start: int  # byte offset in the file
+    nbytes: int
+
+
+def tensor_table(path: Path) -> list[GgufTensor]:  # noqa: C901
+    """The tensors of a GGUF file (v2 or v3), checked to lie inside it; no tensor data is read.
+
+    >>> [t.name for t in tensor_table(Path("model.gguf"))][:2]
+    ['output_norm.weight', 'token_embd.weight']
+    """
+    import gguf
+
+    blob = np.memmap(path, mode="r", dtype=np.uint8)
+    size = blob.shape[0]
+
+    def need(pos: int, n: int) -> None:
+        if pos + n > size:
+            raise ValueError(f"{str(path)!r} is truncated: a GGUF header field at byte {pos} runs past its end.")
+
+    def unpack(fmt: str, pos: int) -> tuple:
+        need(pos, struct.calcsize(fmt))
+        return struct.unpack_from(fmt, blob, pos)
+
+    def skip_string(pos: int) -> int:
+        (length,) = unpack("<Q", pos)
+        need(pos + 8, length)
+        return pos + 8 + length
+
+    if size < 24 or bytes(blob[:4]) != b"GGUF":
+        raise ValueError(f"{str(path)!r} is not a GGUF file (it does not start with the GGUF magic bytes).")
+    version, n_tensors, n_kv = unpack("<IQQ", 4)
+    if version not in (2, 3):
+        raise ValueError(f"{str(path)!r} is GGUF version {version}; versions 2 and 3 are supported.")
+    pos, alignment = 24, gguf.GGUF_DEFAULT_ALIGNMENT
+    for _ in range(n_kv):
+        key_end = skip_string(pos)
+        key = bytes(blob[pos + 8 : key_end]).decode("utf-8", "replace")
+        (vtype,) = unpack("<I", key_end)
+        pos = key_end + 4
+        if vtype == _STRING:
+            pos = skip_string(pos)
+        elif vtype == _ARRAY:
+            etype, count = unpack("<IQ", pos)
+            pos += 12
+            if etype == _STRING:
+                for _ in range(count):
+                    pos = skip_string(pos)
+            elif etype in _WIDTH:
+                need(pos, count * _WIDTH[etype])
+                pos += count * _WIDTH[etype]
+            else:
+                raise ValueError(f"{str(path)!r}: metadata {key!r} is an array of unknown type {etype}.")
+        elif vtype in _WIDTH:
+            if key == "general.alignment":
+                (alignment,) = unpack("<I", pos)
+            pos += _WIDTH[vtype]
+        else:
+            raise ValueError(f"{str(path)!r}: metadata {key!r} has unknown value type {vtype}.")
+    entries = []
+    for _ in range(n_tensors):
+        name_end = skip_string(pos)
+        name = bytes(blob[pos + 8 : name_end]).decode("utf-8")
+        (n_dims,) = unpack("<I", name_end)
+        dims = unpack(f"<{n_dims}Q", name_end + 4)
+        qtype, offset = unpack("<IQ", name_end + 4 + 8 * n_dims)
+        pos = name_end + 4 + 8 * n_dims + 12
+        entries.append((name, tuple(reversed(dims)), qtype, offset))  # ggml lists the fastest axis first
+    data_start = (pos + alignment - 1) // alignment * alignment
+    tensors = []
+    for name, shape, qtype, offset in entries:
+        try:
+            block, block_bytes = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(qtype)]
+        except (ValueError, KeyError) as err:
+            raise ValueError(f"{str(path)!r}: tensor {name!r} has unknown ggml type {qtype}.") from err
+        if shape[-1] % block:
+            raise ValueError(f"{str(path)!r}: tensor {name!r} has {shape[-1]} columns, not a multiple of {block}.")
+        nbytes = int(np.prod(shape[:-1], dtype=np.int64)) * shape[-1] // block * block_bytes
+        start = data_start + offset
+        if start + nbytes > size:
+            raise ValueError(f"{str(path)!r}: tensor {name!r} lies past the end of the file (truncated download?).")
+        tensors.append(GgufTensor(name, shape, qtype, start, nbytes))
+    return tensors
+
+
+def gguf_config(path: Path) -> dict:
+    """The transformers config dict a GGUF describes, read as transformers' own GGUF loader does."""
+    from transformers.integrations import GGUF_CONFIG_MAPPING
+    from transformers.integrations.gguf import read_gguf_metadata
+
+    metadata, tensor_names = read_gguf_metadata(str(path))
+    arch = metadata["general.architecture"]
+    if arch not in ARCHITECTURES:
+        raise ValueError(f"{str(path)!r} holds a {arch!r} model; this converter handles {list(ARCHITECTURES)}.")
+    config: dict = {}
+    for key, value in metadata.items():
+        prefix, _, rest = key.partition(".")
+        renamed = GGUF_CONFIG_MAPPING.get(arch if prefix == arch else prefix, {}).get(rest)
+        if renamed not in (None, -1):
+            config[renamed] = value
+    config["model_type"] = f"{arch}_text"  # a GGUF holds only the text backbone
+    config["tie_word_embeddings"] = "output.weight" not in tensor_names
+    config.setdefault("vocab_size", metadata["tokenizer.ggml.tokens"])  # the reader gives a string array's length
+    return config
+
+
+def _dequantize_rows(blob: np.ndarray, t: GgufTensor, start_row: int, stop_row: int) -> np.ndarray:
+    import gguf
+
+    rows = int(np.prod(t.shape[:-1], dtype=np.int64))
+    row_bytes = t.nbytes // rows
+    raw = blob[t.start + start_row * row_bytes : t.start + stop_row * row_bytes]
+    raw = raw.reshape(stop_row - start_row, row_bytes)
+    return gguf.quants.dequantize(raw, gguf.GGMLQuantizationType(t.qtype)).astype(np.float32, copy=False)
+
+
+def convert_weights(path: Path, config_dict: dict, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """Every tensor of the file under its transformers name, in ``dtype``, dequantised block by block."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.modeling_gguf_pytorch_utils import TENSOR_PROCESSORS, TensorProcessor, get_gguf_hf_weights_map
+
+    arch = config_dict["model_type"].removesuffix("_text")
+    with torch.device("meta"):  # only the parameter names are needed: nothing is allocated
+        skeleton = AutoModelForCausalLM.from_config(AutoConfig.for_model(**config_dict))
+    processor = TENSOR_PROCESSORS.get(arch, TensorProcessor)(config=config_dict)
+    names = get_gguf_hf_weights_map(skeleton, processor)
+    tied = config_dict["tie_word_embeddings"]
+    expected = {k: v for k, v in skeleton.state_dict().items() if not (tied and k == "lm_head.weight")}
+    blob = np.memmap(path, mode="r", dtype=np.uint8)
+    out: dict[str, torch.Tensor] = {}
+    for t in tensor_table(path):
+        if t.name not in names:
+            logger.info("GGUF tensor %s has no transformers counterpart; skipped.", t.name)
+            continue
+        hf_name = names[t.name]
+        rows = int(np.prod(t.shape[:-1], dtype=np.int64))
+        target = torch.empty(rows, t.shape[-1], dtype=dtype)
+        for first in range(0, rows, _ROWS_PER_BLOCK):
+            last = min(rows, first + _ROWS_PER_BLOCK)
+            block = processor.process(weights=_dequantize_rows(blob, t, first, last), name=t.name).weights
+            target[first:last] = torch.from_numpy(np.ascontiguousarray(block, dtype=np.float32))
+        out[hf_name] = target.reshape(t.shape)
+    missing = sorted(set(expected) - set(out))
+    wrong = [k for k in out if k in expected and tuple(expected[k].shape) != tuple(out[k].shape)]
+    if missing or wrong:
+        raise ValueError(f"{str(path)!r} does not fill the model: missing {missing[:5]}, wrong shape {wrong[:5]}.")
+    return out
+
+
+def save_fast_tokenizer(gguf_path: Path, out: Path, model_type: str) -> None:
+    """Build the tokenizer from the GGUF vocabulary once and save it so it loads with no conversion.
+
+    The saved ``tokenizer_config.json`` names the generic fast class and lists the added tokens,
+    so ``AutoTokenizer.from_pretrained(out)`` only parses ``tokenizer.json`` (in Rust).
+    """
+    from tokenizers import Tokenizer
+    from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING_NAMES, tokenizer_class_from_name
+
+    cls = tokenizer_class_from_name(TOKENIZER_MAPPING_NAMES[model_type])
+    tok = cls.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+    tok.save_pretrained(out)
+    cfg_path = out / "tokenizer_config.json"
+    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    for key in ("is_local", "local_files_only", "name_or_path"):
+        cfg.pop(key, None)
+    added = Tokenizer.from_file(str(out / "tokenizer.json")).get_added_tokens_decoder()
+    cfg.update(
+        tokenizer_class="TokenizersBackend",
+        padding_side=tok.padding_side,
+        added_tokens_decoder={str(i): t.__getstate__() for i, t in sorted(added.items())},
+    )
+    cfg_path.write_text(json.dumps(cfg, indent=1, ensure_ascii=False), encoding="utf-8")
+
+
+ALIGNMENT = 64  # bytes: where oneDNN's fast CPU kernels want a weight to start
+_ST_DTYPES = {torch.bfloat16: "BF16", torch.float16: "F16", torch.float32: "F32", torch.int64: "I64"}
+
+
+def save_aligned(tensors: dict[str, torch.Tensor], path: Path) -> None:
+    """Write a safetensors file in which every tensor starts on a 64-byte boundary of the file.
+
+    Memory-mapped weights then start on 64 bytes in memory too (the mapping is page-aligned). With
+    ``safetensors.torch.save_file``'s 8-byte layout the embedded model's bfloat16 matrix products ran
+    about 2x slower (8 x 64 tokens through the tied unembedding: 4.5 s against 1.9 s). The header is
+    padded with spaces, as the format allows; tensors whose size is not a multiple of 64 bytes go last.
+    """
+    names = sorted(tensors, key=lambda n: (tensors[n].numel() * tensors[n].element_size()) % ALIGNMENT != 0)
+    header: dict[str, object] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for name in names:
+        t = tensors[name]
+        size = t.numel() * t.element_size()
+        header[name] = {"dtype": _ST_DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-(8 + len(text)) % ALIGNMENT)
+    with open(path, "wb") as handle:  # inside the caller's atomic folder
+        handle.write(struct.pack("<Q", len(text)) + text)
+        for name in names:
+            handle.write(tensors[name].contiguous().view(torch.uint8).reshape(-1).numpy().data)  # no copy
+
+
+def convert_gguf(gguf_path: Path, out: Path, dtype: torch.dtype = torch.bfloat16) -> None:
+    """Write a transformers folder for a GGUF: ``config.json``, ``model.safetensors`` in ``dtype``, the tokenizer."""
+    from transformers import AutoConfig, GenerationConfig
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    config_dict = gguf_config(gguf_path)
+    tensors = convert_weights(gguf_path, config_dict, dtype)
+    save_aligned(tensors, out / "model.safetensors")
+    del tensors  # before the tokenizer, whose Python objects would otherwise sit under the weights
+    save_fast_tokenizer(gguf_path, out, config_dict["model_type"])
+    config = AutoConfig.for_model(**config_dict)
+    config.dtype = dtype
+    config.architectures = [MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[config.model_type]]
+    config.save_pretrained(out)
+    GenerationConfig.from_model_config(config).save_pretrained(out)

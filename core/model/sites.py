@@ -1,0 +1,263 @@
+"""Sites: named places in a model, spelled the way TransformerLens spells hooks.
+
+A site name such as ``blocks.6.hook_resid_post`` maps, per architecture family,
+to the input or output of one nnsight module. SAELens and Gemma Scope SAEs attach
+by the ``hook_name`` in their config, so the names match theirs.
+
+Example
+-------
+>>> family = family_for("gpt2")
+>>> spec = parse_site("blocks.1.hook_mlp_out", n_layers=2)
+>>> spec.kind, spec.layer
+('mlp_out', 1)
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+#: Site kinds in the order they run: the embedding, then inside each block.
+KINDS = (
+    "embed",
+    "resid_pre",
+    "hook_z",
+    "pattern",
+    "attn_out",
+    "resid_mid",
+    "mlp_in",
+    "mlp_post",
+    "mlp_out",
+    "resid_post",
+)
+#: Kinds that exist once per block (``embed`` is once per model).
+BLOCK_KINDS = KINDS[1:]
+_HOOK_SUFFIX = {
+    "embed": "hook_embed",
+    "resid_pre": "hook_resid_pre",
+    "pattern": "attn.hook_pattern",
+    "hook_z": "attn.hook_z",
+    "attn_out": "hook_attn_out",
+    "resid_mid": "hook_resid_mid",
+    "mlp_in": "hook_mlp_in",
+    "mlp_post": "mlp.hook_post",
+    "mlp_out": "hook_mlp_out",
+    "resid_post": "hook_resid_post",
+}
+_SUFFIX_KIND = {v: k for k, v in _HOOK_SUFFIX.items()}
+_SITE_RE = re.compile(r"^(?:blocks\.(\d+)\.([\w.]+)|(hook_embed))$")
+#: TransformerLens hook names interplab does not map (read them through ``model.nn``).
+_TL_UNMAPPED = re.compile(
+    r"^(?:blocks\.\d+\.)?(?:attn\.hook_(?:q|k|v|attn_scores|result|rot_q|rot_k)|mlp\.hook_(?:pre|pre_linear)"
+    r"|ln\w*\.hook_(?:scale|normalized)|hook_(?:attn_in|q_input|k_input|v_input)"
+    r"|hook_pos_embed|hook_tokens)$"
+)
+#: What each site holds, for messages and docs.
+DESCRIPTIONS = {
+    "embed": "the token embedding as the model adds it to the residual stream",
+    "resid_pre": "the residual stream entering the block",
+    "pattern": "attention probabilities [heads, query, key] (read-only)",
+    "hook_z": "per-head attention values before the output projection, heads x head-dim flattened",
+    "attn_out": "the attention output added to the residual stream",
+    "resid_mid": "the residual stream between attention and the MLP",
+    "mlp_in": "the MLP's input: the output of the norm before it (what Gemma Scope 2 transcoders read)",
+    "mlp_post": "MLP neurons: the activation entering the down projection",
+    "mlp_out": "the MLP output added to the residual stream",
+    "resid_post": "the residual stream leaving the block",
+}
+
+
+@dataclass(frozen=True)
+class Family:
+    """Where each site lives in one architecture family's module tree.
+
+    Paths are relative to the block (``layers``) except ``layers``, ``embed``, ``final_norm`` and
+    ``unembed``, which are relative to the model root.
+    """
+
+    name: str
+    layers: str
+    attn_out: str  # module whose output (first element if a tuple) is added to the residual
+    mlp_out: str
+    o_proj: str  # the attention output projection; its input is hook_z
+    final_norm: str
+    embed: str  # the token embedding; its output is hook_embed
+    attn: str  # the attention module; the second element of its output is the pattern (eager attention)
+    mlp_norm: str  # the norm before the MLP; its input is the residual stream between attention and MLP
+    down_proj: str  # the MLP's down projection; its input is mlp.hook_post
+    unembed: str = "lm_head"
+    #: The site kinds blocks of this family have (None: all of :data:`KINDS`); Mamba blocks have only the stream.
+    kinds: tuple[str, ...] | None = None
+    #: Why the other kinds are missing, for the error naming one.
+    why_missing: str = ""
+
+
+FAMILIES: dict[str, Family] = {
+    "gpt2": Family(
+        "gpt2", "transformer.h", "attn", "mlp", "attn.c_proj", "transformer.ln_f",
+        embed="transformer.wte", attn="attn", mlp_norm="ln_2", down_proj="mlp.c_proj",
+    ),
+    "gemma": Family(
+        "gemma", "model.layers", "post_attention_layernorm", "post_feedforward_layernorm", "self_attn.o_proj",
+        "model.norm", embed="model.embed_tokens", attn="self_attn", mlp_norm="pre_feedforward_layernorm",
+        down_proj="mlp.down_proj",
+    ),
+    "llama": Family(
+        "llama", "model.layers", "self_attn", "mlp", "self_attn.o_proj", "model.norm",
+        embed="model.embed_tokens", attn="self_attn", mlp_norm="post_attention_layernorm", down_proj="mlp.down_proj",
+    ),
+    "neox": Family(
+        "neox", "gpt_neox.layers", "attention", "mlp", "attention.dense", "gpt_neox.final_layer_norm",
+        embed="gpt_neox.embed_in", attn="attention", mlp_norm="post_attention_layernorm",
+        down_proj="mlp.dense_4h_to_h",
+    ),
+    # Mamba / Mamba-2: a block is residual + mixer(norm(residual)); no attention, no MLP, only the stream
+    "mamba": Family(
+        "mamba", "backbone.layers", "", "", "", "backbone.norm_f", embed="backbone.embeddings", attn="",
+        mlp_norm="", down_proj="", kinds=("embed", "resid_pre", "resid_post"),
+        why_missing="Mamba blocks have a state-space mixer instead of attention and an MLP, so only hook_embed, "
+        "hook_resid_pre and hook_resid_post exist",
+    ),
+}  # fmt: skip
+
+#: Hugging Face ``config.model_type`` -> family name.
+MODEL_TYPES: dict[str, str] = {
+    "gpt2": "gpt2",
+    "gemma2": "gemma",
+    "gemma3": "gemma",
+    "gemma3_text": "gemma",
+    "gemma": "llama",  # Gemma 1 has no post-norms: Llama-shaped blocks
+    "llama": "llama",
+    "mistral": "llama",
+    "qwen2": "llama",
+    "qwen3": "llama",
+    "gpt_neox": "neox",
+    "mamba": "mamba",
+    "mamba2": "mamba",
+}
+
+
+def family_for(model_type: str) -> Family:
+    """The site table for a Hugging Face ``model_type``; a clear error if unsupported."""
+    try:
+        return FAMILIES[MODEL_TYPES[model_type]]
+    except KeyError:
+        raise ValueError(
+            f"Unsupported model_type {model_type!r}: interplab maps sites for "
+            f"{sorted(MODEL_TYPES)}. Use model.nn (the nnsight model) for other architectures."
+        ) from None
+
+
+def parallel_blocks(config: Any) -> bool:
+    """Whether blocks run attention and the MLP in parallel on one input (GPT-NeoX ``use_parallel_residual``).
+
+    Such blocks have no residual stream between attention and the MLP, so no ``hook_resid_mid``.
+    """
+    return bool(getattr(config, "use_parallel_residual", False))
+
+
+@dataclass(frozen=True, order=True)
+class Site:
+    """One parsed site. Sorting gives the order sites run in the forward pass."""
+
+    layer: int
+    rank: int
+    kind: str
+    name: str
+
+
+def site_name(layer: int, kind: str) -> str:
+    """The name of the site of ``kind`` (one of :data:`KINDS`) at block ``layer`` (ignored for ``embed``).
+
+    >>> site_name(3, "hook_z")
+    'blocks.3.attn.hook_z'
+    """
+    if kind not in _HOOK_SUFFIX:
+        raise ValueError(f"Unknown site kind {kind!r}; kinds are {KINDS}.")
+    return _HOOK_SUFFIX[kind] if kind == "embed" else f"blocks.{layer}.{_HOOK_SUFFIX[kind]}"
+
+
+def site_names(n_layers: int, kinds: tuple[str, ...] = KINDS) -> list[str]:
+    """All site names of a model with ``n_layers`` blocks, in forward order (only the ``kinds`` given)."""
+    head = [site_name(0, "embed")] if "embed" in kinds else []
+    return head + [site_name(layer, k) for layer in range(n_layers) for k in BLOCK_KINDS if k in kinds]
+
+
+def parse_site(name: str, n_layers: int, kinds: tuple[str, ...] = KINDS, why_missing: str = "") -> Site:
+    """Parse and validate a site name; the error lists the closest valid names.
+
+    ``kinds`` are the kinds this model has; ``why_missing`` explains a kind it lacks.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"A site is a string like 'blocks.0.hook_resid_post', got {type(name).__name__}: {name!r}")
+    match = _SITE_RE.match(name)
+    kind = "embed" if match and match.group(3) else _SUFFIX_KIND.get(match.group(2)) if match else None
+    layer = int(match.group(1)) if match and match.group(1) else 0
+    if kind is not None and kind not in kinds:
+        raise ValueError(f"{name!r} does not exist in this model: {why_missing or 'it has no ' + kind + ' site'}.")
+    if kind is None or layer >= n_layers:
+        valid = site_names(n_layers, kinds)
+        shape = (
+            f"Valid sites are hook_embed and blocks.{{0..{n_layers - 1}}}."
+            f"{{{', '.join(_HOOK_SUFFIX[k] for k in BLOCK_KINDS if k in kinds)}}}"
+        )
+        if _TL_UNMAPPED.match(name):
+            raise ValueError(
+                f"{name!r} is a TransformerLens hook that interplab does not map. Read it through model.nn, the "
+                f"nnsight model (print(model.nn) lists its modules; e.g. model.nn.<module>.output inside a trace). "
+                f"{shape}."
+            )
+        close = difflib.get_close_matches(name, valid, n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise ValueError(f"Unknown site {name!r}.{hint} {shape}; for example {valid[1:6]}.")
+    return Site(layer=layer, rank=KINDS.index(kind), kind=kind, name=name)
+
+
+def parse_sites(
+    names: str | list[str] | tuple[str, ...], n_layers: int, kinds: tuple[str, ...] = KINDS, why_missing: str = ""
+) -> list[Site]:
+    """Parse one or many site names, dropping repeats, sorted in forward order."""
+    if isinstance(names, str):
+        names = [names]
+    if not isinstance(names, (list, tuple)) or not names:
+        raise ValueError(f"Give at least one site name, got {names!r}.")
+    return sorted({parse_site(n, n_layers, kinds, why_missing) for n in names})
+
+
+def resolve(root: object, path: str) -> object:
+    """Walk a dotted module path (``model.layers.3.mlp``) from an nnsight envoy."""
+    node = root
+    for part in path.split("."):
+        node = node[int(part)] if part.isdigit() else getattr(node, part)
+    return node
+
+
+def site_module_path(family: Family, site: Site) -> tuple[str, str]:
+    """The module path for a site and how its value is read there.
+
+    ``"input"`` / ``"output"``: the module's input or output (first element of a tuple);
+    ``"weights"``: the second element of the attention module's output (the pattern; read-only);
+    ``"stream"``: the module's input, which the block also keeps as its residual stream, so it is
+    written in place (``hook_resid_mid`` at the norm before the MLP).
+    """
+    if site.kind == "embed":
+        return family.embed, "output"
+    block = f"{family.layers}.{site.layer}"
+    if site.kind == "resid_pre":
+        return block, "input"
+    if site.kind == "resid_post":
+        return block, "output"
+    if site.kind == "hook_z":
+        return f"{block}.{family.o_proj}", "input"
+    if site.kind == "pattern":
+        return f"{block}.{family.attn}", "weights"
+    if site.kind == "resid_mid":
+        return f"{block}.{family.mlp_norm}", "stream"
+    if site.kind == "mlp_in":
+        return f"{block}.{family.mlp_norm}", "output"
+    if site.kind == "mlp_post":
+        return f"{block}.{family.down_proj}", "input"
+    sub = family.attn_out if site.kind == "attn_out" else family.mlp_out
+    return f"{block}.{sub}", "output"

@@ -1,0 +1,226 @@
+"""The logit lens: read each layer's residual stream through the final norm and unembedding.
+
+:func:`logit_lens` returns a :class:`LogitLensResult`: the logits tensor (index it, compare it, do maths
+with it as before) that also knows its model and texts, so a notebook shows it as a layers x positions
+view (``ilab.widgets.LogitLens``): each cell the top next token and its probability, coloured by the
+probability of a chosen token. :func:`lens_view` prepares that view's data, in one trace.
+
+Example
+-------
+>>> lens = logit_lens(model, "When Mary and John went to the store, John gave a drink to")
+>>> lens.shape                       # [batch, n_layers, vocab] at the last position
+>>> (lens[0, :, mary] - lens[0, :, john])   # when the answer appears, layer by layer
+>>> lens                             # in a notebook: the LogitLens view of the first text
+>>> logit_lens(model, texts, positions=None).shape   # [batch, n_layers, n_positions, vocab]
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import nnsight
+import numpy as np
+import torch
+
+from ..checks import check_int, check_texts, single_token_id
+from ..model.model import as_positions, position_columns
+from ..model.trace_ops import read_site
+
+if TYPE_CHECKING:
+    from ..model.model import Model
+
+_UNSET: Any = object()
+#: Builds the widget a result displays as; ``interplab.widgets`` sets it (the engine never imports widgets).
+VIEWERS: list[Callable[[LogitLensResult], Any]] = []
+
+
+def logit_lens(
+    model: Model, texts: str | Sequence[str], positions: int | Sequence[int] | None = -1, *, position: Any = _UNSET
+) -> LogitLensResult:
+    """Logits read from every block's output, at ``positions`` of each text (like :meth:`Model.logits`).
+
+    ``positions=-1`` (one position, the default) gives [batch, n_layers, vocab]; a list of positions or
+    ``None`` (every position, padded) gives [batch, n_layers, n_positions, vocab]. The last layer's logits
+    equal ``model.logits``; they are float32 whatever the model's dtype. Runs inside one trace, so it works
+    remotely too. ``position=`` is the old name.
+
+    >>> lens = ilab.logit_lens(model, "The capital of France is")
+    >>> lens[0, -1].argmax()          # the model's own prediction
+    """
+    if position is not _UNSET:
+        warnings.warn("logit_lens(position=...) is now positions=, as in model.logits.", DeprecationWarning,
+                      stacklevel=2)  # fmt: skip
+        positions = position
+    texts = check_texts(texts)
+    model.check_mapped()
+    pos_list = as_positions(positions)
+    enc = model.to_tokens(texts)
+    lengths = enc["attention_mask"].sum(1)
+    if pos_list is None:
+        cols = torch.arange(enc["input_ids"].shape[1]).expand(len(texts), -1)
+    else:
+        cols = position_columns(lengths, pos_list)  # [batch, n_pos]
+    rows = torch.arange(len(texts))[:, None].expand_as(cols)
+    blocks = [model.block(layer) for layer in range(model.n_layers)]
+    readout = model.readout
+    inputs = {k: v.to(model.device) for k, v in enc.items()}
+    with torch.no_grad(), model.nn.trace(inputs, **model.trace_kwargs) as tracer:
+        per_layer = []
+        for block in blocks:
+            per_layer.append(readout(read_site(block, "output")[rows, cols]))
+        per_layer = nnsight.save(per_layer)
+        tracer.stop()
+    logits = torch.stack([p.detach().to("cpu", torch.float32) for p in per_layer], 1)  # [batch, n_layers, n_pos, vocab]
+    if isinstance(positions, int):
+        logits = logits[:, :, 0]
+    return LogitLensResult.wrap(logits, model, texts, pos_list)
+
+
+class LogitLensResult(torch.Tensor):
+    """The logit-lens logits (a tensor) with their model and texts, shown as a ``LogitLens`` view in a notebook.
+
+    Indexing and torch operations give plain tensors; :meth:`view_data` prepares the view of one text.
+    """
+
+    model: Model
+    texts: list[str]
+    positions: list[int] | None
+
+    @staticmethod
+    def wrap(logits: torch.Tensor, model: Model, texts: list[str], positions: list[int] | None) -> LogitLensResult:
+        out = torch.Tensor._make_subclass(LogitLensResult, logits)
+        out.model, out.texts, out.positions = model, texts, positions
+        out._views = {}
+        return out
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **(kwargs or {}))  # results are plain tensors (a slice is not a lens)
+
+    def tensor(self) -> torch.Tensor:
+        """The logits as a plain tensor."""
+        return self.as_subclass(torch.Tensor)
+
+    def view_data(self, text: int = 0, top_k: int = 10, tokens: Sequence[str | int] = ()) -> LensView:
+        """The data of the layers x positions view of one text (computed once, in one trace; see :func:`lens_view`).
+
+        >>> lens.view_data(0, tokens=[" Mary"]).prob(" Mary")
+        """
+        check_int("text", text, 0, len(self.texts) - 1)
+        key = (text, top_k, tuple(tokens))
+        if key not in self._views:
+            self._views[key] = lens_view(self.model, self.texts[text], top_k=top_k, tokens=tokens)
+        return self._views[key]
+
+    def __repr__(self) -> str:
+        where = "every position" if self.positions is None else f"positions {self.positions}"
+        return (f"LogitLensResult({len(self.texts)} text(s), {self.model.n_layers} layers, {where}; "
+                f"logits {list(self.shape)})")  # fmt: skip
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
+        if not VIEWERS:
+            return {"text/plain": repr(self)}
+        data = VIEWERS[-1](self)._repr_mimebundle_(include=include, exclude=exclude)
+        data = data[0] if isinstance(data, tuple) else data
+        return {**data, "text/plain": repr(self)}
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return torch.Tensor.__reduce_ex__(self.tensor(), protocol)  # pickles as the plain tensor
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> torch.Tensor:
+        return self.tensor().clone()  # a copy is the plain tensor (not a second model)
+
+
+@dataclass
+class LensView:
+    """One text through the lens: the top next tokens of every layer x position and the probabilities of candidates.
+
+    ``candidates`` are the token ids in any cell's top-k (plus any asked for), ``candidate_probs`` their
+    probability in every cell [n_layers, n_positions, n_candidates]; ``top_ids`` / ``top_probs`` are
+    [n_layers, n_positions, k]. Layer ``L`` is block ``L``'s output (the last equals the model's logits).
+    """
+
+    tokens: list[str]
+    top_ids: np.ndarray
+    top_probs: np.ndarray
+    candidates: np.ndarray
+    candidate_tokens: list[str]
+    candidate_probs: np.ndarray
+    layers: list[int] = field(default_factory=list)
+
+    def prob(self, token: str | int, tokenizer: Any = None) -> np.ndarray:
+        """The probability [n_layers, n_positions] of one candidate (its id, or its text as in ``candidate_tokens``)."""
+        if isinstance(token, str):
+            if token not in self.candidate_tokens:
+                raise ValueError(f"{token!r} is not a candidate of this view; candidates: {self.candidate_tokens[:20]}")
+            index = self.candidate_tokens.index(token)
+        else:
+            hits = np.nonzero(self.candidates == token)[0]
+            if not len(hits):
+                raise ValueError(f"Token id {token} is not a candidate of this view; ask for it with tokens=[...].")
+            index = int(hits[0])
+        return self.candidate_probs[:, :, index]
+
+    def top(self, layer: int, position: int) -> list[tuple[str, float]]:
+        """The top next tokens of one cell with their probabilities."""
+        vocab = dict(zip(self.candidates.tolist(), self.candidate_tokens, strict=True))
+        ids, probs = self.top_ids[layer, position], self.top_probs[layer, position]
+        return [(vocab[int(i)], float(p)) for i, p in zip(ids, probs, strict=True)]
+
+
+def lens_view(model: Model, text: str, top_k: int = 10, tokens: Sequence[str | int] = ()) -> LensView:
+    """Every layer x position of one text through the lens, in one trace (remote-safe).
+
+    Each block's output is normalised and unembedded once; the top ``top_k`` tokens and the log-normaliser of
+    each cell are kept, then the probability of every candidate (any cell's top tokens, plus ``tokens``) in
+    every cell is computed from the normalised states and the candidates' unembedding rows.
+
+    >>> view = lens_view(model, "When Mary and John went to the store, John gave a drink to", tokens=[" Mary"])
+    >>> view.prob(" Mary")[:, -1]      # P(" Mary") at the last position, layer by layer
+    """
+    (text,) = check_texts(text)
+    check_int("top_k", top_k, minimum=1)
+    model.check_mapped()
+    asked = torch.tensor([single_token_id(model.tokenizer, t, "token") for t in tokens], dtype=torch.long)
+    enc = model.to_tokens(text)
+    blocks = [model.block(layer) for layer in range(model.n_layers)]
+    norm, unembed, cap = model.readout_parts
+    inputs = {k: v.to(model.device) for k, v in enc.items()}
+    with torch.no_grad(), model.nn.trace(inputs, **model.trace_kwargs) as tracer:
+        states, norms, top_ids, top_logits = [], [], [], []
+        for block in blocks:
+            h = norm(read_site(block, "output")[0])  # [P, D]
+            logits = unembed(h)
+            if cap:
+                logits = torch.tanh(logits / cap) * cap
+            states.append(h)
+            norms.append(torch.logsumexp(logits, -1))
+            best = logits.topk(top_k, dim=-1)
+            top_ids.append(best.indices)
+            top_logits.append(best.values)
+        ids = torch.stack(top_ids)  # [L, P, k]
+        lse = torch.stack(norms)  # [L, P]
+        candidates = torch.unique(torch.cat([ids.flatten(), asked.to(ids.device)]))
+        rows = unembed.weight[candidates]  # [C, D]
+        cand = torch.stack(states) @ rows.T  # [L, P, C]
+        if unembed.bias is not None:
+            cand = cand + unembed.bias[candidates]
+        if cap:
+            cand = torch.tanh(cand / cap) * cap
+        saved = nnsight.save([ids, (torch.stack(top_logits) - lse[..., None]).exp(), candidates,
+                              (cand - lse[..., None]).exp()])  # fmt: skip
+        tracer.stop()
+    ids, probs, candidates, cand_probs = (t.detach().cpu() for t in saved)
+    return LensView(
+        tokens=model.to_str_tokens(enc["input_ids"][0]),
+        top_ids=ids.numpy().astype(np.int64),
+        top_probs=probs.float().numpy(),
+        candidates=candidates.numpy().astype(np.int64),
+        candidate_tokens=[model.tokenizer.decode([int(i)]) for i in candidates],
+        candidate_probs=cand_probs.float().numpy(),
+        layers=list(range(model.n_layers)),
+    )
