@@ -6,7 +6,7 @@ on stdout; progress goes to stderr. Peak resident memory is the kernel's own hig
 sampled and nothing is missed.
 
 (a) ``notebooks``: the peak RSS of each notebook's kernel, running it top to bottom as
-    ``tests/test_notebooks.py`` does                                  goal <= 1.4 GB each
+    ``tests/notebooks/test_notebooks.py`` does                        goal <= 1.4 GB each
 (b) ``prepare``: ``python -m interplab prepare`` into an empty cache     goal <= 2.0 GB
 (c) ``load``: ``load_model()`` in a fresh process (best of 3): seconds for the call, after
     ``import interplab``, and the process's peak RSS; the baseline is the format interplab

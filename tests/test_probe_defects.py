@@ -29,7 +29,7 @@ from interplab.core.storage.readers import FileError
 from safetensors.torch import load_file, save_file
 
 import interplab as ilab
-from tests.test_crash_safety import CORPUS, FEATURES, SITE, _sae
+from tests.contracts.test_crash_safety import CORPUS, FEATURES, SITE, _sae
 from tests.tiny import TEXTS, tiny_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -304,7 +304,7 @@ def test_8_headers_that_promise_more_than_the_file_holds(tmp_path):
 
 # -------------------------------------------------------------------------- 9
 def test_9_exported_state_holds_no_markup_whatever_the_strings(tmp_path):
-    from tests.test_export import export_code
+    from tests.export.test_export import export_code
 
     cell = (
         "import interplab as ilab\n"

@@ -1,7 +1,7 @@
 """Atomic writes: a file or a whole folder is written under a temporary name beside its target, then renamed.
 
 A reader sees the old version or the new one, never half of one. Every writer in interplab goes
-through these helpers (``tests/test_writes.py`` checks it): :func:`atomic_path` (a file written by
+through these helpers (``tests/contracts/test_writes.py`` checks it): :func:`atomic_path` (a file written by
 any library), :func:`write_bytes` / :func:`write_text` / :func:`write_json`, :func:`atomic_folder`
 (a folder swapped in whole) and :func:`make_dirs`. Files and folders get the permissions the
 user's umask gives new ones (a temporary file starts private and is opened up before it is renamed).

@@ -16,7 +16,7 @@ from playwright.sync_api import Page
 
 from interplab.export import export_html
 from tests.circuits.test_attribute import PROMPT, transcoders
-from tests.test_export import ensure_web_assets
+from tests.export.test_export import ensure_web_assets
 from tests.tiny import tiny_model
 
 pytestmark = pytest.mark.browser

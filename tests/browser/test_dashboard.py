@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from interplab.export import export_html
-from tests.test_export import ensure_web_assets, export_code, kernel_home
+from tests.export.test_export import ensure_web_assets, export_code, kernel_home
 
 from .conftest import cell_output_locator
 from .test_export_html import RENDER_TIMEOUT_MS, Offline, offline  # noqa: F401  (fixture)

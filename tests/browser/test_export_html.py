@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import Page, Route
 
 from interplab.export import export_html
-from tests.test_export import SCRIPT_TOKENS, ensure_web_assets, export_code, kernel_home, write_small_notebook
+from tests.export.test_export import SCRIPT_TOKENS, ensure_web_assets, export_code, kernel_home, write_small_notebook
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HEATMAP_NOTEBOOKS = sorted((REPO_ROOT / "nbs").glob("01_*.ipynb"))

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
-from tests.test_export import export_code
+from tests.export.test_export import export_code
 
 from .conftest import REPO_ROOT, cell_output_locator
 from .test_export_html import Offline, offline  # noqa: F401  (the `offline` fixture)

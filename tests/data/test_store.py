@@ -19,10 +19,11 @@ import pytest
 import torch
 from interplab.core.data.store import ActivationStore
 from interplab.core.storage.atomic import leftover_target
+from interplab.core.storage.readers import FileError
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from tests.tiny import WORDS, tiny_model
+from tests.tiny import TEXTS, WORDS, tiny_model
 
 ROOT = Path(__file__).resolve().parents[2]
 BOS, EOS = 1, 2
@@ -576,3 +577,28 @@ def test_pending_buffer_is_bounded_and_corpus_is_streamed(gpt2, tmp_path, monkey
     assert store.n_tokens == 900 and sum(sizes) == 900 and len(sizes) >= 5
     assert max(sizes) < shard_tokens + batch_size * (CONTEXT - 1)
     assert consumed[0] < 200, f"the corpus was read eagerly ({consumed[0]} of 5000 documents)"
+
+
+def test_a_tampered_store_is_named_with_its_field(tmp_path):
+    model = tiny_model("gpt2")
+    store = model.cache(TEXTS * 10, "blocks.1.hook_resid_post", tmp_path / "s", n_tokens=60, context_size=8,
+                        shard_tokens=30)  # fmt: skip
+    manifest = json.loads((store.path / "manifest.json").read_text())
+    for change, match in (
+        ({"n_tokens": 61}, "n_tokens is 61 but its shards hold 60"),
+        ({"shards": [{"file": "../../etc/passwd", "n_tokens": 60}]}, r"shards\[0\]\.file must be a shard file name"),
+        ({"d": {"blocks.1.hook_resid_post": "32"}}, r"d\.blocks\.1\.hook_resid_post must be an integer"),
+        ({"dtype": "float64"}, "dtype must be one of"),
+    ):
+        (store.path / "manifest.json").write_text(json.dumps({**manifest, **change}))
+        with pytest.raises(FileError, match=match):
+            ActivationStore(store.path)
+    (store.path / "manifest.json").write_text(json.dumps(manifest))
+    n0, n1 = (entry["n_tokens"] for entry in manifest["shards"])
+    save_file({"blocks.1.hook_resid_post": torch.zeros(n1, 16), "tokens": torch.zeros(n1, dtype=torch.int64)},
+              str(store.path / "shard_00001.safetensors"))  # fmt: skip
+    fresh = ActivationStore(store.path)
+    assert fresh.shard(0, "tokens").shape == (n0,)
+    with pytest.raises(FileError, match=rf"shard_00001\.safetensors': blocks\.1\.hook_resid_post has shape "
+                                        rf"\[{n1}, 16\], expected \[{n1}, 32\]"):  # fmt: skip
+        fresh.shard(1, "blocks.1.hook_resid_post")

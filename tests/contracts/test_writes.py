@@ -26,7 +26,7 @@ from interplab.core.saes.training.trainer import CHECKPOINT, train_saes
 import interplab as ilab
 from tests.tiny import TEXTS, tiny_model
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [*sorted((ROOT / "core").rglob("*.py")), *sorted((ROOT / "interplab").rglob("*.py")),
            *sorted((ROOT / "widgets").rglob("*.py"))]  # fmt: skip
 #: Functions of these modules that write (called as ``module.name`` or imported by name).
@@ -195,7 +195,7 @@ def test_writers_honour_the_umask(tmp_path: Path, umask: int, monkeypatch: pytes
 def test_exported_html_honours_the_umask(tmp_path: Path, umask: int) -> None:
     import nbformat
 
-    from tests.test_export import ensure_web_assets, write_notebook
+    from tests.export.test_export import ensure_web_assets, write_notebook
 
     ensure_web_assets()
     nb = write_notebook(tmp_path / "nb.ipynb", [nbformat.v4.new_markdown_cell("# hi")])

@@ -1,16 +1,13 @@
-"""The file-validation contract (core/storage/readers.py) and the crash-safety helpers
-(core/storage/atomic.py, core/storage/checkpoint.py).
+"""The file-validation contract (core/storage/readers.py).
 
 Crafted files: headers that promise more than the file holds, overlapping tensors, pickles, object
 arrays, paths out of their folder, wrong JSON types; each refused before any data is read, naming
-the file and the field. Then the helpers every job uses: leftovers, a split folder swap, token
-digests, recorded inputs.
+the file and the field.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import struct
 from pathlib import Path
@@ -18,17 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from interplab.core.data.store import ActivationStore
 from interplab.core.memory.budget import MemoryBudgetError, set_memory_budget
-from interplab.core.storage import atomic
-from interplab.core.storage.checkpoint import (
-    TokenDigest,
-    check_inputs,
-    check_tokens,
-    differences,
-    load_state,
-    save_state,
-)
 from interplab.core.storage.readers import (
     Fields,
     FileError,
@@ -40,8 +27,6 @@ from interplab.core.storage.readers import (
     safetensors_header,
 )
 from safetensors.torch import save_file
-
-from tests.tiny import TEXTS, tiny_model
 
 
 @pytest.fixture(autouse=True)
@@ -144,90 +129,3 @@ def test_paths_in_data_never_leave_their_folder(tmp_path):
     (folder / "link").symlink_to(tmp_path)
     with pytest.raises(FileError, match="points outside"):
         inside(folder, "link/secret", folder / "meta.json", "labels")
-
-
-def test_a_tampered_store_is_named_with_its_field(tmp_path):
-    model = tiny_model("gpt2")
-    store = model.cache(TEXTS * 10, "blocks.1.hook_resid_post", tmp_path / "s", n_tokens=60, context_size=8,
-                        shard_tokens=30)  # fmt: skip
-    manifest = json.loads((store.path / "manifest.json").read_text())
-    for change, match in (
-        ({"n_tokens": 61}, "n_tokens is 61 but its shards hold 60"),
-        ({"shards": [{"file": "../../etc/passwd", "n_tokens": 60}]}, r"shards\[0\]\.file must be a shard file name"),
-        ({"d": {"blocks.1.hook_resid_post": "32"}}, r"d\.blocks\.1\.hook_resid_post must be an integer"),
-        ({"dtype": "float64"}, "dtype must be one of"),
-    ):
-        (store.path / "manifest.json").write_text(json.dumps({**manifest, **change}))
-        with pytest.raises(FileError, match=match):
-            ActivationStore(store.path)
-    (store.path / "manifest.json").write_text(json.dumps(manifest))
-    n0, n1 = (entry["n_tokens"] for entry in manifest["shards"])
-    save_file({"blocks.1.hook_resid_post": torch.zeros(n1, 16), "tokens": torch.zeros(n1, dtype=torch.int64)},
-              str(store.path / "shard_00001.safetensors"))  # fmt: skip
-    fresh = ActivationStore(store.path)
-    assert fresh.shard(0, "tokens").shape == (n0,)
-    with pytest.raises(FileError, match=rf"shard_00001\.safetensors': blocks\.1\.hook_resid_post has shape "
-                                        rf"\[{n1}, 16\], expected \[{n1}, 32\]"):  # fmt: skip
-        fresh.shard(1, "blocks.1.hook_resid_post")
-
-
-# ------------------------------------------------------------ crash-safety helpers
-def test_a_split_folder_swap_is_finished_by_recover(tmp_path):
-    target = tmp_path / "thing"
-    with atomic.atomic_folder(target) as work:
-        (work / "v").write_text("old")
-    # killed after the new folder was complete and the old one moved aside, before the last rename
-    new, old = tmp_path / ".thing.new", tmp_path / ".thing.old"
-    new.mkdir()
-    (new / "v").write_text("new")
-    os.rename(target, old)
-    (tmp_path / ".thing.tmp-unfinished").mkdir()
-    atomic.recover(target)
-    assert (target / "v").read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["thing"]
-    # killed after the old one was moved aside but before the new one was complete: the old one comes back
-    os.rename(target, old)
-    atomic.recover(target)
-    assert (target / "v").read_text() == "new" and not old.exists()
-
-
-def test_leftover_names_and_cleaning(tmp_path):
-    assert atomic.leftover_target(".shard_00001.safetensors.tmp-a1b2") == "shard_00001.safetensors"
-    assert atomic.leftover_target(".dash.new") == "dash" and atomic.leftover_target(".dash.old") == "dash"
-    assert atomic.leftover_target("shard_00001.safetensors") is None and atomic.leftover_target(".hidden") is None
-    (tmp_path / ".a.json.tmp-x").write_text("half")
-    (tmp_path / "a.json").write_text("{}")
-    (tmp_path / ".keep").write_text("not ours")
-    assert atomic.clean_leftovers(tmp_path) == ["a.json"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".keep", "a.json"]
-
-
-def test_a_checkpoint_records_its_inputs_and_refuses_others(tmp_path):
-    state = {"step": 3, "w": torch.arange(4.0), "opt": {0: {"exp": torch.ones(2)}, "groups": [{"betas": (0.9, 0.99)}]}}
-    inputs = {"model": "m", "specs": [{"width": 8}]}
-    path = tmp_path / "ck.safetensors"
-    save_state(path, "job", inputs, state)
-    back = load_state(path, "job", inputs)
-    assert back["step"] == 3 and torch.equal(back["w"], state["w"])
-    assert torch.equal(back["opt"][0]["exp"], torch.ones(2))
-    assert back["opt"]["groups"][0]["betas"] == (0.9, 0.99)
-    assert differences(inputs, {"model": "m", "specs": [{"width": 16}]}) == {"specs[0].width": (8, 16)}
-    with pytest.raises(ValueError, match=r"other inputs than this call's \(specs\[0\]\.width: 8 there, 16 now\)"):
-        load_state(path, "job", {"model": "m", "specs": [{"width": 16}]})
-    with pytest.raises(FileError, match="job is a checkpoint of 'job', not of 'other'"):
-        load_state(path, "other", inputs)
-    assert load_state(tmp_path / "none.safetensors", "job", inputs) is None
-    with pytest.raises(ValueError, match=r"'.*ck\.safetensors' was made with other inputs than this call's \(a: 1"):
-        check_inputs({"a": 1}, {"a": 2}, path, "job")
-
-
-def test_token_digests_do_not_depend_on_chunking():
-    a, b = TokenDigest(), TokenDigest()
-    a.update([1, 2, 3, 4])
-    b.update(torch.tensor([1, 2]))
-    b.update(np.array([3, 4], np.int32))
-    assert a.record() == b.record() == {"n_tokens": 4, "sha256": TokenDigest.of([1, 2, 3, 4])}
-    check_tokens(a.record(), b, "here")
-    c = TokenDigest()
-    c.update([1, 2, 3, 5])
-    with pytest.raises(ValueError, match="'here' was made from another corpus: the first 4 tokens"):
-        check_tokens(a.record(), c, "here")

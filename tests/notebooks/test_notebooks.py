@@ -15,7 +15,7 @@ import nbclient
 import nbformat
 import pytest
 
-NBS = Path(__file__).resolve().parent.parent / "nbs"
+NBS = Path(__file__).resolve().parents[2] / "nbs"
 NOTEBOOKS = sorted(NBS.glob("*.ipynb"))
 PEAK_LIMIT_GB = 1.5
 #: The goal is 1.4 GB (issue 14) and every notebook meets it in bench_memory.py; the limit keeps 0.1 GB for an

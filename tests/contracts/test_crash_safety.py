@@ -37,7 +37,7 @@ from interplab.core.storage.atomic import DiskFullError, leftover_target
 from tests.faults import FileOps, Killed, kill_at_every_step
 from tests.tiny import WORDS, tiny_model
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SITE = "blocks.1.hook_resid_post"
 _rng = random.Random(7)
 CORPUS = [" ".join(_rng.choice(WORDS) for _ in range(_rng.randint(4, 30))) for _ in range(60)]
@@ -349,7 +349,7 @@ import sys, time
 import interplab.core.features.stats as stats
 import interplab.core.saes.training.trainer as train
 from interplab.core.saes import SAE
-from tests.test_crash_safety import CORPUS, FEATURES, SITE, SPECS, TRAIN, _sae
+from tests.contracts.test_crash_safety import CORPUS, FEATURES, SITE, SPECS, TRAIN, _sae
 from tests.tiny import tiny_model
 job = sys.argv[1]
 if job == "features":

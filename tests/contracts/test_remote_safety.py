@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-CORE = Path(__file__).resolve().parents[1] / "core"
+CORE = Path(__file__).resolve().parents[2] / "core"
 FORBIDDEN = {"model", "self", "sae", "source"}  # the names interplab objects go by in the engine
 
 

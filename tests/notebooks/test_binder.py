@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_notebooks import MARK, PEAK_CELL
+from tests.notebooks.test_notebooks import MARK, PEAK_CELL
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _pins(lines: list[str]) -> dict[str, str]:
