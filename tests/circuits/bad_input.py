@@ -1,0 +1,86 @@
+"""Bad inputs of ilab.circuits: each row one bad call and the error it must give.
+
+Gathered with every other capability's by ``tests/contracts/test_bad_input.py``, which also checks that
+every public function has a row here or an ``EXEMPT`` entry with its reason.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+import interplab as ilab
+from tests.contracts.rows import Row, T, V
+from tests.tiny import tiny_model
+
+
+@functools.cache
+def tiny_circuit() -> tuple[Any, Any, Any]:
+    """A tiny Gemma 3 with random transcoders and its attribution graph (built once)."""
+    from tests.circuits.test_attribute import PROMPT, transcoders
+
+    model = tiny_model("gemma3")
+    tcs = transcoders(model.d_model)
+    return model, tcs, ilab.circuits.attribute(model, tcs, PROMPT, batch_size=16, progress=False)
+
+
+ROWS: list[Row] = [
+    Row("ilab.circuits.attribute", lambda c: ilab.circuits.attribute(c.model, [], "the cat"), V, "Supported families"),
+    Row(
+        "ilab.circuits.check_transcoders",
+        lambda c: ilab.circuits.check_transcoders(c.model, "x"),
+        T,
+        "must be a list or a dict of transcoders",
+    ),
+    Row(
+        "ilab.circuits.intervene",
+        lambda c: ilab.circuits.intervene(tiny_circuit()[0], tiny_circuit()[1], "the cat", {}),
+        V,
+        "changes must be a non-empty",
+    ),
+    Row(
+        "ilab.circuits.transcoder_quality",
+        lambda c: ilab.circuits.transcoder_quality(c.model, [c.sae], ["a"]),
+        T,
+        "must be a transcoder",
+    ),
+    Row(
+        "ilab.circuits.prune",
+        lambda c: ilab.circuits.prune(torch.zeros(3, 3), 0, 2, 1, torch.ones(1), 2.0),
+        V,
+        r"node_threshold must be in \[0, 1\], got 2\.0",
+    ),
+    Row(
+        "ilab.circuits.influence",
+        lambda c: ilab.circuits.influence(torch.tensor([[0.0, 1], [1, 0]]), torch.tensor([1.0, 0])),
+        RuntimeError,
+        "cycle",
+    ),
+    Row("ilab.circuits.Graph.feature_index", lambda c: tiny_circuit()[2].feature_index(99, 0, 0), V, "is not a node"),
+    Row(
+        "ilab.circuits.Graph.load",
+        lambda c: ilab.circuits.Graph.load(c.tmp / "no-graph"),
+        FileNotFoundError,
+        "No attribution graph",
+    ),
+    Row("ilab.circuits.Graph.node", lambda c: tiny_circuit()[2].node(10**6), IndexError, "out of range"),
+    Row("ilab.circuits.Graph.prune", lambda c: tiny_circuit()[2].prune(1.5), V, "node_threshold must be in \\[0, 1\\]"),
+    Row(
+        "ilab.circuits.Graph.to_json",
+        lambda c: tiny_circuit()[2].to_json(edge_threshold=-1),
+        V,
+        "edge_threshold must be in \\[0, 1\\]",
+    ),
+]
+
+EXEMPT: dict[str, str] = {
+    "ilab.circuits.Graph": "built by ilab.circuits.attribute and Graph.load (which have rows)",
+    "ilab.circuits.Graph.save": "writes the graph it holds to any folder path, atomically",
+    "ilab.circuits.InterventionResult": "made by ilab.circuits.intervene (which has rows)",
+    "ilab.circuits.InterventionResult.prob_change": "a token id indexes the logits it holds",
+    "ilab.circuits.Pruned": "a NamedTuple of masks that prune returns",
+    "ilab.circuits.embedded_transcoders": "takes no arguments",
+    "ilab.circuits.graph_scores": "arrays of a Graph (Graph.scores); the thresholds-free twin of prune, which has rows",
+}

@@ -1,0 +1,160 @@
+"""Bad inputs of ilab.das: each row one bad call and the error it must give.
+
+Gathered with every other capability's by ``tests/contracts/test_bad_input.py``, which also checks that
+every public function has a row here or an ``EXEMPT`` entry with its reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+import interplab as ilab
+from tests.contracts.rows import SITE, Ctx, Row, T, V
+
+
+def _das_pairs(c: Ctx) -> Any:
+    return ilab.das.counterfactual_pairs(c.model, ["the cat sat", "the dog ran"], ["the dog sat", "a cat ran"],
+                                         ["on", "to"])  # fmt: skip
+
+
+ROWS: list[Row] = [
+    Row("ilab.das.ioi_attributes", lambda c: ilab.das.ioi_attributes(["a"]), T, "pairs must be IOI PromptPairs"),
+    Row(
+        "ilab.das.supervised_dictionary",
+        lambda c: ilab.das.supervised_dictionary(c.model, c.pairs, SITE),
+        V,
+        "The names 'on' and 'to' are not both in the prompt 'the cat sat'",
+    ),
+    Row(
+        "ilab.das.compare_dictionaries",
+        lambda c: ilab.das.compare_dictionaries(c.model, c.pairs, SITE, {"x": 1}),
+        T,
+        r"saes\['x'\] must be an interplab SAE",
+    ),
+    Row(
+        "ilab.das.SupervisedDictionary.reconstruct",
+        lambda c: ilab.das.SupervisedDictionary(
+            SITE, torch.zeros(32), {"io": {"Mary": torch.zeros(32)}, "s": {}, "order": {}}
+        ).reconstruct([{"io": "Bob"}]),
+        V,
+        r"io='Bob' has no feature; this dictionary knows \['Mary'\]",
+    ),
+    Row(
+        "ilab.das.counterfactual_pairs",
+        lambda c: ilab.das.counterfactual_pairs(c.model, ["a", "b"], ["c"], ["d"]),
+        V,
+        "Got 2 base prompts but 1 source prompts",
+    ),
+    Row(
+        "ilab.das.counterfactual_pairs",
+        lambda c: ilab.das.counterfactual_pairs(c.model, ["a"], ["c"], ["the cat"]),
+        V,
+        r"labels\[0\]",
+    ),
+    Row(
+        "ilab.das.CounterfactualPairs",
+        lambda c: ilab.das.fit(c.model, ilab.das.CounterfactualPairs(["a"], ["b", "c"], ["d"]), SITE),
+        V,
+        "Got 1 base prompts but 2 source prompts",
+    ),
+    Row("ilab.das.as_pairs", lambda c: ilab.das.as_pairs(c.model, ["a"]), T, "pairs must be CounterfactualPairs"),
+    Row(
+        "ilab.das.fit",
+        lambda c: ilab.das.fit(c.model, _das_pairs(c), SITE, k=33),
+        V,
+        r"k=33 is larger than the width of blocks.1.hook_resid_post \(d=32\)",
+    ),
+    Row(
+        "ilab.das.fit",
+        lambda c: ilab.das.fit(c.model, _das_pairs(c), SITE, positions=[0, 0]),
+        V,
+        "positions repeats an index",
+    ),
+    Row(
+        "ilab.das.DASResult",
+        lambda c: ilab.das.DASResult(SITE, [-1], torch.zeros(32, 2), *[0.0] * 5).direction,
+        V,
+        "k=2 dimensions; a direction needs k=1",
+    ),
+    Row(
+        "ilab.das.DASResult.load",
+        lambda c: ilab.das.DASResult.load(c.tmp / "nope.safetensors"),
+        FileNotFoundError,
+        "nope.safetensors",
+    ),
+    Row(
+        "ilab.das.DASResult.save",
+        lambda c: ilab.das.DASResult(SITE, [-1], torch.zeros(32, 1), *[0.0] * 5).save(c.tmp),
+        IsADirectoryError,
+        "Is a directory",
+    ),
+    Row(
+        "ilab.das.layer_search",
+        lambda c: ilab.das.layer_search(c.model, _das_pairs(c), kind="heads"),
+        V,
+        "kind='heads' is not one of",
+    ),
+    Row(
+        "ilab.das.layer_search",
+        lambda c: ilab.das.layer_search(c.model, _das_pairs(c), layers=[5]),
+        V,
+        r"layer must be an integer in 0\.\.1, got 5",
+    ),
+    Row("ilab.das.LayerSearch", lambda c: ilab.das.layer_search(c.model, _das_pairs(c), top=0), V, "top must be"),
+    Row("ilab.das.knob_task", lambda c: ilab.das.knob_task(c.model), V, "Fewer than two facts"),
+    Row(
+        "ilab.das.KnobTask",
+        lambda c: ilab.das.KnobTask([("a", "b", "c")]).prompt(3, "context"),
+        V,
+        r"i must be an integer in 0\.\.0, got 3",
+    ),
+    Row(
+        "ilab.das.KnobTask.prompt",
+        lambda c: ilab.das.KnobTask([("a", "b", "c")]).prompt(0, "guess"),
+        V,
+        r"intent='guess' is not one of \('context', 'prior'\)",
+    ),
+    Row(
+        "ilab.das.KnobTask.prompts",
+        lambda c: ilab.das.KnobTask([("a", "b", "c")]).prompts("guess"),
+        V,
+        "intent='guess'",
+    ),
+    Row(
+        "ilab.das.KnobTask.answers",
+        lambda c: ilab.das.KnobTask([("a", "b", "c")]).answers("guess"),
+        V,
+        "intent='guess'",
+    ),
+    Row(
+        "ilab.das.KnobTask.logit_diffs",
+        lambda c: ilab.das.KnobTask([("a", "b", "c")]).logit_diffs(c.model, ["a", "b"]),
+        V,
+        "Got 2 texts for 1 items",
+    ),
+    Row(
+        "ilab.das.KnobTask.accuracy",
+        lambda c: ilab.das.KnobTask([("a", "b", "c")]).accuracy("model"),
+        T,
+        "model must be an interplab Model, got str",
+    ),
+    Row("ilab.das.knob_sweep", lambda c: ilab.das.knob_sweep(c.model, "das", None), T, "das must be a DASResult"),
+    Row(
+        "ilab.das.KnobSweep",
+        lambda c: ilab.das.knob_sweep(
+            c.model,
+            ilab.das.DASResult(SITE, [-1], torch.zeros(32, 1), *[0.0] * 5),
+            ilab.das.KnobTask([("a", "b", "c")]),
+            scales=[],
+        ),
+        V,
+        "scales is empty",
+    ),
+]
+
+EXEMPT: dict[str, str] = {
+    "ilab.das.DictionaryComparison": "the result compare_dictionaries builds (which has rows)",
+    "ilab.das.SupervisedDictionary": "built by ilab.das.supervised_dictionary (which has rows)",
+}

@@ -1,0 +1,16 @@
+"""Bad inputs of ilab.load_model: each row one bad call and the error it must give.
+
+Gathered with every other capability's by ``tests/contracts/test_bad_input.py``, which also checks that
+every public function has a row here or an ``EXEMPT`` entry with its reason.
+"""
+
+from __future__ import annotations
+
+import interplab as ilab
+from tests.contracts.rows import Row, T, V
+
+ROWS: list[Row] = [
+    Row("ilab.load_model", lambda c: ilab.load_model(42), T, "model must be None .*got int"),
+    Row("ilab.load_model", lambda c: ilab.load_model(remote="cloud"), V, "remote='cloud' is not valid"),
+    Row("ilab.load_model", lambda c: ilab.load_model(dtype="int8"), V, r"dtype='int8' is not valid; choose one of"),
+]

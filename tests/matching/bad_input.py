@@ -1,0 +1,109 @@
+"""Bad inputs of ilab.matching: each row one bad call and the error it must give.
+
+Gathered with every other capability's by ``tests/contracts/test_bad_input.py``, which also checks that
+every public function has a row here or an ``EXEMPT`` entry with its reason.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+import interplab as ilab
+from tests.contracts.rows import I, Row, T, V
+
+ROWS: list[Row] = [
+    Row(
+        "ilab.matching.match",
+        lambda c: ilab.matching.match(c.sae, ilab.SAE.create("topk", 32, 12, k=2)),
+        V,
+        r"sae_a has 24 latents and sae_b 12",
+    ),
+    Row(
+        "ilab.matching.match",
+        lambda c: ilab.matching.match(c.sae, c.sae, candidates=0),
+        V,
+        r"candidates must be a positive integer, got 0",
+    ),
+    Row("ilab.matching.match_chain", lambda c: ilab.matching.match_chain([c.sae]), V, r"at least two SAEs"),
+    Row(
+        "ilab.matching.lineage",
+        lambda c: ilab.matching.lineage([ilab.matching.match(c.sae, c.sae)], 30),
+        I,
+        r"Latent 30 is out of range: latents are 0\.\.23",
+    ),
+    Row("ilab.matching.paths", lambda c: ilab.matching.paths([]), T, r"non-empty list of Match"),
+    Row("ilab.matching.compose", lambda c: ilab.matching.compose(["x"]), T, r"non-empty list of Match"),
+    Row(
+        "ilab.matching.approximate",
+        lambda c: ilab.matching.approximate(torch.ones(2, 32), c.sae, c.sae, np.arange(3)),
+        V,
+        r"perm must map 24",
+    ),
+    Row(
+        "ilab.matching.explained_by_gap",
+        lambda c: ilab.matching.explained_by_gap({}, [c.sae, c.sae]),
+        V,
+        r"acts holds no activations for 'blocks\.1\.hook_resid_post'",
+    ),
+    Row(
+        "ilab.matching.explained_by_gap",
+        lambda c: ilab.matching.explained_by_gap({}, [c.sae], max_gap=-1),
+        V,
+        r"max_gap must be an integer >= 0, got -1",
+    ),
+    Row(
+        "ilab.matching.stitch",
+        lambda c: ilab.matching.stitch(c.sae, c.sae, torch.ones(4, 32), threshold=1.5),
+        V,
+        r"threshold is a cosine similarity in \(0, 1\), got 1\.5",
+    ),
+    Row(
+        "ilab.matching.stitch",
+        lambda c: ilab.matching.stitch(c.sae, c.sae, torch.ones(4, 7)),
+        V,
+        r"x_TD must be activations \[T, 32\]",
+    ),
+    Row(
+        "ilab.matching.train_meta_sae",
+        lambda c: ilab.matching.train_meta_sae(c.sae, width=99),
+        V,
+        r"width must be an integer in 1\.\.24, got 99",
+    ),
+    Row(
+        "ilab.matching.decompose", lambda c: ilab.matching.decompose(c.sae, c.sae, 99), I, r"Latent 99 is out of range"
+    ),
+    Row(
+        "ilab.matching.meta_table",
+        lambda c: ilab.matching.meta_table(ilab.SAE.create("topk", 16, 8, k=2), c.sae),
+        V,
+        r"meta reads d_in=16, but sae's decoder rows have width 32",
+    ),
+    Row(
+        "ilab.matching.correlate",
+        lambda c: ilab.matching.correlate(torch.ones(3, 2), torch.ones(4, 2)),
+        V,
+        r"same tokens",
+    ),
+    Row(
+        "ilab.matching.similarity", lambda c: ilab.matching.similarity(c.model, c.sae, c.model, c.sae, ""), V, r"empty"
+    ),
+    Row(
+        "ilab.matching.explained_variance",
+        lambda c: ilab.matching.explained_variance(torch.ones(3, 2), torch.ones(3, 5)),
+        V,
+        r"must both be \[tokens, width\] of one shape, got \[3, 2\] and \[3, 5\]",
+    ),
+]
+
+EXEMPT: dict[str, str] = {
+    "ilab.matching.fold": "takes an SAE (any SAE folds); match, which calls it, has rows",
+    "ilab.matching.thresholds": "takes an SAE (any SAE has thresholds or ones); match has rows",
+    "ilab.matching.align_ends": "lists of ints from token_ends; similarity, which calls it, has rows",
+    "ilab.matching.explained_variance_chart": "draws the DataFrame explained_by_gap made (which has rows)",
+    "ilab.matching.Folded": "a dataclass built by fold",
+    "ilab.matching.Match": "a result built by match (which has rows)",
+    "ilab.matching.Match.share_below": "bound: check_number, the same check every number passes",
+    "ilab.matching.Similarity": "a result built by similarity / correlate (which have rows)",
+    "ilab.matching.Stitching": "a result built by stitch (which has rows)",
+}

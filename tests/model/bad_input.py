@@ -1,0 +1,96 @@
+"""Bad inputs of the Model and Activations: each row one bad call and the error it must give.
+
+Gathered with every other capability's by ``tests/contracts/test_bad_input.py``, which also checks that
+every public function has a row here or an ``EXEMPT`` entry with its reason.
+"""
+
+from __future__ import annotations
+
+import torch
+from interplab.core.memory.budget import MemoryBudgetError
+
+import interplab as ilab
+from tests.contracts.rows import SITE, Row, T, V
+from tests.tiny import TEXTS
+
+ROWS: list[Row] = [
+    Row("ilab.Model", lambda c: ilab.Model(None, None, name="x").logits("a"), V, "Named sites are not mapped"),
+    Row("ilab.Activations.flat", lambda c: c.acts.flat("blocks.0.nope"), KeyError, "was not collected; these were"),
+    Row(
+        "ilab.Activations",
+        lambda c: ilab.Activations(["a"], torch.zeros(1, 1), torch.ones(1, 1), []).flat("x"),
+        KeyError,
+        "'x' was not collected",
+    ),
+    Row(
+        "Model.parse_sites",
+        lambda c: c.model.parse_sites("blocks.9.hook_resid_post"),
+        V,
+        r"Unknown site 'blocks\.9\.hook_resid_post'",
+    ),
+    Row("Model.site_dim", lambda c: c.model.site_dim("resid"), V, "Unknown site 'resid'"),
+    Row("Model.envoy", lambda c: c.model.envoy("blocks.1.hook_nothing"), V, "Unknown site"),
+    Row("Model.block", lambda c: c.model.block(99), V, r"layer must be an integer in 0\.\.1, got 99"),
+    Row("Model.to_tokens", lambda c: c.model.to_tokens([""]), V, r"texts\[0\] is empty"),
+    Row("Model.to_tokens", lambda c: c.model.to_tokens(" ".join(["the"] * 300)), V, "longer than"),
+    Row("Model.to_str_tokens", lambda c: c.model.to_str_tokens([10**9]), V, "Token id 1000000000 is outside"),
+    Row("Model.check_token_ids", lambda c: c.model.check_token_ids([0.5]), T, "Token ids must be integers"),
+    Row("Model.check_lengths", lambda c: c.model.check_lengths([129]), V, r"129 tokens, longer than .* \(128"),
+    Row("Model.collect", lambda c: c.model.collect(TEXTS, sites=None), T, "sites must be a name or a non-empty list"),
+    Row(
+        "Model.collect",
+        lambda c: c.model.collect(TEXTS, SITE, batch_size=2.5),
+        V,
+        "batch_size must be a positive integer, got 2.5",
+    ),
+    Row("Model.collect", lambda c: c.model.collect([], SITE), V, "texts is empty"),
+    Row("Model.logits", lambda c: c.model.logits(TEXTS, positions=[]), V, "positions is empty"),
+    Row("Model.logits", lambda c: c.model.logits(TEXTS, positions=True), T, "positions must be token indices"),
+    Row("Model.logits", lambda c: c.model.logits(TEXTS, positions=[50]), V, "Position 50 is outside a text of"),
+    Row(
+        "Model.generate",
+        lambda c: c.model.generate(TEXTS, max_new_tokens=0),
+        V,
+        "max_new_tokens must be a positive integer, got 0",
+    ),
+    Row(
+        "Model.generate_ids",
+        lambda c: c.model.generate_ids("the", max_new_tokens=200),
+        V,
+        "the prompt and max_new_tokens is 202 tokens",
+    ),
+    Row(
+        "Model.cache",
+        lambda c: c.model.cache(TEXTS, SITE, c.tmp / "c", batch_size=2.5),
+        V,
+        "batch_size must be a positive integer, got 2.5",
+    ),
+    Row("Model.cache", lambda c: c.model.cache([""] * 5, SITE, c.tmp / "c2", n_tokens=10), V, "gives no window"),
+    Row("Model.cache", lambda c: c.model.cache(TEXTS, SITE, c.tmp / "c3", dtype="int8"), V, "dtype='int8'"),
+    Row("Model.batches", lambda c: list(c.model.batches(TEXTS, 0, "x")), V, "batch_size must be a positive integer"),
+    Row(
+        "Model.run_sites",
+        lambda c: c.model.run_sites({"input_ids": torch.ones(1, 2, dtype=torch.long)}, "x"),
+        V,
+        "Unknown site 'x'",
+    ),
+    Row(
+        "Model.fit_batch",
+        lambda c: c.model.fit_batch(4, 10**6, "collect"),
+        MemoryBudgetError,
+        "collect on one text of 1,000,000 tokens would need",
+    ),
+    Row("Model.sites_of_width", lambda c: c.model.sites_of_width("wide"), V, "width must be a positive integer"),
+    Row(
+        "Model.eager_attention",
+        lambda c: c.model.eager_attention(needed="yes").__enter__(),
+        T,
+        "needed must be True or False, got str",
+    ),
+]
+
+EXEMPT: dict[str, str] = {
+    "Model.remote_backend": "the per-request backend the engine builds for a remote model, from its own keywords",
+    "Model.forward_bytes": "the estimate behind the memory guards (Model.fit_batch has rows), fed by them",
+    "Model.softcap": "applied by the engine to logit tensors it made",
+}

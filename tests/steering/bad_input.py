@@ -1,0 +1,133 @@
+"""Bad inputs of ilab.steering: each row one bad call and the error it must give.
+
+Gathered with every other capability's by ``tests/contracts/test_bad_input.py``, which also checks that
+every public function has a row here or an ``EXEMPT`` entry with its reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+import interplab as ilab
+from tests.contracts.rows import SITE, Ctx, I, Row, T, V
+from tests.tiny import TEXTS
+
+
+def _layer_sweep(c: Ctx, **kw: Any) -> Any:
+    return ilab.steering.layer_sweep(c.model, ["a"], ["b"], len, ["c"], ["d"], **kw)
+
+
+ROWS: list[Row] = [
+    Row(
+        "ilab.steering.SteeringVector",
+        lambda c: ilab.steering.SteeringVector(SITE, torch.tensor([1.0, np.nan])),
+        V,
+        "holds 1 NaN/inf values",
+    ),
+    Row(
+        "ilab.steering.SteeringVector",
+        lambda c: ilab.steering.SteeringVector("", torch.ones(2)),
+        T,
+        "site must be a site name",
+    ),
+    Row(
+        "ilab.steering.SteeringVector.load",
+        lambda c: ilab.steering.SteeringVector.load(c.tmp / "nope.safetensors"),
+        FileNotFoundError,
+        "No steering vector file at",
+    ),
+    Row(
+        "ilab.steering.SteeringVector.save",
+        lambda c: ilab.steering.SteeringVector(SITE, torch.ones(2), provenance={"f": object()}).save(
+            c.tmp / "v.safetensors"
+        ),
+        T,
+        "provenance must hold JSON values only",
+    ),
+    Row("ilab.steering.SteeringVector.at", lambda c: c.vec.at(None), T, "site must be a site name .*None"),
+    Row(
+        "ilab.steering.SteeringVector.check_fits",
+        lambda c: ilab.steering.SteeringVector(SITE, torch.ones(5)).check_fits(c.model),
+        V,
+        "has d=5 .*has width 32",
+    ),
+    Row(
+        "ilab.steering.Clamp",
+        lambda c: ilab.steering.plan(c.model, ilab.steering.Clamp(c.sae, 1, 1.0, "x")),
+        V,
+        "reads 'x', which .* does not have",
+    ),
+    Row("ilab.steering.clamp", lambda c: ilab.steering.clamp(c.sae, 99, 1.0), I, "Latent 99 is out of range"),
+    Row("ilab.steering.clamp", lambda c: ilab.steering.clamp(c.sae, 1, float("inf")), V, "clamp value must be finite"),
+    Row("ilab.steering.plan", lambda c: ilab.steering.plan(c.model, "vec"), T, "steering is a SteeringVector"),
+    Row(
+        "ilab.steering.SitePlan",
+        lambda c: ilab.steering.plan(c.model, [ilab.steering.SitePlan(None, None, "x")]),
+        T,
+        r"steering\[0\] is a SitePlan; expected a SteeringVector",
+    ),
+    Row("ilab.steering.logits", lambda c: ilab.steering.logits(c.model, TEXTS, c.vec, start=-99), V, "start=-99"),
+    Row(
+        "ilab.steering.generate",
+        lambda c: ilab.steering.generate(c.model, TEXTS, c.vec, backend="gpu"),
+        V,
+        r"backend='gpu' is not one of",
+    ),
+    Row(
+        "ilab.steering.generate_local",
+        lambda c: ilab.steering.generate_local(c.model, TEXTS, c.vec, max_new_tokens=-1),
+        V,
+        "max_new_tokens must be a positive integer, got -1",
+    ),
+    Row(
+        "ilab.steering.stream",
+        lambda c: ilab.steering.stream(c.model, "the cat", c.vec, temperature=-1.0),
+        V,
+        "temperature must be >= 0",
+    ),
+    Row(
+        "ilab.steering.apply", lambda c: ilab.steering.apply(c.model, 3).__enter__(), T, "steering is a SteeringVector"
+    ),
+    Row(
+        "ilab.steering.contrast",
+        lambda c: ilab.steering.contrast(c.model, SITE, ["a"], ["b"], method="svd"),
+        V,
+        "method='svd' is not one of",
+    ),
+    Row(
+        "ilab.steering.diff_of_means",
+        lambda c: ilab.steering.diff_of_means(c.model, SITE, ["the"], ["a"], position="last"),
+        V,
+        "position must be a token index .* or 'mean', got 'last'",
+    ),
+    Row(
+        "ilab.steering.pca_direction",
+        lambda c: ilab.steering.pca_direction(c.model, SITE, ["the", "a"], ["cat"]),
+        V,
+        "Paired differences need as many positive as negative texts: 2 vs 1",
+    ),
+    Row(
+        "ilab.steering.from_probe",
+        lambda c: ilab.steering.from_probe(torch.ones(3, 3), SITE),
+        V,
+        r"probe weight must have shape \[d\]",
+    ),
+    Row("ilab.steering.from_sae", lambda c: ilab.steering.from_sae(c.sae, 99), I, "Latent 99 is out of range"),
+    Row(
+        "ilab.steering.sweep",
+        lambda c: ilab.steering.sweep(c.model, c.vec, [], lambda s: 0.0, neutral_texts=TEXTS),
+        V,
+        "scales must be a non-empty list of numbers",
+    ),
+    Row(
+        "ilab.steering.SweepResult",
+        lambda c: ilab.steering.sweep(c.model, "vec", [1.0], len, TEXTS),
+        T,
+        "vector must be a SteeringVector, got str",
+    ),
+    Row("ilab.steering.layer_sweep", lambda c: _layer_sweep(c, layers=[]), V, "layers is empty"),
+    Row("ilab.steering.LayerSweep", lambda c: _layer_sweep(c, method="x"), V, "method='x' is not one of"),
+]
