@@ -15,15 +15,21 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from interplab.core.checks import OutOfRangeError
+from interplab.core.data.store import ActivationStore
+from interplab.core.features import feature_data
 from interplab.core.model.model import Model
+from interplab.core.saes import SAE
 
 import interplab as ilab
 from tests.contracts.rows import Ctx, Row, make_ctx
+from tests.contracts.test_crash_safety import CORPUS, SITE, _sae
+from tests.tiny import TEXTS, tiny_model
 
 NAMESPACES = {"ilab": ilab, "ilab.patching": ilab.patching, "ilab.steering": ilab.steering,
               "ilab.features": ilab.features, "ilab.metrics": ilab.metrics, "ilab.widgets": ilab.widgets,
@@ -142,3 +148,61 @@ def test_one_fraction_check_for_every_interval(low, high, inside, outside):
         check_fraction("share", "0.5", low, high)
     with pytest.raises(ValueError, match=r"threshold is a cosine similarity in \(0, 1\)"):
         check_fraction("threshold", 2, what="a cosine similarity")
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    return tiny_model("gpt2")
+
+
+@pytest.fixture
+def cache_in_tmp(tmp_path, monkeypatch):
+    monkeypatch.setenv("INTERPLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+
+
+@pytest.fixture
+def store(gpt2, tmp_path, cache_in_tmp) -> ActivationStore:
+    return gpt2.cache(CORPUS, SITE, tmp_path / "acts", n_tokens=512, context_size=16)
+
+
+def test_bad_arguments_give_errors_that_name_them(cache_in_tmp, gpt2, store, tmp_path):
+    """One bad argument a call, on a real store and a corpus file broken at line 1,001: each error names it."""
+    sae = _sae()
+    acts = gpt2.collect(TEXTS, SITE)
+    jsonl = tmp_path / "corpus.jsonl"
+    jsonl.write_text("\n".join([json.dumps({"text": "the cat"})] * 1000 + ["{broken"]) + "\n")
+    cases = [
+        (lambda: gpt2.logits(TEXTS, positions=[]), ValueError, "positions is empty"),
+        (lambda: gpt2.logits(TEXTS, positions=True), TypeError, "positions must be token indices.*True"),
+        (lambda: gpt2.collect(TEXTS, sites=None), TypeError, "sites must be a name or a non-empty list"),
+        (lambda: gpt2.to_str_tokens([10**9]), ValueError, r"Token id 1000000000 is outside the vocabulary \(0\."),
+        (
+            lambda: gpt2.cache(CORPUS, SITE, tmp_path / "c", batch_size=2.5),
+            ValueError,
+            "batch_size must be a positive integer, got 2.5",
+        ),
+        (lambda: store.batches(64, buffer_shards=0), ValueError, "buffer_shards must be a positive integer, got 0"),
+        (lambda: SAE.train(store, batch_size=0), ValueError, "batch_size must be a positive integer, got 0"),
+        (lambda: ilab.metrics.logit_diff(None, " John"), TypeError, "answer must be a token .* got NoneType"),
+        (
+            lambda: ilab.patching.ioi(gpt2, templates=["When{A} and{B} went,{S} gave {0} to"]),
+            ValueError,
+            r"has fields \['0'\]; only \{A\}, \{B\} and \{S\}",
+        ),
+        (lambda: ilab.widgets.FeatureHeatmap(acts, features=[]), ValueError, "features is empty"),
+        (
+            lambda: setattr(ilab.widgets.TokenHeatmap(["a", "b"], [1.0, 2.0]), "selected_token", 5),
+            Exception,
+            r"selected_token=5 is out of range: tokens are 0\.\.1",
+        ),
+        (
+            lambda: ilab.widgets.FeatureHeatmap(acts, "notasae"),
+            TypeError,
+            "the second argument is an SAE .* got str: 'notasae'",
+        ),
+        (lambda: feature_data(sae, gpt2, jsonl), ValueError, r"corpus\.jsonl:1001: expected a JSON object"),
+    ]
+    for call, exc, match in cases:
+        with pytest.raises(exc, match=match):
+            call()

@@ -80,6 +80,24 @@ def test_missing_path_is_named(tmp_path):
     assert "default" in str(err.value), "the message should list the accepted forms"
 
 
+def test_a_missing_corpus_path_is_an_error_not_the_text(monkeypatch):
+    from interplab.core.features import feature_data
+
+    from tests.contracts.test_crash_safety import SITE, _sae
+    from tests.model.test_limits import no_forward
+    from tests.tiny import tiny_model
+
+    gpt2 = tiny_model("gpt2")
+    handle = no_forward(gpt2, monkeypatch)
+    try:
+        with pytest.raises(FileNotFoundError, match=r"Corpus path '/no/such/file\.jsonl' does not exist"):
+            feature_data(_sae(), gpt2, "/no/such/file.jsonl")
+        with pytest.raises(FileNotFoundError, match=r"/no/such/file\.jsonl"):
+            gpt2.cache("/no/such/file.jsonl", SITE, "/tmp/never-written", n_tokens=10)
+    finally:
+        handle.remove()
+
+
 def test_empty_folder(tmp_path):
     (tmp_path / "ignored.md").write_text("x")
     with pytest.raises(ValueError, match=r"no \.txt or \.jsonl") as err:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -23,6 +24,7 @@ from interplab.core.storage.readers import FileError
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from tests.contracts.test_crash_safety import CORPUS as MIXED_CORPUS
 from tests.tiny import TEXTS, WORDS, tiny_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -332,7 +334,7 @@ def test_exhausted_corpus_warns_and_completes(gpt2, tmp_path, monkeypatch, caplo
     assert store.complete and store.manifest["exhausted"] is True
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert any("ran out" in r.getMessage() and str(available) in r.getMessage() for r in warnings)
-    # and how large the corpus was (issue 12: the message did not say): every token and EOS it holds
+    # and how large the corpus is: every token and EOS it holds
     corpus_tokens = sum(len(gpt2.tokenizer(d, add_special_tokens=False)["input_ids"]) + 1 for d in small)
     said = next(r.getMessage() for r in warnings if "ran out" in r.getMessage())
     assert f"it holds {corpus_tokens:,} tokens in 10 documents ({len(windows)} windows of {CONTEXT})" in said, said
@@ -602,3 +604,27 @@ def test_a_tampered_store_is_named_with_its_field(tmp_path):
     with pytest.raises(FileError, match=rf"shard_00001\.safetensors': blocks\.1\.hook_resid_post has shape "
                                         rf"\[{n1}, 16\], expected \[{n1}, 32\]"):  # fmt: skip
         fresh.shard(1, "blocks.1.hook_resid_post")
+
+
+RESID_1 = "blocks.1.hook_resid_post"
+
+
+def test_an_empty_corpus_is_refused_and_empty_texts_add_nothing(gpt2, tmp_path):
+    with pytest.raises(ValueError, match=r"corpus \(a list of 200 texts.*\) gives no window of 16 tokens: it holds no "
+                                         r"text"):  # fmt: skip
+        gpt2.cache([""] * 200, RESID_1, tmp_path / "empty", n_tokens=1000, context_size=16)
+    assert not (tmp_path / "empty").exists(), "nothing is written for an empty corpus"
+    # empty documents inside a corpus are left out: no EOS run for them
+    store = gpt2.cache(["", "the cat sat", "", "", "on the mat"] * 4, RESID_1, tmp_path / "mixed", n_tokens=20,
+                       context_size=4)  # fmt: skip
+    tokens = store.tokens().tolist()
+    eos = gpt2.tokenizer.eos_token_id
+    assert all(not (a == eos and b == eos) for a, b in itertools.pairwise(tokens)), tokens
+
+
+def test_a_store_records_its_corpus_and_refuses_another(gpt2, tmp_path):
+    path = tmp_path / "acts"
+    store = gpt2.cache(MIXED_CORPUS, RESID_1, path, n_tokens=100, context_size=16)
+    assert store.manifest["corpus"].startswith("a list of 60 texts") and len(store.tokens_digest) == 64
+    with pytest.raises(ValueError, match="made from another corpus"):
+        gpt2.cache(MIXED_CORPUS[::-1], RESID_1, path, n_tokens=200, context_size=16)

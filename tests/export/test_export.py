@@ -221,3 +221,18 @@ def test_prepare_is_idempotent(monkeypatch: pytest.MonkeyPatch) -> None:
     assert prepare_web_assets() == web_assets.web_dir()
     manifest = json.loads((web_assets.web_dir() / "manifest.json").read_text())
     assert manifest == {name: pkg.spec for name, pkg in PACKAGES.items()}
+
+
+def test_exported_state_holds_no_markup_whatever_the_strings(tmp_path):
+    cell = (
+        "import interplab as ilab\n"
+        "ilab.widgets.TokenHeatmap(['<!--', '<script', '</script>', ']]>', ' ok'], [1, 2, 3, 4, 5])"
+    )
+    html = export_code(tmp_path, "inject", cell)
+    text = html.read_text()
+    tag = '<script type="application/vnd.jupyter.widget-state+json">'
+    start = text.index(tag) + len(tag)
+    body = text[start : text.index("</script>", start)]
+    assert "<" not in body and ">" not in body, "markup inside the embedded state"
+    vocab = [m["state"].get("vocab") for m in json.loads(body)["state"].values()]
+    assert ["<!--", "<script", "</script>", "]]>", " ok"] in vocab, "the strings are kept exactly"

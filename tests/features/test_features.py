@@ -22,6 +22,7 @@ from interplab.core.features.search import (
 )
 from interplab.core.features.stats import hash_keys
 from interplab.core.saes import SAE
+from interplab.core.storage.readers import FileError
 
 import interplab as ilab
 from tests.tiny import TEXTS, tiny_model
@@ -151,7 +152,7 @@ def test_pass_equals_brute_force(arch):
 
 
 def test_quantile_examples_never_repeat_top_examples():
-    """Quantile examples used to be drawn from every firing token, so they repeated the top examples."""
+    """Quantile examples are drawn from the firing tokens that are not top examples, so none repeats one."""
     model = tiny_model("gemma3")
     sae = make_sae("standard")
     settings = {**SETTINGS, "n_top": 3, "n_quantile": 6}
@@ -513,7 +514,7 @@ def test_embedded_layer6(embedded):
 
 
 def test_search_latents_by_id_label_and_top_token():
-    """The dashboard found ids and labels only ("Sunday" found nothing); top tokens count now."""
+    """The dashboard's search finds latents by id, by label and by their top tokens ("Sunday")."""
     from interplab.core.features import search_latents
 
     from tests.widgets.test_dashboard import hand_feature_data
@@ -533,3 +534,19 @@ def test_search_latents_by_id_label_and_top_token():
     assert never not in search_latents(data, "zanzibar")  # an empty example slot is no top token
     with pytest.raises(TypeError, match="query is a string"):
         search_latents(data, 5)
+
+
+def test_tampered_feature_data_files_are_named_with_their_field(tmp_path):
+    from tests.contracts.test_crash_safety import CORPUS, FEATURES, _sae
+
+    gpt2 = tiny_model("gpt2")
+    data = feature_data(_sae(), gpt2, CORPUS[:6], **FEATURES)
+    data.save(tmp_path / "dash")
+    np.save(tmp_path / "dash" / "top_max.npy", np.zeros((24, 9), np.float32))
+    with pytest.raises(FileError, match=r"top_max\.npy': top_max has shape \[24, 9\], expected \[24, 3\]"):
+        FeatureData.load(tmp_path / "dash")
+    data.save(tmp_path / "dash2")
+    meta2 = json.loads((tmp_path / "dash2" / "meta.json").read_text())
+    (tmp_path / "dash2" / "meta.json").write_text(json.dumps({**meta2, "d_sae": "24"}))
+    with pytest.raises(FileError, match=r"meta\.json': d_sae must be an integer, got str '24'"):
+        FeatureData.load(tmp_path / "dash2")

@@ -17,6 +17,7 @@ import pytest
 import torch
 from interplab.core.saes import SAE, BatchTopKSAE, GatedSAE, JumpReLUSAE, StandardSAE, TopKSAE
 from interplab.core.saes.io import save_saelens
+from interplab.core.storage.readers import FileError
 from safetensors.torch import load_file, save_file
 
 ARCHS = ["standard", "topk", "batchtopk", "jumprelu", "gated"]
@@ -681,3 +682,72 @@ def test_embedded_suite_loads_and_names_its_layers():
     assert sae.cfg.metadata["evaluation"]["explained_variance"] > 0.5
     with pytest.raises(ValueError, match=r"layer=7.*\[0, 3, 6, 9, 12, 15\]"):
         SAE.load("embedded", layer=7)
+
+
+# ------------------------------------------------------------ untrusted files
+def saelens_folder(tmp_path: Path, arch: str = "standard", **cfg_update) -> Path:  # type: ignore[no-untyped-def]
+    """A SAELens folder of a fresh SAE with ``cfg_update`` written into its cfg.json (KeyError: the key removed)."""
+    kwargs = {"k": 4} if arch in ("topk", "batchtopk") else {}
+    SAE.create(arch, d_in=D_IN, d_sae=D_SAE, **kwargs).save(tmp_path / "sae")
+    cfg = json.loads((tmp_path / "sae" / "cfg.json").read_text())
+    for key, value in cfg_update.items():
+        if value is KeyError:
+            cfg.pop(key)
+        else:
+            cfg[key] = value
+    (tmp_path / "sae" / "cfg.json").write_text(json.dumps(cfg))
+    return tmp_path / "sae"
+
+
+@pytest.mark.parametrize(
+    ("update", "match"),
+    [
+        ({"d_sae": 400_000}, r"sae_weights\.safetensors': W_enc has shape \[16, 48\], expected \[16, 400000\]"),
+        ({"d_sae": 10**12}, r"sae_weights\.safetensors': W_enc has shape \[16, 48\], expected \[16, 1000000000000\]"),
+        ({"d_sae": "48"}, r"cfg\.json': d_sae must be an integer, got str '48'"),
+        ({"d_in": 8.9}, r"cfg\.json': d_in must be an integer, got 8\.9"),
+        ({"d_in": KeyError}, r"cfg\.json': d_in is missing"),
+        ({"apply_b_dec_to_input": "yes"}, r"cfg\.json': apply_b_dec_to_input must be true or false, got str 'yes'"),
+        ({"metadata": "none"}, r"cfg\.json': metadata must be a JSON object, got str"),
+        ({"architecture": 3}, r"cfg\.json': architecture must be a string"),
+    ],
+)
+def test_an_untrusted_config_is_checked_before_anything_is_allocated(tmp_path, monkeypatch, update, match):
+    folder = saelens_folder(tmp_path, **update)
+
+    def allocate(*_a, **_k):  # type: ignore[no-untyped-def]
+        raise AssertionError("memory was allocated before the config was validated")
+
+    monkeypatch.setattr(SAE, "__init__", allocate)
+    with pytest.raises(FileError, match=match):
+        SAE.load(folder)
+
+
+@pytest.mark.parametrize(("arch", "tensor"), [("jumprelu", "threshold"), ("gated", "b_mag"), ("gated", "r_mag")])
+def test_a_missing_tensor_is_named_with_its_file(tmp_path, arch, tensor):
+    folder = saelens_folder(tmp_path, arch)
+    weights = load_file(str(folder / "sae_weights.safetensors"))
+    del weights[tensor]
+    save_file(weights, str(folder / "sae_weights.safetensors"))
+    with pytest.raises(FileError, match=rf"sae_weights\.safetensors': {tensor} is missing"):
+        SAE.load(folder)
+
+
+def test_a_topk_k_that_is_not_an_integer_is_refused(tmp_path):
+    with pytest.raises(FileError, match=r"cfg\.json': k must be an integer, got 8\.9"):
+        SAE.load(saelens_folder(tmp_path, "topk", k=8.9))
+
+
+def test_a_gemma_scope_file_with_a_wrong_shape_is_named(tmp_path):
+    npz = tmp_path / "gemma-scope-2b-pt-res" / "layer_1" / "params.npz"
+    npz.parent.mkdir(parents=True)
+    np.savez(
+        npz,
+        W_enc=np.zeros((4, 8), np.float32),
+        W_dec=np.zeros((8, 4), np.float32),
+        b_enc=np.zeros(7, np.float32),
+        b_dec=np.zeros(4, np.float32),
+        threshold=np.zeros(8, np.float32),
+    )
+    with pytest.raises(FileError, match=r"params\.npz': b_enc has shape \[7\], expected \[8\]"):
+        SAE.load(npz)

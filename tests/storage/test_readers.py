@@ -21,6 +21,7 @@ from interplab.core.storage.readers import (
     FileError,
     inside,
     load_npz,
+    npy_header,
     npz_headers,
     read_json,
     read_safetensors,
@@ -129,3 +130,11 @@ def test_paths_in_data_never_leave_their_folder(tmp_path):
     (folder / "link").symlink_to(tmp_path)
     with pytest.raises(FileError, match="points outside"):
         inside(folder, "link/secret", folder / "meta.json", "labels")
+
+
+def test_an_npy_header_that_promises_more_than_the_file_holds(tmp_path):
+    bomb = tmp_path / "bomb.npy"
+    with open(bomb, "wb") as f:  # a header claiming 10^12 floats in a file of a few bytes
+        np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": (10**6, 10**6)})
+    with pytest.raises(FileError, match=r"bomb\.npy': bomb\.npy says float32 \[1000000, 1000000\].*but holds"):
+        npy_header(bomb)
