@@ -1,6 +1,6 @@
 """Fault injection at the file operations of interplab's write path: a simulated kill at any of them.
 
-Every file interplab writes goes through :mod:`interplab.core.storage.atomic` (``tests/test_writes.py``
+Every file interplab writes goes through :mod:`interplab.core.storage.atomic` (``tests/contracts/test_writes.py``
 checks it), so replacing the ``os``, ``shutil`` and ``tempfile`` that module sees reaches every
 ``open`` / ``write`` / ``fsync`` / ``chmod`` / ``replace`` / ``rename`` / ``unlink`` / ``makedirs``
 / ``mkstemp`` / ``mkdtemp`` / ``rmtree`` of every job. :class:`FileOps` counts them; with a kill

@@ -155,7 +155,7 @@ ilab.widgets.TokenHeatmap(["an", " unrelated", " widget"], [1.0, 2.0, 3.0])
 
 @pytest.mark.browser
 def test_no_string_in_widget_state_blanks_the_page(page: Page, offline: Offline, tmp_path: Path) -> None:
-    """Defect 9: an unclosed <!-- then <script anywhere in the state broke every widget of the page."""
+    """An unclosed <!-- then <script anywhere in the state leaves every widget of the page working."""
     html = export_code(tmp_path, "breakers", _INJECTION_CELL)
     page.goto(html.as_uri())
     page.wait_for_function("document.querySelectorAll('.ilab-heatmap').length >= 2", timeout=RENDER_TIMEOUT_MS)

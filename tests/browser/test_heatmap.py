@@ -120,7 +120,7 @@ def test_heatmap_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab_server
     expect(tip).to_have_count(1)
     tip_text = tip.text_content() or ""
     assert "alpha: 3" in tip_text and "beta: -1" in tip_text, tip_text
-    # the token is shown as its text, not escaped (it was '" \\""')
+    # the token is shown as its text, not escaped a second time ('" \\""')
     assert tip_text.startswith(' "  (token 4, doc 0)'), tip_text
     # the top features at a token leave zeros out (token 0: alpha is 0 there)
     spans.nth(0).hover()

@@ -20,7 +20,7 @@ def shared(page: Page) -> Page:
 
 
 def test_legend_runs_from_its_vmin(shared: Page):
-    """ilabLegend used to label and colour from -vmax or 0 whatever vmin it was given."""
+    """ilabLegend labels and colours from the vmin it is given, not from -vmax or 0."""
     labels, kind = shared.evaluate(
         """() => {
           const box = ilabLegend(-2, 5, true);

@@ -136,8 +136,8 @@ def test_steering_panel_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab
     wait_done(page)
     expect(out.locator(".ilab-steer-steered .ilab-steer-text")).to_have_text(baseline or "", timeout=30_000)
 
-    # A trace in another cell while the panel generates: they take turns (it used to raise
-    # "parent cannot be on a different thread" in that cell and leave the panel in error).
+    # A trace in another cell while the panel generates: they take turns (no "parent cannot be on a different
+    # thread" in that cell, no error in the panel).
     kernel_eval(page, "panel.values = {'alpha': 3.0}")
     wait_done(page)
     kernel_eval(page, "slow = model.module.register_forward_hook(lambda *_: time.sleep(0.08))")
@@ -150,7 +150,7 @@ def test_steering_panel_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab
     kernel_eval(page, "slow.remove()")
     expect(out.locator(".ilab-steer-status")).to_contain_text("done")
 
-    # A failed generation shows in the panel; Run then starts again (it used to do nothing until a slider moved).
+    # A failed generation shows in the panel; Run then starts again, without a slider being moved first.
     kernel_eval(page, "bad = model.module.transformer.h[0].register_forward_hook(lambda *_: 1 / 0)")
     kernel_eval(page, "panel.values = {'alpha': 2.0}")  # a steered run (a baseline is cached: no forward)
     expect(out.locator(".ilab-steer-status")).to_contain_text("error: ZeroDivisionError", timeout=30_000)

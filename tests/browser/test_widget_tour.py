@@ -1,11 +1,10 @@
 """Every widget in one notebook in a real JupyterLab: where hover boxes land, and readable colours in both themes.
 
-Tooltips used to land about 290 px right of and 90 px below their token inside JupyterLab (an ancestor
-of the output sets `contain`, which moves `position: fixed` boxes), and PatchingGrid's was drawn off
-screen. Here each widget is hovered at tokens or cells near its edges; the box must be inside the
-viewport and within 40 px of what is hovered. Then JupyterLab's dark theme is switched on and every
-piece of text in every widget (and its hover box) must have a contrast of at least 4.5:1 against
-what is behind it (WCAG AA), as in the light theme.
+Inside JupyterLab an ancestor of the output sets `contain`, which moves `position: fixed` boxes (by about
+290 px right and 90 px down), so tooltips are placed knowing it. Here each widget is hovered at tokens or
+cells near its edges; the box must be inside the viewport and within 40 px of what is hovered. Then
+JupyterLab's dark theme is switched on and every piece of text in every widget (and its hover box) must have
+a contrast of at least 4.5:1 against what is behind it (WCAG AA), as in the light theme.
 """
 
 from __future__ import annotations

@@ -233,7 +233,7 @@ def test_labels_survive_a_kill_at_every_file_operation(tmp_path):
 
 
 def test_a_leftover_of_a_killed_write_never_blocks(gpt2, tmp_path):
-    """Defect 1: leftovers of an interrupted checkpoint write made the resume refuse the folder."""
+    """Leftovers of an interrupted checkpoint write are cleared: the resume takes the folder."""
     sae = _sae()
     path = tmp_path / "dash"
     part = feature_data(sae, gpt2, CORPUS, path=path, max_batches=2, **FEATURES)
@@ -247,7 +247,7 @@ def test_a_leftover_of_a_killed_write_never_blocks(gpt2, tmp_path):
 
 
 def test_a_kill_between_the_final_renames_keeps_the_result(gpt2, tmp_path, monkeypatch):
-    """Defect 1: a kill between the two renames of the final swap threw the finished result away."""
+    """A kill between the two renames of the final swap keeps the finished result."""
     sae = _sae()
     path = tmp_path / "dash"
     feature_data(sae, gpt2, CORPUS, path=path, max_batches=1, **FEATURES)
@@ -290,7 +290,7 @@ def test_resumes_with_other_inputs_are_refused_naming_what_differs(gpt2, store, 
         llama.cache(CORPUS, SITE, path, n_tokens=400, context_size=16, shard_tokens=64)
     assert ActivationStore(path).n_tokens == 200  # untouched
 
-    # SAE training: a checkpoint_dir reused with another store (defect 6), another corpus, other weights
+    # SAE training: a checkpoint_dir reused with another store, another corpus, other weights
     ckpt = tmp_path / "ckpt"
     train_saes(store, SPECS[:1], checkpoint_dir=ckpt, **TRAIN)
     other_store = gpt2.cache(CORPUS[::-1], SITE, tmp_path / "other", n_tokens=1024, context_size=16,
@@ -451,7 +451,7 @@ def _fill(folder: Path, leave: int) -> Path:
 
 
 def test_a_full_disk_keeps_the_checkpoint_and_says_so(gpt2, tmp_path, monkeypatch):
-    """Defect 1's full disk: a clear DiskFullError (not 'N requested and M written'), the last checkpoint kept,
+    """A full disk: a clear DiskFullError (not 'N requested and M written'), the last checkpoint kept,
     and the same call finishes once there is space. On a real 6 MB tmpfs where this machine allows mounting one,
     else with ENOSPC injected at the write."""
     sae = SAE.create("topk", d_in=32, d_sae=512, k=4, site=SITE)

@@ -4,8 +4,8 @@ The first test reads the source: a call that writes (``save_file``, ``np.save``,
 ``open(..., "w")``, ``mkdir``, ``os.replace``, ``rmtree``...) is allowed only inside core/storage/atomic.py or
 inside a ``with atomic_path(...)`` / ``with atomic_folder(...)`` block, whose temporary file or folder
 it fills (an exemption names its reason). The others run each writer under two umasks and check
-the modes of what it wrote: before, ``atomic_path`` files were 0600 and ``SAE.save`` folders 0700
-whatever the umask, so shared stores, SAEs and labels were unreadable by the group.
+the modes of what it wrote: the ones the umask gives new files and folders (not 0600 and 0700 whatever the
+umask), so shared stores, SAEs and labels are readable by the group when the umask says so.
 """
 
 from __future__ import annotations

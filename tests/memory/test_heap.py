@@ -42,9 +42,9 @@ def _in_brk_heap(address: int) -> bool:
 
 
 def test_large_blocks_stay_mmapped_after_larger_ones_were_freed():
-    """Before: glibc raised its mmap threshold to the largest mmapped block freed (up to 32 MB), so after SAE
-    training a 16 MB [rows, vocabulary] score tensor came from the heap, fragmented it and lifted nbs/02's kernel
-    by 0.25-0.45 GB in one run of four (1.47 GiB in a clean-clone CI run, limit 1.4)."""
+    """glibc raises its mmap threshold to the largest mmapped block freed (up to 32 MB); pinned, a 16 MB
+    [rows, vocabulary] score tensor made after SAE training is mmapped, not taken from the heap (where it would
+    fragment it and lift nbs/02's kernel by 0.25-0.45 GB in one run of four)."""
     import subprocess
 
     probe = (
@@ -61,5 +61,5 @@ def test_large_blocks_stay_mmapped_after_larger_ones_were_freed():
     here = str(__import__("pathlib").Path(__file__).parent)
     run = lambda mode: subprocess.run([sys.executable, "-c", probe, mode, here], capture_output=True, text=True,  # noqa: E731
                                       check=True).stdout.strip()  # fmt: skip
-    assert run("default") == "True"  # a fresh process shows the defect: the 20 MB block sits in the heap
+    assert run("default") == "True"  # unpinned, a fresh process puts the 20 MB block in the heap
     assert run("pinned") == "False"  # mmapped: unmapped again when freed

@@ -1,8 +1,8 @@
 """A memory-mapped unembedding is read a slice at a time and its pages released
 (core/memory/pages.py, core/memory/unembed.py).
 
-Before (issue 14): one full-vocabulary readout made the embedded model's whole 0.34 GB unembedding resident for
-the kernel's lifetime (file-backed pages count in VmRSS/VmHWM), lifting four notebooks over the Binder limit.
+Kept resident, the embedded model's 0.34 GB unembedding would stay in the kernel for its lifetime after one
+full-vocabulary readout (file-backed pages count in VmRSS/VmHWM), lifting four notebooks over the Binder limit.
 """
 
 from __future__ import annotations
@@ -123,8 +123,8 @@ def _resident_mb(tensor: torch.Tensor) -> float:
 
 
 def test_embedding_lookups_leave_no_pages_of_a_mapped_weight(mapped):
-    """Before: 2,000 random token ids made all 320 MB of the embedded model's embedding resident (a fault maps a
-    whole large folio, or 64 KB around it); nbs/08's kernel carried it (1.59 GiB in a fresh venv)."""
+    """2,000 random token ids leave none of the embedding's pages resident: each fault maps a whole large folio,
+    or 64 KB around it, so kept pages would add up to all 320 MB of the embedded model's embedding."""
     emb = torch.nn.Embedding(*mapped.shape, dtype=torch.bfloat16)
     emb.weight = torch.nn.Parameter(mapped, requires_grad=False)
     ids = torch.randint(0, mapped.shape[0], (2000,), generator=torch.Generator().manual_seed(1))
@@ -154,7 +154,7 @@ def test_embedded_unembedding_is_paged_and_float32_is_not(embedded):
     before = _rss_mb()
     logits = embedded.logits(["The cat sat on the mat"])
     assert logits.shape[-1] == 262_144
-    assert _rss_mb() < before + 60, (before, _rss_mb())  # was + 0.34 GB: the whole unembedding
+    assert _rss_mb() < before + 60, (before, _rss_mb())  # + 0.34 GB would be the whole unembedding
     f32 = ilab.load_model(dtype=torch.float32)
     assert type(f32.readout_modules()[1]) is torch.nn.Linear
     assert int(f32.logits(["The cat sat on the mat"])[0, -1].argmax()) == int(logits[0, -1].argmax())

@@ -191,8 +191,7 @@ def test_plain_module_has_no_sites():
 
 
 def test_unsupported_model_type():
-    # BUG (fails until fixed): Model._parse (core/model/model.py) names the model type but not the
-    # supported ones; DESIGN.md asks errors to name the bad value *and* the valid choices.
+    # an unsupported architecture: the error names the bad value (the model type) and the valid choices
     cfg = OPTConfig(
         num_hidden_layers=1,
         hidden_size=16,

@@ -19,7 +19,7 @@ from tests.tiny import TEXTS, tiny_hf_model, tiny_model, tiny_tokenizer
 
 ATOL = 1e-5
 SUFFIXES = ("hook_resid_pre", "attn.hook_z", "hook_attn_out", "hook_mlp_out", "hook_resid_post")
-#: Sites added in issue 12, with the five above: in forward order within a block.
+#: Every site of a block, the five above among them, in forward order.
 ALL_SUFFIXES = ("hook_resid_pre", "attn.hook_z", "attn.hook_pattern", "hook_attn_out", "hook_resid_mid",
                 "hook_mlp_in", "mlp.hook_post", "hook_mlp_out", "hook_resid_post")  # fmt: skip
 PADDING_TEXTS = [*TEXTS, "a dog ran"]  # lengths 7, 15, 10, 4: both batches of 2 hold padding
@@ -169,8 +169,7 @@ def test_site_dim(model, family):
 def test_family_table_matches_hf_modules(model, family):
     """The final norm and unembedding named by the site table are the HF model's own modules.
 
-    BUG (fails for neox until fixed): core/model/sites.py names GPT-NeoX's unembedding
-    ``embed_out``; transformers 5.x calls it ``lm_head``, so logits() raises AttributeError.
+    For GPT-NeoX that is the module transformers 5.x names ``lm_head``, so logits() finds it.
     """
     hf = model.module
     assert hf.get_submodule(model.family.unembed) is hf.get_output_embeddings()
@@ -359,8 +358,8 @@ def test_remote_local_collect_equals_local(model, family, monkeypatch):
         assert torch.equal(via_remote[site], local[site]), site
 
 
-# ------------------------------------------- sites researchers expect (issue 12)
-NEW_SUFFIXES = ("attn.hook_pattern", "hook_resid_mid", "mlp.hook_post")
+# ------------------------------------------------------- sites researchers expect
+INNER_SUFFIXES = ("attn.hook_pattern", "hook_resid_mid", "mlp.hook_post")
 
 
 def sequential_neox() -> ilab.Model:
@@ -374,8 +373,8 @@ def sequential_neox() -> ilab.Model:
     return ilab.load_model(hf, tokenizer=tiny_tokenizer())
 
 
-@pytest.mark.parametrize("suffix", ["hook_embed", *NEW_SUFFIXES])
-def test_new_sites_match_hf(model, family, suffix):
+@pytest.mark.parametrize("suffix", ["hook_embed", *INNER_SUFFIXES])
+def test_embed_pattern_mid_and_mlp_post_sites_match_hf(model, family, suffix):
     """hook_embed, attn.hook_pattern, hook_resid_mid and mlp.hook_post equal a plain HF forward (hooks on the
     embedding, the norm before the MLP and the down projection; output_attentions with eager attention)."""
     if family == "neox" and suffix == "hook_resid_mid":
@@ -488,7 +487,7 @@ def test_parallel_blocks_have_no_resid_mid():
      "ln_final.hook_scale", "blocks.0.attn.hook_result"],
 )  # fmt: skip
 def test_unmapped_transformer_lens_hooks_say_so_and_point_to_model_nn(site):
-    """Before: 'blocks.0.attn.hook_q' suggested attn.hook_z, as if it were a typo."""
+    """An unmapped TransformerLens hook ('blocks.0.attn.hook_q') is named as such, with no typo suggestion."""
     model = tiny_model("llama")
     with pytest.raises(ValueError, match=r"is a TransformerLens hook that interplab does not map.*model\.nn") as err:
         model.collect(TEXTS[0], site)
@@ -496,9 +495,9 @@ def test_unmapped_transformer_lens_hooks_say_so_and_point_to_model_nn(site):
     assert "attn.hook_pattern" in str(err.value) and "mlp.hook_post" in str(err.value)  # what *is* mapped
 
 
-def test_remote_local_reads_the_new_sites(family):
-    """Patterns and the other new sites through nnsight's remote path (the eager switch is made outside the
-    trace body, which holds only envoys)."""
+def test_remote_local_reads_the_embedding_pattern_and_mlp_sites(family):
+    """The embedding, patterns and MLP activations through nnsight's remote path (the eager switch is made
+    outside the trace body, which holds only envoys)."""
     sites = ["hook_embed", "blocks.1.attn.hook_pattern", "blocks.0.mlp.hook_post"]
     local = tiny_model(family).collect(TEXTS, sites)
     remote = tiny_model(family, remote="local").collect(TEXTS, sites)

@@ -1,9 +1,8 @@
 """Scoring next tokens inside a trace (core/model/trace_ops.py): the same values with and without gradients, and
 without gradients a bounded number of [rows, vocab] tensors alive at once.
 
-Before (issue 14): ``next_token_scores`` held about eight [rows, vocab] float tensors at once (each 16 MB for 16
-rows of the embedded model's 262,144-token vocabulary); glibc kept them as heap and ``ilab.evaluate`` lifted
-nbs/02's kernel by 0.37 GB (1.47 GiB in a clean-clone CI run, limit 1.4).
+Each [rows, vocab] float tensor is 16 MB for 16 rows of the embedded model's 262,144-token vocabulary; eight alive
+at once would stay as heap and lift nbs/02's kernel (``ilab.evaluate``) by about 0.37 GB, over the 1.4 GB goal.
 """
 
 from __future__ import annotations

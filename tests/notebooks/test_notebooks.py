@@ -2,7 +2,7 @@
 
 Each run also reads the kernel's peak resident memory (``VmHWM``, the kernel's own high-water
 mark) in a cell appended after the last one: Binder gives the whole container 2 GB, JupyterLab
-included, so every notebook's kernel must stay under 1.5 GB (the goal, met, is 1.4 GB: issue 14;
+included, so every notebook's kernel must stay under 1.5 GB (the goal, met, is 1.4 GB;
 ``bench/bench_memory.py`` prints the figures). Memory is not noisy the way time is.
 """
 
@@ -18,7 +18,7 @@ import pytest
 NBS = Path(__file__).resolve().parents[2] / "nbs"
 NOTEBOOKS = sorted(NBS.glob("*.ipynb"))
 PEAK_LIMIT_GB = 1.5
-#: The goal is 1.4 GB (issue 14) and every notebook meets it in bench_memory.py; the limit keeps 0.1 GB for an
+#: The goal is 1.4 GB and every notebook meets it in bench_memory.py; the limit keeps 0.1 GB for an
 #: evaluation's heap spike seen once (nbs/02 at 1.47 in a clean-clone CI run: glibc's raised mmap threshold,
 #: core/memory/heap.py). Notebooks allowed more than PEAK_LIMIT_GB, each with its peak (none).
 #: bench_memory.py on 2026-12-01 in
@@ -66,7 +66,7 @@ def test_notebook_runs(path: Path):
 def test_files_the_docs_cite_are_in_the_repository():
     """A path named in a notebook's text, README.md or ARCHITECTURE.md (``folder/file.ext``) exists in the repository.
 
-    Before: nbs/04 cited ``research/embedded-model.md``, a note outside the repository (issue 12, item 10).
+    A note outside the repository (``research/embedded-model.md`` in nbs/04, say) fails it.
     """
     import json
     import re

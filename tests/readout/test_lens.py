@@ -2,7 +2,7 @@
 tests/browser/test_lens_attention.py).
 
 The reference is a plain Hugging Face forward: every hidden state read through the model's own final norm
-and unembedding (issue 12, item 5: the lens was a bare tensor at one position, with ``position=``).
+and unembedding, at every position asked for (``positions=``).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from tests.tiny import tiny_model, tiny_tokenizer
 
 
 def test_patching_and_steering_share_one_metric_vocabulary():
-    # Before: ilab.patching.logit_diff(answer, wrong) and ilab.steering.logit_diff(model, pos, neg) differed.
+    # one logit_diff and one prob, whichever namespace they are reached through
     for name in ("logit_diff", "prob"):
         assert getattr(ilab.patching, name) is getattr(ilab.steering, name) is getattr(ilab.metrics, name)
     assert ilab.patching.Metric is Metric
@@ -79,7 +79,7 @@ def _bpe_tokenizer():
 
 
 def test_a_bare_word_answer_warns_when_the_spaced_word_is_one_token():
-    """Before: logit_diff("Paris", "Rome") measured the start-of-line tokens, silently (issue 12, item 10)."""
+    """logit_diff("Paris", "Rome") measures the bare tokens asked for, and warns that " Paris" is one token too."""
     import warnings
 
     tok = _bpe_tokenizer()

@@ -1,7 +1,7 @@
 """Training straight from a model (no store) resumes where a killed run stopped, with the same result.
 
-Before: the resumed run restarted the corpus from its first document, so it trained on the
-first tokens twice and ended with other weights than an uninterrupted run.
+The resumed run goes on from the corpus position the checkpoint recorded: restarting from the first document
+would train on the first tokens twice and end with other weights than an uninterrupted run.
 """
 
 from __future__ import annotations

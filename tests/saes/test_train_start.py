@@ -1,9 +1,9 @@
 """SAE.train(model, ...) starts training after one batch of forward passes, shows progress while it runs
-them, and warns at the end when the SAE came out poor (issue 12, item 9).
+them, and warns at the end when the SAE came out poor.
 
-Before: a model stream filled a shuffle buffer of eight batches (about 33k tokens for batch_size=4096,
-100 s on the embedded model) before the first step, with a progress bar that stood at 0 all along,
-and a 50k-token SAE with explained variance 0.14 and 54% dead latents ended without a word.
+A full shuffle buffer of eight batches before the first step would be about 33k tokens for batch_size=4096
+(100 s on the embedded model) with the progress bar at 0; a 50k-token SAE with explained variance 0.14 and
+54% dead latents is the kind of result the warning names.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_training_starts_after_one_batch_of_forward_passes_with_progress_before(
         SAE.train(model, site=SITE, arch="topk", width=64, k=4, corpus=CORPUS, n_tokens=2 * batch, batch_size=batch)
     first_step = events.index(("step", 0))
     windows_before = sum(n for kind, n in events[:first_step] if kind == "forward")
-    assert windows_before == -(-batch // CONTEXT_BODY) == 5  # one batch's windows; before: 8 batches' (33)
+    assert windows_before == -(-batch // CONTEXT_BODY) == 5  # one batch's windows, not a buffer of 8 (33)
     feed = [n for kind, n in events[:first_step] if kind == "bar activations from the model"]
     assert events[1] == ("bar activations from the model", 5 * CONTEXT_BODY) and feed == [5 * CONTEXT_BODY]
     # the second buffer (tokens 512..1023) lies in windows 4..8: window 4, split between the buffers, runs twice

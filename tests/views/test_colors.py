@@ -21,7 +21,7 @@ PUNCT = np.array([-668.0, -610.0, -420.0, -390.0, -300.0, -120.0, -57.0])
 
 
 def test_one_signed_data_is_sequential_over_its_range_not_all_one_colour():
-    """Centred on 0 and symmetric, these values were all blue; by default they now span the scale."""
+    """Values all of one sign span the whole sequential scale by default, not one half of a diverging one."""
     s = color_scale(PUNCT)
     assert s == ColorScale("sequential", -668.0, -57.0, -668.0)
     pos = s.position(PUNCT)

@@ -381,7 +381,7 @@ def test_colour_options_per_feature_bos_left_out() -> None:
 
 
 def test_sae_hover_lists_the_top_latents_over_all_of_them(tmp_path, monkeypatch) -> None:
-    """The hover's top features came from the offered latents only (zeros included): now from every latent."""
+    """The hover's top features come from every latent of the SAE, not only the offered ones, with their labels."""
     from interplab.core.features.labels import set_label
     from interplab.core.saes import SAE
 

@@ -159,8 +159,8 @@ def test_panel_bad_input(gpt2):
 
 
 def test_traces_in_the_main_thread_while_the_panel_generates(gpt2):
-    """The panel's generation and the notebook's traces used to collide: nnsight raised
-    "parent cannot be on a different thread" in the notebook's cell, and the panel showed an error."""
+    """The panel's generation and the notebook's traces take turns: no "parent cannot be on a different
+    thread" from nnsight in the notebook's cell, and no error in the panel."""
     slow = gpt2.module.register_forward_hook(lambda *_: time.sleep(0.01))  # each generated token takes a while
     try:
         panel, vec, _ = panel_for(gpt2, max_new_tokens=20)
