@@ -90,7 +90,7 @@ def latents(
     n_top = min(top, attr.shape[1])
     chosen = attr.abs().max(0).values.topk(n_top).indices.tolist()
     saved = load_labels(sae)  # latent labels show wherever latent ids do
-    common = dict(
+    common: dict[str, Any] = dict(
         clean_baseline=clean_base, corrupt_baseline=corrupt_base, site="latents", direction=direction,
         metric=prep.metric.name, row_name="latent", col_name="position", rows=chosen, positions=positions_,
         tokens=prep.tokens, corrupt_tokens=prep.corrupt_tokens, layer=layer,

@@ -153,9 +153,13 @@ class LiveSteering:
 
     def _worker(self) -> None:
         seen = 0
+
+        def newer() -> bool:
+            return self._gen != seen or self._closed
+
         while True:
             with self._wake:
-                self._wake.wait_for(lambda seen=seen: self._gen != seen or self._closed)
+                self._wake.wait_for(newer)
                 if self._closed:
                     self._done_gen = self._gen
                     self._wake.notify_all()
