@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import traitlets
 from interplab.core.checks import check_latent
+from interplab.core.features.cards import TOP_LATENTS, histogram_chart, text_latents
 from interplab.core.features.labels import check_label
 from interplab.core.views.charts import offline
 
@@ -27,8 +28,7 @@ from ._kit import Widget, array_payload, css, esm
 SORTS = ("density", "max_act", "score", "id")
 N_CARDS = 64  # cards sent up front (the first by the current sort, plus those named with latents=)
 DEFAULT_TOKENS = 100_000  # tokens scanned by FeatureDashboard(sae, model) unless n_tokens= says otherwise
-TRY_TOP = 5  # latents listed per token in the "try your text" box
-TRY_MAX_CHARS = 2000
+TRY_TOP = TOP_LATENTS  # latents listed per token in the "try your text" box
 
 
 class FeatureDashboard(Widget):
@@ -220,48 +220,18 @@ class FeatureDashboard(Widget):
 
     def histogram(self, latent: int | None = None) -> Any:
         """The latent's activation histogram as an ``altair.Chart`` (default: the selected latent)."""
-        import altair as alt
-        import pandas as pd
-
         i = self._check_latent(self.selected if latent is None else latent)
-        edges = np.asarray(self._data.hist_edges[i], dtype=np.float64)
-        counts = np.asarray(self._data.hist_counts[i])
-        frame = pd.DataFrame({"start": edges[:-1], "end": edges[1:], "count": counts})
-        title = f"latent {i}" + (f" · {self.labels[str(i)]}" if self.labels.get(str(i)) else "")
-        return offline(
-            alt.Chart(frame, title=title)
-            .mark_bar()
-            .encode(
-                x=alt.X("start:Q", title="activation (when firing)"),
-                x2="end:Q",
-                y=alt.Y("count:Q", title="tokens"),
-                tooltip=["start", "end", "count"],
-            )
-            .properties(width=360, height=160)
-        )
+        return offline(histogram_chart(self._data, i, self.labels.get(str(i), "")))
 
     def try_text(self, text: str, latent: int | None = None, top: int = TRY_TOP) -> dict[str, Any]:
         """Run ``text`` through the model and SAE: per-token activation of ``latent`` and top latents.
 
         Returns ``{"tokens": [str], "acts": [n_tok], "top_ids": [n_tok, top], "top_values": [n_tok, top]}``
-        (BOS left out), what the box in the widget shows.
+        (BOS left out), what the box in the widget shows (:func:`interplab.core.features.cards.text_latents`).
         """
-        import torch
-        from interplab.core.features.search import latent_activations
-
         if self._sae is None or self._model is None:
             raise RuntimeError("try_text needs the SAE and the model: FeatureDashboard(data, sae=sae, model=model).")
-        if not isinstance(text, str) or not text.strip():
-            raise ValueError(f"try_text needs a non-empty string; got {text!r}.")
-        i = self._check_latent(self.selected if latent is None else latent)
-        tokens, lat = latent_activations(self._sae, self._model, text[:TRY_MAX_CHARS])
-        values, top_ids = torch.from_numpy(lat).topk(min(top, lat.shape[1]), dim=1)
-        return {
-            "tokens": tokens,
-            "acts": np.ascontiguousarray(lat[:, i], dtype=np.float32),
-            "top_ids": top_ids.numpy().astype(np.int32),
-            "top_values": values.numpy().astype(np.float32),
-        }
+        return text_latents(self._sae, self._model, text, self.selected if latent is None else latent, top)
 
     # ------------------------------------------------------------ internals
     @traitlets.validate("selected")

@@ -23,25 +23,11 @@ from typing import Any
 import numpy as np
 import traitlets
 from interplab.core.features.labels import load_labels
-from interplab.core.memory import release
 from interplab.core.model.activations import Activations
-from interplab.core.views.colors import SCALES, bos_mask, check_scale_options, scales_payload
-from interplab.core.views.heatmap import (
-    HeatmapData,
-    check_features,
-    heatmap_data,
-    heatmap_data_from_activations,
-    top_columns,
-)
+from interplab.core.views.colors import SCALES, check_scale_options, scales_payload
+from interplab.core.views.heatmap import HeatmapData, as_heatmap_data
 
 from ._kit import OPTIONS, ScaleOptions, Widget, array_payload, css, esm
-
-#: Tokens encoded at once when an SAE gives the features: [512, d_sae] float32 temporaries (8 MB at 4096 latents;
-#: 2048 rows lifted a notebook kernel's peak by 0.29 GB through the encoder's temporaries).
-ENCODE_ROWS = 512
-#: Free heap the encoding loop lets glibc keep before giving it back (glibc raises its mmap threshold after
-#: freeing a large block, so later blocks come from the heap and its size only grows).
-HEAP_SLACK_BYTES = 16 * 1024**2
 
 
 class FeatureHeatmap(ScaleOptions, Widget):
@@ -105,7 +91,7 @@ class FeatureHeatmap(ScaleOptions, Widget):
         **kwargs: Any,
     ) -> None:
         scale, vmin, vmax, center = check_scale_options(scale, vmin, vmax, center)
-        data = _to_data(source, values, site, features, labels)
+        data = as_heatmap_data(source, values, site=site, features=features, labels=labels, latent_labels=load_labels)
         self._data = data
         first = data.feature_ids[0] if feature is None else feature
         if first not in data.feature_ids:
@@ -255,66 +241,3 @@ class TokenHeatmap(FeatureHeatmap):
 def _preview(ids: Sequence[int]) -> str:
     ids = list(ids)
     return str(ids) if len(ids) <= 12 else f"{ids[:12]}... ({len(ids)} in all)"
-
-
-def _to_data(
-    source: Any, values: Any, site: str | None, features: Sequence[int] | None, labels: Sequence[str] | None
-) -> HeatmapData:
-    if isinstance(source, HeatmapData):
-        return source
-    if isinstance(source, Activations):
-        if values is not None and hasattr(values, "encode") and hasattr(values, "site"):
-            return _from_sae(source, values, features, labels)
-        if values is not None:
-            raise TypeError(
-                f"With Activations, the second argument is an SAE (ilab.SAE), got {type(values).__name__}: "
-                f"{values!r:.60}; use site=/features= to pick dimensions."
-            )
-        return heatmap_data_from_activations(source, site=site, features=features, labels=labels)
-    if values is None:
-        raise TypeError("Give values with string tokens: FeatureHeatmap(tokens, values).")
-    return heatmap_data(source, values, feature_ids=features, labels=labels)
-
-
-def _from_sae(acts: Activations, sae: Any, features: Sequence[int] | None, labels: Sequence[str] | None) -> HeatmapData:
-    import torch
-
-    site = getattr(sae, "site", None)
-    if site not in acts.sites:
-        raise ValueError(f"The SAE reads {site!r}, but these activations hold {acts.sites}.")
-    x = acts.flat(site)
-    # Encoded a block of tokens at a time: only the chosen latents' columns are kept, never [tokens, d_sae].
-    blocks = range(0, x.shape[0], ENCODE_ROWS)
-    with torch.no_grad():
-        width = int(sae.encode(x[:1].to(torch.float32)).shape[1])
-        bos = torch.from_numpy(bos_mask(acts.flat_str_tokens(), np.cumsum([0] + [len(t) for t in acts.str_tokens])))
-        if features is not None:  # checked before any encoding
-            features = check_features(features)
-            bad = [f for f in features if not 0 <= f < width]
-            if bad:
-                raise ValueError(f"Latents {bad} are out of range for an SAE of width {width}.")
-        peaks, top_ids, top_vals, picked = [], [], [], []
-        for i in blocks:
-            latents = sae.encode(x[i : i + ENCODE_ROWS].to(torch.float32))
-            ids, vals = top_columns(latents)  # the hover lists the top latents over all of them
-            top_ids.append(ids)
-            top_vals.append(vals)
-            if features is None:
-                keep = ~bos[i : i + ENCODE_ROWS]  # the default leaves BOS out
-                peaks.append((latents[keep] if keep.any() else latents).max(0).values)
-            else:
-                picked.append(latents[:, features])
-            del latents
-            release(HEAP_SLACK_BYTES)  # 8 MB blocks freed in turn would otherwise pile up in the heap
-        top = (np.concatenate(top_ids), np.concatenate(top_vals))
-        if features is None:  # default: the latents that fire most on these tokens, at most 32
-            features = torch.topk(torch.stack(peaks).max(0).values, min(32, width)).indices.tolist()
-            picked = [sae.encode(x[i : i + ENCODE_ROWS].to(torch.float32))[:, features] for i in blocks]
-        columns = torch.cat(picked)
-    release()  # the blocks' freed temporaries go back to the OS
-    saved = load_labels(sae) if hasattr(sae, "cfg") else {}
-    if labels is None:  # the SAE's saved latent labels, shown wherever latent ids are
-        labels = [saved.get(f, "") for f in features]
-    data = heatmap_data(acts.str_tokens, columns, feature_ids=features, labels=labels, top=top)
-    data.top_labels = {int(i): saved[int(i)] for i in np.unique(top[0]).tolist() if int(i) in saved}
-    return data

@@ -202,14 +202,7 @@ def attribute(
     prompt = check_texts(prompt)[0]
     check_family(model)
     tcs = check_transcoders(model, transcoders)
-    check_positive_int("max_n_logits", max_n_logits)
-    check_positive_int("batch_size", batch_size)
-    if max_feature_nodes is not None:
-        check_positive_int("max_feature_nodes", max_feature_nodes)
-    for name, flag in (("skip_bos", skip_bos), ("bos_error", bos_error)):
-        if not isinstance(flag, bool):
-            raise TypeError(f"{name} must be True or False, got {flag!r}.")
-    check_fraction("desired_logit_prob", desired_logit_prob, high="]")
+    check_settings(max_n_logits, desired_logit_prob, max_feature_nodes, batch_size, skip_bos, bos_error)
     ids_1P = model.to_tokens(prompt)["input_ids"][:1]
     model.check_lengths([ids_1P.shape[1]], "prompt")
     skips = [tc.W_skip.detach() if tc.cfg.skip else None for tc in tcs]
@@ -218,41 +211,18 @@ def attribute(
     src = find_sources(run, tcs, skip_bos, bos_error)
     _, unembed = model.readout_modules()
     W_U = unembed.weight.detach()  # [V, D] in the model's dtype: read in float32 chunks, never copied whole
-    with torch.no_grad():
-        h = run.final[0, -1].detach().float()
-        logit_parts, sums = [], []
-        for c in W_U.split(SLICE_ROWS):  # each slice's memory-mapped pages released after use (core/memory/pages.py)
-            logit_parts.append(c.float() @ h)
-            sums.append(c.float().sum(0))
-            release_pages(c)
-        logits = model.softcap(torch.cat(logit_parts))
-        mean_D = torch.stack(sums).sum(0) / W_U.shape[0]
+    logits, mean_D = final_logits(model, W_U, run.final[0, -1])
     logit_ids, logit_probs = top_logits(logits, max_n_logits, desired_logit_prob)
     directions = W_U[logit_ids].float() - mean_D
     builder = RowBuilder(run, src, [_reader(tc) for tc in tcs], model.n_layers)
-    n_f = builder.n_features
-    wanted = n_f if max_feature_nodes is None else min(n_f, max_feature_nodes)
+    wanted = builder.n_features if max_feature_nodes is None else min(builder.n_features, max_feature_nodes)
     bar = tqdm(total=len(logit_ids) + wanted, desc="attribution rows", unit="row", disable=not progress)
     logit_rows = builder.rows([("logit", d) for d in directions])
     bar.update(len(logit_ids))
-    # only the computed rows are held ([wanted, sources], in the order computed): never [features, sources]
-    computed = torch.zeros(wanted, builder.n_sources)
-    row_of = torch.full((n_f,), -1, dtype=torch.long)
-    done = torch.zeros(n_f, dtype=torch.bool)
-    order = list(range(n_f))
-    n_done = 0
-    while n_done < wanted:
-        if max_feature_nodes is not None:  # the most influential features not yet computed, by the rows so far
-            order = _by_influence(computed[row_of[done]], n_f, logit_rows, logit_probs, done)
-        pick = [i for i in order if not done[i]][: min(builder.batch, wanted - n_done)]
-        computed[n_done : n_done + len(pick)] = builder.rows([("feature", i) for i in pick])
-        row_of[pick] = torch.arange(n_done, n_done + len(pick))
-        done[pick] = True
-        n_done += len(pick)
-        bar.update(len(pick))
+    selected, selected_rows = feature_rows(builder, wanted, max_feature_nodes is not None, logit_rows, logit_probs,
+                                           bar)  # fmt: skip
     bar.close()
-    selected = done.nonzero().flatten()
-    graph = _assemble(src, selected, computed[row_of[selected]], logit_rows, model.n_layers, builder.n_pos)
+    graph = _assemble(src, selected, selected_rows, logit_rows, model.n_layers, builder.n_pos)
     tokens = model.to_str_tokens(ids_1P[0])
     return Graph(
         prompt=prompt, token_ids=ids_1P[0].tolist(), tokens=tokens, n_layers=model.n_layers,
@@ -261,6 +231,70 @@ def attribute(
         logit_probs=logit_probs.float(),
         adjacency=graph, model_name=model.name, transcoders=[tc.fingerprint() for tc in tcs],
     )  # fmt: skip
+
+
+def check_settings(
+    max_n_logits: int,
+    desired_logit_prob: float,
+    max_feature_nodes: int | None,
+    batch_size: int,
+    skip_bos: bool,
+    bos_error: bool,
+) -> None:
+    """:func:`attribute`'s settings, each of the right type and range (a clear error naming it otherwise)."""
+    check_positive_int("max_n_logits", max_n_logits)
+    check_positive_int("batch_size", batch_size)
+    if max_feature_nodes is not None:
+        check_positive_int("max_feature_nodes", max_feature_nodes)
+    for name, flag in (("skip_bos", skip_bos), ("bos_error", bos_error)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be True or False, got {flag!r}.")
+    check_fraction("desired_logit_prob", desired_logit_prob, high="]")
+
+
+def final_logits(model: Model, W_U: torch.Tensor, final_D: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The logits [V] of the final residual ``final_D`` and the unembedding's mean row [D], reading ``W_U`` a
+    float32 slice at a time (each slice's memory-mapped pages released after use, core/memory/pages.py)."""
+    with torch.no_grad():
+        h = final_D.detach().float()
+        logit_parts, sums = [], []
+        for c in W_U.split(SLICE_ROWS):
+            logit_parts.append(c.float() @ h)
+            sums.append(c.float().sum(0))
+            release_pages(c)
+        logits = model.softcap(torch.cat(logit_parts))
+        mean_D = torch.stack(sums).sum(0) / W_U.shape[0]
+    return logits, mean_D
+
+
+def feature_rows(
+    builder: RowBuilder,
+    wanted: int,
+    by_influence: bool,
+    logit_rows: torch.Tensor,
+    logit_probs: torch.Tensor,
+    bar: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rows of ``wanted`` features, a batch per backward pass: (feature ids, their rows [wanted, sources]),
+    ids ascending. With ``by_influence`` each batch takes the most influential features not yet computed (by the
+    rows so far), else features in order. Only the computed rows are held, never [features, sources]."""
+    n_f = builder.n_features
+    computed = torch.zeros(wanted, builder.n_sources)  # in the order computed
+    row_of = torch.full((n_f,), -1, dtype=torch.long)
+    done = torch.zeros(n_f, dtype=torch.bool)
+    order = list(range(n_f))
+    n_done = 0
+    while n_done < wanted:
+        if by_influence:
+            order = _by_influence(computed[row_of[done]], n_f, logit_rows, logit_probs, done)
+        pick = [i for i in order if not done[i]][: min(builder.batch, wanted - n_done)]
+        computed[n_done : n_done + len(pick)] = builder.rows([("feature", i) for i in pick])
+        row_of[pick] = torch.arange(n_done, n_done + len(pick))
+        done[pick] = True
+        n_done += len(pick)
+        bar.update(len(pick))
+    selected = done.nonzero().flatten()
+    return selected, computed[row_of[selected]]
 
 
 def _by_influence(done_rows: torch.Tensor, n_f: int, logit_rows: torch.Tensor, probs: torch.Tensor,

@@ -184,65 +184,8 @@ class Graph:
         ids: dict[int, str] = {}
         nodes = []
         for i in kept.nodes.nonzero().flatten().tolist():
-            node = self.node(i)
-            infl = float(kept.cumulative[i])
-            if node["kind"] == "feature":
-                layer, pos, latent = node["layer"], node["pos"], node["latent"]
-                nid = f"{layer}_{latent}_{pos}"
-                entry = {
-                    "node_id": nid,
-                    "feature": (layer + latent) * (layer + latent + 1) // 2 + latent,
-                    "layer": str(layer),
-                    "ctx_idx": pos,
-                    "feature_type": "cross layer transcoder",
-                    "jsNodeId": f"{layer}_{latent}-0",
-                    "influence": infl,
-                    "activation": node["activation"],
-                }
-            elif node["kind"] == "error":
-                layer, pos = node["layer"], node["pos"]
-                nid = f"{layer}_-1_{pos}"
-                entry = {
-                    "node_id": nid,
-                    "feature": -1,
-                    "layer": str(layer),
-                    "ctx_idx": pos,
-                    "feature_type": "mlp reconstruction error",
-                    "jsNodeId": f"{layer}_-1-{pos}",
-                    "influence": infl,
-                }
-            elif node["kind"] == "token":
-                pos, vocab = node["pos"], self.token_ids[node["pos"]]
-                nid = f"E_{vocab}_{pos}"
-                entry = {
-                    "node_id": nid,
-                    "feature": pos,
-                    "layer": "E",
-                    "ctx_idx": pos,
-                    "feature_type": "embedding",
-                    "jsNodeId": f"E_{vocab}-{pos}",
-                    "influence": infl,
-                }
-            else:
-                k = i - (self.n_nodes - self.n_logits)
-                layer, vocab = str(self.n_layers + 1), node["token_id"]
-                nid = f"{layer}_{vocab}_{self.n_pos - 1}"
-                entry = {
-                    "node_id": nid,
-                    "feature": vocab,
-                    "layer": layer,
-                    "ctx_idx": self.n_pos - 1,
-                    "feature_type": "logit",
-                    "token_prob": node["prob"],
-                    "is_target_logit": k == 0,
-                    "jsNodeId": f"L_{vocab}-{self.n_pos - 1}",
-                    "clerp": f'Output "{node["token"]}" (p={node["prob"]:.3f})',
-                }
-            entry.setdefault("token_prob", 0.0)
-            entry.setdefault("is_target_logit", False)
-            entry.setdefault("clerp", "")
-            entry.update(run_idx=0, reverse_ctx_idx=0)
-            ids[i] = nid
+            entry = self._viewer_node(i, float(kept.cumulative[i]))
+            ids[i] = entry["node_id"]
             nodes.append(entry)
         dst, src = kept.edges.nonzero(as_tuple=True)
         links = [{"source": ids[s], "target": ids[d], "weight": float(self.adjacency[d, s])}
@@ -255,6 +198,63 @@ class Graph:
             "nodes": nodes,
             "links": links,
         }  # fmt: skip
+
+    def _viewer_node(self, i: int, infl: float) -> dict[str, Any]:
+        """Node ``i`` as the viewers' graph file spells it, with its influence ``infl``."""
+        node = self.node(i)
+        if node["kind"] == "feature":
+            layer, pos, latent = node["layer"], node["pos"], node["latent"]
+            entry = {
+                "node_id": f"{layer}_{latent}_{pos}",
+                "feature": (layer + latent) * (layer + latent + 1) // 2 + latent,
+                "layer": str(layer),
+                "ctx_idx": pos,
+                "feature_type": "cross layer transcoder",
+                "jsNodeId": f"{layer}_{latent}-0",
+                "influence": infl,
+                "activation": node["activation"],
+            }
+        elif node["kind"] == "error":
+            layer, pos = node["layer"], node["pos"]
+            entry = {
+                "node_id": f"{layer}_-1_{pos}",
+                "feature": -1,
+                "layer": str(layer),
+                "ctx_idx": pos,
+                "feature_type": "mlp reconstruction error",
+                "jsNodeId": f"{layer}_-1-{pos}",
+                "influence": infl,
+            }
+        elif node["kind"] == "token":
+            pos, vocab = node["pos"], self.token_ids[node["pos"]]
+            entry = {
+                "node_id": f"E_{vocab}_{pos}",
+                "feature": pos,
+                "layer": "E",
+                "ctx_idx": pos,
+                "feature_type": "embedding",
+                "jsNodeId": f"E_{vocab}-{pos}",
+                "influence": infl,
+            }
+        else:
+            k = i - (self.n_nodes - self.n_logits)
+            layer, vocab = str(self.n_layers + 1), node["token_id"]
+            entry = {
+                "node_id": f"{layer}_{vocab}_{self.n_pos - 1}",
+                "feature": vocab,
+                "layer": layer,
+                "ctx_idx": self.n_pos - 1,
+                "feature_type": "logit",
+                "token_prob": node["prob"],
+                "is_target_logit": k == 0,
+                "jsNodeId": f"L_{vocab}-{self.n_pos - 1}",
+                "clerp": f'Output "{node["token"]}" (p={node["prob"]:.3f})',
+            }
+        entry.setdefault("token_prob", 0.0)
+        entry.setdefault("is_target_logit", False)
+        entry.setdefault("clerp", "")
+        entry.update(run_idx=0, reverse_ctx_idx=0)
+        return entry
 
     def __repr__(self) -> str:
         return (f"Graph({self.prompt!r:.40}, {self.n_features} features, {self.n_errors} errors, {self.n_pos} tokens, "

@@ -85,61 +85,85 @@ def evaluate(
     texts = check_texts(texts)
     check_positive_int("batch_size", batch_size)
     site = sae.check_fits(model, site)
-    envoy, io = model.envoy(site)
-    last, readout = model.block(model.n_layers - 1), model.readout
     skip = 1 if model.tokenizer.bos_token_id is not None else 0
     sums = {"sq_err": 0.0, "l0": 0.0, "ce_clean": 0.0, "ce_spliced": 0.0, "ce_zero": 0.0, "kl": 0.0}
     fired = torch.zeros(sae.d_sae, dtype=torch.float64)
     acts_all, n_tok, n_pred = [], 0, 0
-    kw = model.trace_kwargs
     sae.eval()
     for start in tqdm(range(0, len(texts), batch_size), desc="evaluate", leave=False, disable=len(texts) <= batch_size):
         enc = model.to_tokens(texts[start : start + batch_size])
-        inputs = {k: v.to(model.device) for k, v in enc.items()}
         mask = enc["attention_mask"].bool()
         keep = mask.clone()
         keep[:, :skip] = False
-        # Scores are computed inside the traces a few positions at a time (next_token_scores): the
-        # clean run leaves only its last hidden states, and no [batch, pos, vocab] logits are kept.
-        ids = enc["input_ids"]
-        targets = torch.cat([ids[:, 1:], ids[:, :1]], 1).to(model.device)  # the last column is never scored
         pred = torch.zeros_like(mask)
         pred[:, :-1] = mask[:, 1:] & mask[:, :-1]
-        step = max(1, SCORED_ROWS // ids.shape[0])
-        with torch.no_grad(), model.nn.trace(inputs, **kw) as tracer:
-            x = nnsight.save(read_site(envoy, io))
-            clean_hidden = nnsight.save(read_site(last, "output"))
-            tracer.stop()  # the model's own unembedding would be a [batch, pos, vocab] tensor
-        free_trace_memory()
-        x = x.detach().float().cpu()
-        with torch.no_grad():
-            latents = sae.encode(x[keep])
-            recon = x.clone()
-            recon[keep] = sae.decode(latents).to(recon.dtype)
-        zeros = x.clone()
-        zeros[keep] = 0.0
-        for name, replacement, clean in (("spliced", recon, clean_hidden), ("zero", zeros, None)):
-            replacement = replacement.to(model.device, model.dtype)  # the body holds no Model
-            with torch.no_grad(), model.nn.trace(inputs, **kw) as tracer:
-                write_site(envoy, io, replacement)
-                scores = nnsight.save(next_token_scores(readout, read_site(last, "output"), targets, clean, step))
-                tracer.stop()
-            free_trace_memory()
-            nll, clean_nll, kl = (None if v is None else v.detach().cpu()[pred] for v in scores)
-            sums[f"ce_{name}"] += float(nll.sum())
-            if clean is not None:
-                sums["ce_clean"] += float(clean_nll.sum())
-                sums["kl"] += float(kl.sum())
-        sums["sq_err"] += float((recon[keep] - x[keep]).pow(2).sum())
+        x_kept, latents = score_batch(sae, model, site, enc, keep, pred, sums)
         active = latents > 0
         sums["l0"] += float(active.sum())
         fired += active.sum(0).double()
-        acts_all.append(x[keep])
+        acts_all.append(x_kept)
         n_tok += int(keep.sum())
         n_pred += int(pred.sum())
     if n_tok == 0:
         raise ValueError("The texts hold no tokens besides BOS; give longer texts.")
-    flat = torch.cat(acts_all)
+    return summary(sums, fired, torch.cat(acts_all), n_tok, n_pred, dense_threshold)
+
+
+def score_batch(
+    sae: SAE,
+    model: Model,
+    site: str,
+    enc: dict[str, torch.Tensor],
+    keep: torch.Tensor,
+    pred: torch.Tensor,
+    sums: dict[str, float],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The three traces of one batch: add its squared error and next-token losses (clean, spliced, zero-ablated)
+    and KL to ``sums``; return the site's activations at the ``keep`` positions [T, D] and their latents [T, M].
+
+    ``pred`` marks the positions whose next token is scored. Scores are computed inside the traces a few positions
+    at a time (next_token_scores): the clean run leaves only its last hidden states, and no [batch, pos, vocab]
+    logits are kept.
+    """
+    envoy, io = model.envoy(site)
+    last, readout = model.block(model.n_layers - 1), model.readout
+    kw = model.trace_kwargs
+    inputs = {k: v.to(model.device) for k, v in enc.items()}
+    ids = enc["input_ids"]
+    targets = torch.cat([ids[:, 1:], ids[:, :1]], 1).to(model.device)  # the last column is never scored
+    step = max(1, SCORED_ROWS // ids.shape[0])
+    with torch.no_grad(), model.nn.trace(inputs, **kw) as tracer:
+        x = nnsight.save(read_site(envoy, io))
+        clean_hidden = nnsight.save(read_site(last, "output"))
+        tracer.stop()  # the model's own unembedding would be a [batch, pos, vocab] tensor
+    free_trace_memory()
+    x = x.detach().float().cpu()
+    with torch.no_grad():
+        latents = sae.encode(x[keep])
+        recon = x.clone()
+        recon[keep] = sae.decode(latents).to(recon.dtype)
+    zeros = x.clone()
+    zeros[keep] = 0.0
+    for name, replacement, clean in (("spliced", recon, clean_hidden), ("zero", zeros, None)):
+        replacement = replacement.to(model.device, model.dtype)  # the body holds no Model
+        with torch.no_grad(), model.nn.trace(inputs, **kw) as tracer:
+            write_site(envoy, io, replacement)
+            scores = nnsight.save(next_token_scores(readout, read_site(last, "output"), targets, clean, step))
+            tracer.stop()
+        free_trace_memory()
+        nll, clean_nll, kl = scores  # the last two are None without the clean run's hidden states
+        sums[f"ce_{name}"] += float(nll.detach().cpu()[pred].sum())
+        if clean is not None:
+            sums["ce_clean"] += float(clean_nll.detach().cpu()[pred].sum())
+            sums["kl"] += float(kl.detach().cpu()[pred].sum())
+    sums["sq_err"] += float((recon[keep] - x[keep]).pow(2).sum())
+    return x[keep], latents
+
+
+def summary(
+    sums: dict[str, float], fired: torch.Tensor, flat: torch.Tensor, n_tok: int, n_pred: int, dense_threshold: float
+) -> SAEEvaluation:
+    """The evaluation from the sums over every batch, the firing counts per latent [M] and the activations [T, D]."""
     total_var = float((flat - flat.mean(0)).pow(2).sum())
     density = (fired / n_tok).numpy()
     ce = {k: sums[k] / max(1, n_pred) for k in ("ce_clean", "ce_spliced", "ce_zero")}

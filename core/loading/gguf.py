@@ -20,7 +20,7 @@ import json
 import logging
 import struct
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -45,7 +45,7 @@ class GgufTensor(NamedTuple):
     nbytes: int
 
 
-def tensor_table(path: Path) -> list[GgufTensor]:  # noqa: C901
+def tensor_table(path: Path) -> list[GgufTensor]:
     """The tensors of a GGUF file (v2 or v3), checked to lie inside it; no tensor data is read.
 
     >>> [t.name for t in tensor_table(Path("model.gguf"))][:2]
@@ -53,76 +53,102 @@ def tensor_table(path: Path) -> list[GgufTensor]:  # noqa: C901
     """
     import gguf
 
-    blob = np.memmap(path, mode="r", dtype=np.uint8)
-    size = blob.shape[0]
-
-    def need(pos: int, n: int) -> None:
-        if pos + n > size:
-            raise ValueError(f"{str(path)!r} is truncated: a GGUF header field at byte {pos} runs past its end.")
-
-    def unpack(fmt: str, pos: int) -> tuple:
-        need(pos, struct.calcsize(fmt))
-        return struct.unpack_from(fmt, blob, pos)
-
-    def skip_string(pos: int) -> int:
-        (length,) = unpack("<Q", pos)
-        need(pos + 8, length)
-        return pos + 8 + length
-
-    if size < 24 or bytes(blob[:4]) != b"GGUF":
+    header = Header(path)
+    if header.size < 24 or bytes(header.blob[:4]) != b"GGUF":
         raise ValueError(f"{str(path)!r} is not a GGUF file (it does not start with the GGUF magic bytes).")
-    version, n_tensors, n_kv = unpack("<IQQ", 4)
+    version, n_tensors, n_kv = header.unpack("<IQQ", 4)
     if version not in (2, 3):
         raise ValueError(f"{str(path)!r} is GGUF version {version}; versions 2 and 3 are supported.")
-    pos, alignment = 24, gguf.GGUF_DEFAULT_ALIGNMENT
-    for _ in range(n_kv):
-        key_end = skip_string(pos)
-        key = bytes(blob[pos + 8 : key_end]).decode("utf-8", "replace")
-        (vtype,) = unpack("<I", key_end)
-        pos = key_end + 4
-        if vtype == _STRING:
-            pos = skip_string(pos)
-        elif vtype == _ARRAY:
-            etype, count = unpack("<IQ", pos)
-            pos += 12
-            if etype == _STRING:
-                for _ in range(count):
-                    pos = skip_string(pos)
-            elif etype in _WIDTH:
-                need(pos, count * _WIDTH[etype])
-                pos += count * _WIDTH[etype]
-            else:
-                raise ValueError(f"{str(path)!r}: metadata {key!r} is an array of unknown type {etype}.")
-        elif vtype in _WIDTH:
-            if key == "general.alignment":
-                (alignment,) = unpack("<I", pos)
-            pos += _WIDTH[vtype]
-        else:
-            raise ValueError(f"{str(path)!r}: metadata {key!r} has unknown value type {vtype}.")
+    pos, alignment = header.skip_metadata(24, n_kv, gguf.GGUF_DEFAULT_ALIGNMENT)
     entries = []
     for _ in range(n_tensors):
-        name_end = skip_string(pos)
-        name = bytes(blob[pos + 8 : name_end]).decode("utf-8")
-        (n_dims,) = unpack("<I", name_end)
-        dims = unpack(f"<{n_dims}Q", name_end + 4)
-        qtype, offset = unpack("<IQ", name_end + 4 + 8 * n_dims)
+        name_end = header.skip_string(pos)
+        name = bytes(header.blob[pos + 8 : name_end]).decode("utf-8")
+        (n_dims,) = header.unpack("<I", name_end)
+        dims = header.unpack(f"<{n_dims}Q", name_end + 4)
+        qtype, offset = header.unpack("<IQ", name_end + 4 + 8 * n_dims)
         pos = name_end + 4 + 8 * n_dims + 12
         entries.append((name, tuple(reversed(dims)), qtype, offset))  # ggml lists the fastest axis first
     data_start = (pos + alignment - 1) // alignment * alignment
-    tensors = []
-    for name, shape, qtype, offset in entries:
-        try:
-            block, block_bytes = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(qtype)]
-        except (ValueError, KeyError) as err:
-            raise ValueError(f"{str(path)!r}: tensor {name!r} has unknown ggml type {qtype}.") from err
-        if shape[-1] % block:
-            raise ValueError(f"{str(path)!r}: tensor {name!r} has {shape[-1]} columns, not a multiple of {block}.")
-        nbytes = int(np.prod(shape[:-1], dtype=np.int64)) * shape[-1] // block * block_bytes
-        start = data_start + offset
-        if start + nbytes > size:
-            raise ValueError(f"{str(path)!r}: tensor {name!r} lies past the end of the file (truncated download?).")
-        tensors.append(GgufTensor(name, shape, qtype, start, nbytes))
-    return tensors
+    return [placed(path, header.size, data_start, *entry) for entry in entries]
+
+
+class Header:
+    """Reads a GGUF file's header fields, each checked to lie inside the file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.blob = np.memmap(path, mode="r", dtype=np.uint8)
+        self.view = self.blob.data  # the bytes, as a buffer struct reads
+        self.size = int(self.blob.shape[0])
+
+    def need(self, pos: int, n: int) -> None:
+        """``n`` bytes from ``pos`` lie inside the file."""
+        if pos + n > self.size:
+            raise ValueError(f"{str(self.path)!r} is truncated: a GGUF header field at byte {pos} runs past its end.")
+
+    def unpack(self, fmt: str, pos: int) -> tuple[Any, ...]:
+        """The values of ``struct`` format ``fmt`` at ``pos``."""
+        self.need(pos, struct.calcsize(fmt))
+        return struct.unpack_from(fmt, self.view, pos)
+
+    def skip_string(self, pos: int) -> int:
+        """Where the length-prefixed string at ``pos`` ends."""
+        (length,) = self.unpack("<Q", pos)
+        self.need(pos + 8, length)
+        return pos + 8 + length
+
+    def skip_metadata(self, pos: int, n_kv: int, alignment: int) -> tuple[int, int]:
+        """Past ``n_kv`` metadata entries from ``pos`` (none parsed but ``general.alignment``): where they end, and
+        the data's alignment (``alignment`` unless the file says)."""
+        for _ in range(n_kv):
+            key_end = self.skip_string(pos)
+            key = bytes(self.blob[pos + 8 : key_end]).decode("utf-8", "replace")
+            (vtype,) = self.unpack("<I", key_end)
+            pos = key_end + 4
+            if vtype == _STRING:
+                pos = self.skip_string(pos)
+            elif vtype == _ARRAY:
+                pos = self.skip_array(pos, key)
+            elif vtype in _WIDTH:
+                if key == "general.alignment":
+                    (alignment,) = self.unpack("<I", pos)
+                pos += _WIDTH[vtype]
+            else:
+                raise ValueError(f"{str(self.path)!r}: metadata {key!r} has unknown value type {vtype}.")
+        return pos, alignment
+
+    def skip_array(self, pos: int, key: str) -> int:
+        """Where the metadata array at ``pos`` (the value of ``key``) ends."""
+        etype, count = self.unpack("<IQ", pos)
+        pos += 12
+        if etype == _STRING:
+            for _ in range(count):
+                pos = self.skip_string(pos)
+        elif etype in _WIDTH:
+            self.need(pos, count * _WIDTH[etype])
+            pos += count * _WIDTH[etype]
+        else:
+            raise ValueError(f"{str(self.path)!r}: metadata {key!r} is an array of unknown type {etype}.")
+        return pos
+
+
+def placed(path: Path, size: int, data_start: int, name: str, shape: tuple[int, ...], qtype: int,
+           offset: int) -> GgufTensor:  # fmt: skip
+    """A tensor entry of the table with its bytes' place, checked to lie inside the file (``size`` bytes)."""
+    import gguf
+
+    try:
+        block, block_bytes = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(qtype)]
+    except (ValueError, KeyError) as err:
+        raise ValueError(f"{str(path)!r}: tensor {name!r} has unknown ggml type {qtype}.") from err
+    if shape[-1] % block:
+        raise ValueError(f"{str(path)!r}: tensor {name!r} has {shape[-1]} columns, not a multiple of {block}.")
+    nbytes = int(np.prod(shape[:-1], dtype=np.int64)) * shape[-1] // block * block_bytes
+    start = data_start + offset
+    if start + nbytes > size:
+        raise ValueError(f"{str(path)!r}: tensor {name!r} lies past the end of the file (truncated download?).")
+    return GgufTensor(name, shape, qtype, start, nbytes)
 
 
 def gguf_config(path: Path) -> dict:

@@ -5,8 +5,10 @@ and position, per attention head, or per SAE latent, and measure how much of the
 behaviour each patch restores. Exact grids batch the cells of a layer into one forward pass;
 attribution grids estimate every cell of every site from two forwards and one backward.
 
-``exact.py`` exact grids, ``gradients.py`` attribution estimates (plain and integrated gradients),
-``sae_latents.py`` SAE latents, ``prompts.py`` IOI and other prompt pairs, ``result.py`` the result.
+``grid.py`` exact grids (``cached.py`` their passes that reuse the base run's keys and values),
+``gradients.py`` attribution estimates (plain and integrated gradients), ``sae_latents.py`` SAE latents,
+``prepare.py`` what they share (checked inputs, collecting and scoring passes), ``prompts.py`` IOI and
+other prompt pairs, ``result.py`` the result.
 Metrics (``logit_diff``, ``prob``, ``kl_to_clean``) are :mod:`interplab.core.readout.metrics`'s, shared with steering.
 
 Example
@@ -22,8 +24,9 @@ Example
 from __future__ import annotations
 
 from ..readout.metrics import Metric, kl_to_clean, logit_diff, prob
-from .exact import DIRECTIONS, SITES, grid
 from .gradients import PATHS, attribution
+from .grid import grid
+from .prepare import DIRECTIONS, SITES
 from .prompts import IOI_TEMPLATES, NAMES, PromptPairs, ioi, prompt_pairs, single_token_names
 from .result import PatchingResult
 from .sae_latents import latents

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 import nnsight
 import torch
 
-from ..model.sites import site_name
 from ..model.trace_ops import read_site, write_site
 from ..readout.metrics import BoundMetric
+from .prepare import ORDER, site_target
 
 if TYPE_CHECKING:
     from ..model.model import Model
@@ -40,13 +40,6 @@ PASS_OVERHEAD = 256
 #: The fixed cost of running one block in a pass, in token rows: reading its weights (1.5-3 ms here), which
 #: a pass of a few token rows pays as much as a large one.
 BLOCK_TOKENS = 24
-#: Grid kinds in the order they run inside a block; "heads" is a head's slice of ``attn.hook_z``.
-ORDER = ("resid_pre", "heads", "attn_out", "mlp_out", "resid_post")
-
-
-def target(model: Model, kind: str, layer: int) -> tuple[Any, str]:
-    """The envoy and "input"/"output" of a grid kind at one layer."""
-    return model.envoy(site_name(layer, "hook_z" if kind == "heads" else kind))
 
 
 def supported(model: Model) -> bool:
@@ -93,7 +86,7 @@ def full_run(
     """One forward: each kind's value at every layer [N, n_layers, P, D], the final-position logits [N, V] and
     every layer's keys and values."""
     targets = sorted((layer, ORDER.index(k), k) for layer in range(model.n_layers) for k in kinds)
-    envoys = [target(model, k, layer) for layer, _, k in targets]
+    envoys = [site_target(model, k, layer) for layer, _, k in targets]
     root, last, readout = model.nn, model.block(model.n_layers - 1), model.readout  # the body holds no Model
     inputs = {"input_ids": ids_NP.to(model.device), "attention_mask": torch.ones_like(ids_NP).to(model.device)}
     with torch.no_grad(), root.trace(inputs, cache=new_cache(model), use_cache=True, logits_to_keep=1,
@@ -132,7 +125,7 @@ class Passes:
         past = cache_prefix(model, self.kv, start, repeat)
         first = layer + 1 if kind == "resid_post" else layer  # the first block that runs
         inside = kind in ("heads", "attn_out", "mlp_out") or (kind == "resid_pre" and layer == 0)
-        envoy, io = target(model, kind, layer) if inside else (None, "")
+        envoy, io = site_target(model, kind, layer) if inside else (None, "")
         blocks, (norm, unembed, cap) = self.blocks, self.readout_parts
         rows = rows_RpD.to(model.device, model.dtype)
         skip = rows if skip_RpD is None else skip_RpD.to(model.device, model.dtype)
@@ -174,7 +167,7 @@ def grid_cached(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The clean and corrupted final logits [N, V], then values [n_layers, n_cols] (the metric's mean over pairs)
     and the top-k next tokens of pair 0 (ids, probs [n_layers, n_cols, k]): the numbers of the batched path in
-    :func:`interplab.core.patching.exact.grid`, from passes that start at the patched layer and position."""
+    :func:`interplab.core.patching.grid.grid`, from passes that start at the patched layer and position."""
     needs_input = kind in ("attn_out", "mlp_out", "heads")  # the patched block runs from its own input
     base, base_logits, kv = full_run(model, base_ids, [kind, "resid_pre"] if needs_input else [kind])
     src, src_logits, _ = full_run(model, src_ids, [kind])

@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 from ..checks import check_int
 from ..model.trace_ops import read_site, write_site
 from ..readout.metrics import Metric
-from .exact import (
+from .prepare import (
     ORDER,
     SITES,
     Prepared,
@@ -40,6 +40,7 @@ from .exact import (
     collect,
     layer_grid,
     prepare,
+    sides,
     site_target,
 )
 from .prompts import PromptPairs
@@ -199,15 +200,6 @@ def _site_path_gradients(
             total += _site_run(model, ids, kind, layer, x, g).reshape(len(a), *base.shape).sum(0)
         out[(kind, layer)] = total
     return out
-
-
-def sides(prep: Prepared, direction: str, acts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(base ids, base acts, source acts) from activations of [clean; corrupt] stacked on dim 0."""
-    n = prep.n_pairs
-    clean, corrupt = acts[:n], acts[n:]
-    if direction == "denoise":
-        return prep.ids_corrupt, corrupt, clean
-    return prep.ids_clean, clean, corrupt
 
 
 def grads_for(

@@ -21,8 +21,19 @@ import torch
 from ..checks import check_positive_int
 from ..features.labels import load_labels
 from ..readout.metrics import Metric
-from .exact import GRID_KIND, auto_batch_size, baselines, check_batch, check_positions, collect, prepare, score_rows
-from .gradients import check_steps, grads_for, sides
+from .gradients import check_steps, grads_for
+from .prepare import (
+    GRID_KIND,
+    Prepared,
+    auto_batch_size,
+    baselines,
+    check_batch,
+    check_positions,
+    collect,
+    prepare,
+    score_rows,
+    sides,
+)
 from .prompts import PromptPairs
 from .result import PatchingResult
 
@@ -74,16 +85,12 @@ def latents(
     grad_x = grads_for(model, prep, direction, base_logits, [kind], [layer], steps, path,
                         lambda k, _: acts[k][:, 0])[(kind, layer)]  # fmt: skip
     W_dec = sae.W_dec.detach().float().cpu()  # [d_sae, d_in]
-    with torch.no_grad():
-        sae_dtype = W_dec.dtype
-        f_base = sae.encode(base_x.to(sae_dtype)).float()  # [N, P, S]
-        f_src = sae.encode(src_x.to(sae_dtype)).float()
-    delta = f_src - f_base
+    delta = latent_deltas(sae, base_x, src_x)
     attr = (delta * (grad_x @ W_dec.T)).sum(0)[positions_]  # [n_pos, S]
     n_top = min(top, attr.shape[1])
     chosen = attr.abs().max(0).values.topk(n_top).indices.tolist()
     saved = load_labels(sae)  # latent labels show wherever latent ids do
-    common = dict(
+    common: dict[str, Any] = dict(
         clean_baseline=clean_base, corrupt_baseline=corrupt_base, site="latents", direction=direction,
         metric=prep.metric.name, row_name="latent", col_name="position", rows=chosen, positions=positions_,
         tokens=prep.tokens, corrupt_tokens=prep.corrupt_tokens, layer=layer,
@@ -94,9 +101,46 @@ def latents(
     if not exact:
         return out
     batch = batch_size or auto_batch_size(model, prep.n_pos)
-    cells = [(lat, p) for lat in chosen for p in positions_]
-    values = torch.zeros(len(cells))
     k = min(top_k, int(logits.shape[-1]))
+    cells = [(lat, p) for lat in chosen for p in positions_]
+    values, top_ids, top_probs = patch_latents(model, prep, (kind, layer), (base_ids, base_x, base_logits),
+                                               delta, W_dec, cells, batch, k)  # fmt: skip
+    shape = (len(chosen), len(positions_))
+    out["exact"] = PatchingResult(
+        values=values.reshape(shape).numpy(), method="exact", **common,
+        top_ids=top_ids.reshape(*shape, k).numpy(), top_probs=top_probs.reshape(*shape, k).numpy(),
+        top_tokens=[model.tokenizer.decode([int(t)]) for t in top_ids.flatten()],
+    )  # fmt: skip
+    return out
+
+
+def latent_deltas(sae: SAE, base_x: torch.Tensor, src_x: torch.Tensor) -> torch.Tensor:
+    """The change of every latent from the base run to the source run, [N, P, d_sae]."""
+    with torch.no_grad():
+        f_base = sae.encode(base_x.to(torch.float32)).float()  # [N, P, S]
+        f_src = sae.encode(src_x.to(torch.float32)).float()
+    return f_src - f_base
+
+
+def patch_latents(
+    model: Model,
+    prep: Prepared,
+    site: tuple[str, int],
+    base: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    delta: torch.Tensor,
+    W_dec: torch.Tensor,
+    cells: list[tuple[int, int]],
+    batch: int,
+    k: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Exact patches of (latent, position) cells: the metric's mean over pairs [n_cells] and pair 0's top next
+    tokens (ids, probs [n_cells, k]). ``site`` is (grid kind, layer); ``base`` the base run's ids, site values
+    and final logits; each cell adds ``delta[pair, position, latent] * W_dec[latent]`` at its position."""
+    kind, layer = site
+    base_ids, base_x, base_logits = base
+    n = prep.n_pairs
+    values = torch.zeros(len(cells))
+    top_ids, top_probs = torch.zeros(len(cells), k, dtype=torch.long), torch.zeros(len(cells), k)
     for i in range(n):
         rows = base_x[i].unsqueeze(0).repeat(len(cells), 1, 1)
         for r, (lat, p) in enumerate(cells):
@@ -106,10 +150,4 @@ def latents(
         values += vals / n
         if i == 0:
             top_ids, top_probs = ids, probs
-    shape = (len(chosen), len(positions_))
-    out["exact"] = PatchingResult(
-        values=values.reshape(shape).numpy(), method="exact", **common,
-        top_ids=top_ids.reshape(*shape, k).numpy(), top_probs=top_probs.reshape(*shape, k).numpy(),
-        top_tokens=[model.tokenizer.decode([int(t)]) for t in top_ids.flatten()],
-    )  # fmt: skip
-    return out
+    return values, top_ids, top_probs

@@ -2,8 +2,9 @@
 
 The public namespace ``ilab.steering``; the pieces live in ``vectors.py`` (making and saving
 vectors), ``plans.py`` (checking what to apply, and the one function that applies it), ``traces.py``
-(inside nnsight traces), ``hooks.py`` (torch hooks, for streaming) and ``sweeps.py`` (scale and layer
-sweeps). Metrics are :mod:`interplab.core.readout.metrics`'s, shared with patching.
+(inside nnsight traces), ``hooks.py`` (torch hooks, for streaming), ``sweeps.py`` (scale and layer
+sweeps) and ``live.py`` (live generation in a background thread, the newest request winning).
+Metrics are :mod:`interplab.core.readout.metrics`'s, shared with patching.
 
 Example
 -------

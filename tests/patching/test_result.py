@@ -1,4 +1,6 @@
-"""Patching result files (core/patching/result.py): a tampered file is refused, naming the file and the field."""
+"""Patching results (``core/patching/result.py``): frames, save and load, how they display as
+PatchingGrids, and a tampered file refused with the file and the field named.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +11,68 @@ import pytest
 from interplab.core.storage.readers import FileError
 
 import interplab as ilab
+from tests.patching.torch_reference import CLEAN, CORRUPT, metric
 from tests.tiny import tiny_model
+
+
+def test_result_frame_save_load(tmp_path):
+    m = tiny_model("gpt2")
+    r = ilab.patching.grid(m, CLEAN, CORRUPT, metric(), site="heads")
+    frame = r.to_frame()
+    assert len(frame) == r.values.size and set(frame.columns) >= {"layer", "head", "value", "normalized"}
+    path = r.save(tmp_path / "grid.npz")
+    back = ilab.patching.PatchingResult.load(path)
+    np.testing.assert_array_equal(back.values, r.values)
+    np.testing.assert_array_equal(back.top_ids, r.top_ids)
+    assert back.tokens == r.tokens and back.site == "heads" and back.col_labels == ["H0", "H1", "H2", "H3"]
+    assert "exact heads" in repr(back)
+
+
+def test_patching_grid_widget_payloads_and_selection():
+    from interplab.widgets._kit import payload_array
+
+    m = tiny_model("gpt2")
+    exact = ilab.patching.grid(m, CLEAN, CORRUPT, metric(), site="resid_pre")
+    heads = ilab.patching.grid(m, CLEAN, CORRUPT, metric(), site="heads")
+    approx = ilab.patching.attribution(m, CLEAN, CORRUPT, metric(), sites=["resid_pre", "heads"])
+    w = ilab.widgets.PatchingGrid({"exact": exact, "heads": heads, "approx": approx["resid_pre"],
+                                   "approx heads": approx["heads"]})  # fmt: skip
+    assert [g["group"] for g in w.grids] == ["resid_pre", "heads", "resid_pre", "heads"]
+    assert [g["method"] for g in w.grids] == ["exact", "exact", "attribution", "attribution"]
+    g = w.grids[0]
+    assert isinstance(g["values"]["view"], memoryview)  # binary, not JSON lists
+    np.testing.assert_array_equal(payload_array(g["values"]), exact.values)
+    np.testing.assert_allclose(payload_array(g["normalized"]), exact.normalized, atol=1e-6)
+    assert g["col_tokens"] == m.to_str_tokens(CLEAN) and g["rows"] == [0, 1]
+    idx = payload_array(g["top_index"])
+    assert [g["top_vocab"][i] for i in idx[1, 3]] == [t for t, _ in exact.top(1, 3)]
+    assert "top_index" not in w.grids[2]  # attribution: no patched run
+    assert w.grids[1]["cols"] == ["H0", "H1", "H2", "H3"]
+
+    assert w.tab == "exact" and w.selected_cell is None
+    w.selected = [1, 5]
+    cell = w.selected_cell
+    assert cell["layer"] == 1 and cell["position"] == 5 and cell["token"] == exact.tokens[5]
+    assert cell["value"] == pytest.approx(float(exact.values[1, 5]))
+    assert [t for t, _ in cell["top"]] == [t for t, _ in exact.top(1, 5)]
+    w.tab = "approx heads"
+    w.selected = [0, 2]
+    assert w.selected_cell["head"] == 2 and w.selected_cell["top"] == []
+    with pytest.raises(Exception, match="not one of"):
+        w.tab = "nope"
+    with pytest.raises(TypeError, match="PatchingResult"):
+        ilab.widgets.PatchingGrid({"x": exact.values})
+    single = ilab.widgets.PatchingGrid(exact)
+    assert single.tab == "resid_pre exact"
+
+
+def test_results_display_as_patching_grids():
+    from interplab.extension import DISPLAYS
+
+    m = tiny_model("gpt2")
+    r = ilab.patching.grid(m, CLEAN, CORRUPT, metric(), site="mlp_out", positions=[-1])
+    widget = DISPLAYS[ilab.patching.PatchingResult](r)
+    assert isinstance(widget, ilab.widgets.PatchingGrid) and widget.result is r
 
 
 def test_a_tampered_patching_result_is_named_with_its_field(tmp_path):

@@ -442,9 +442,9 @@ class FakeSAE(torch.nn.Module):
 @pytest.mark.parametrize("width", [8, 64])
 @pytest.mark.parametrize("block", [2048, 3])  # 3: tokens are encoded a few at a time, same result
 def test_sae_latents_default_to_the_top_firing(width: int, block: int, monkeypatch) -> None:
-    from interplab.widgets import heatmap
+    import interplab.core.views.heatmap as heatmap_views
 
-    monkeypatch.setattr(heatmap, "ENCODE_ROWS", block)
+    monkeypatch.setattr(heatmap_views, "ENCODE_ROWS", block)
     acts = hand_activations(d=6)
     site = acts.sites[0]
     sae = FakeSAE(site, 6, width)

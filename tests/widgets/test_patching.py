@@ -1,6 +1,6 @@
 """PatchingGrid's Python side: prompts and labels sent, colour scales, selection across tabs, latent rows linked.
 
-Grids computed by real patching are checked in tests/patching/test_patching.py; the browser half is
+Grids computed by real patching are checked in tests/patching/test_result.py; the browser half is
 tests/browser/test_patching.py.
 """
 

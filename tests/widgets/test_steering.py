@@ -77,7 +77,7 @@ def test_a_new_request_cancels_the_running_one(gpt2):
     slow = gpt2.module.register_forward_hook(lambda *_: time.sleep(0.01))  # about 1 s per generation
     try:
         panel.values = {"alpha": 1.0}
-        gen = panel._gen
+        gen = panel._live.latest
         deadline = time.monotonic() + 30
         while not (panel.run_id == gen and len(panel.steered_tokens) >= 2) and time.monotonic() < deadline:
             time.sleep(0.005)

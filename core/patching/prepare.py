@@ -1,22 +1,21 @@
-"""Exact activation patching: every layer x position (or layer x head) cell, batched.
+"""What every patching run shares: checked inputs, the sites a grid patches, collecting and scoring passes.
 
-How it is fast: the cells of one layer are patched together in one forward pass. The trace
-runs the single corrupted prompt (batch 1) up to the patched layer, then the site is replaced
-by a ``[n_cells, P, d]`` batch (the corrupted activations with one cell taken from the clean
-run in each row); everything after broadcasts to the batch. The layers before the patch run
-once instead of once per cell, and only the last position is unembedded. Everything crossing
-the trace boundary is a tensor, so it also runs with ``remote="local"`` (and NDIF).
+:func:`prepare` checks prompts, tokenisation, metric and direction before any forward pass and gives a
+:class:`Prepared`; :func:`collect` runs prompts once and keeps each site kind's values at every layer;
+:func:`score_rows` runs the patched rows of one site and layer in batches and scores them; :func:`layer_grid`
+labels a [layers, positions or heads] :class:`PatchingResult`. The exact grid (:mod:`.grid`), its cached
+passes (:mod:`.cached`), attribution (:mod:`.gradients`) and SAE-latent patching (:mod:`.sae_latents`) are
+built from these. Everything crossing a trace boundary is a tensor, so the passes run with
+``remote="local"`` (and NDIF).
 
 Example
 -------
->>> pairs = ilab.patching.ioi(model, n=4)
->>> r = ilab.patching.grid(model, pairs.clean, pairs.corrupt, pairs.logit_diff(), site="resid_pre")
->>> r.normalized.shape        # [n_layers, n_positions]
+>>> prep = prepare(model, pairs.clean, pairs.corrupt, pairs.logit_diff())
+>>> acts, logits = collect(model, prep.ids_clean, ["resid_pre"])   # acts["resid_pre"]: [N, n_layers, P, D]
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -24,21 +23,17 @@ from typing import TYPE_CHECKING, Any
 import nnsight
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from ..checks import check_int, check_texts
 from ..model.remote import REQUEST_BYTES
 from ..model.sites import KINDS, site_name
 from ..model.trace_ops import read_site, write_site
 from ..readout.metrics import BoundMetric, Metric, as_metric
-from . import cached
 from .prompts import PromptPairs, check_aligned
 from .result import PatchingResult
 
 if TYPE_CHECKING:
     from ..model.model import Model
-
-logger = logging.getLogger(__name__)
 
 #: Site kinds a grid can patch; "heads" patches one attention head's ``attn.hook_z`` slice.
 SITES = ("resid_pre", "resid_post", "attn_out", "mlp_out", "heads")
@@ -46,6 +41,8 @@ DIRECTIONS = ("denoise", "noise")
 #: The grid's name for a site kind where it differs from the site table's (:data:`interplab.core.model.sites.KINDS`).
 GRID_KIND = {"hook_z": "heads"}
 SITE_KIND = {v: k for k, v in GRID_KIND.items()}
+#: Every site kind under its grid name, in forward order (the embedding, then inside a block).
+ORDER = tuple(GRID_KIND.get(k, k) for k in KINDS)
 #: Memory budget for one patched batch when batch_size is not given.
 MEMORY_BUDGET_BYTES = 2 * 1024**3
 
@@ -121,9 +118,6 @@ def site_target(model: Model, kind: str, layer: int) -> tuple[Any, str]:
     return model.envoy(site_name(layer, SITE_KIND.get(kind, kind)))
 
 
-ORDER = tuple(GRID_KIND.get(k, k) for k in KINDS)  # grid kinds in forward order inside a block
-
-
 def collect(
     model: Model, ids: torch.Tensor, kinds: Sequence[str], layers: Sequence[int] | None = None
 ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
@@ -165,12 +159,6 @@ def auto_batch_size(model: Model, n_pos: int) -> int:
     per_row = 4 * (n_pos * (8 * model.d_model + 2 * d_ff + 3 * model.n_heads * model.d_head + 2 * model.n_heads * n_pos)
                    + 3 * vocab)  # fmt: skip
     return max(1, MEMORY_BUDGET_BYTES // per_row)
-
-
-def _check_site(site: str) -> str:
-    if site not in SITES:
-        raise ValueError(f"site={site!r} is not one of {SITES}.")
-    return site
 
 
 def check_batch(batch_size: int | None) -> None:
@@ -218,96 +206,13 @@ def baselines(prep: Prepared, clean_logits: torch.Tensor, corrupt_logits: torch.
     return float(prep.metric(clean_logits, pairs).mean()), float(prep.metric(corrupt_logits, pairs).mean())
 
 
-def patched_rows(base_PD: torch.Tensor, src_PD: torch.Tensor, site: str, cols: list[int], positions: list[int],
-                 d_head: int) -> torch.Tensor:  # fmt: skip
-    """The base activations repeated once per column, each row with its one cell taken from the source."""
-    rows = base_PD.unsqueeze(0).repeat(len(cols), 1, 1)
-    pos = torch.tensor(positions)
-    for r, c in enumerate(cols):
-        if site == "heads":
-            sl = slice(c * d_head, (c + 1) * d_head)
-            rows[r, pos, sl] = src_PD[pos, sl]
-        else:
-            rows[r, c] = src_PD[c]
-    return rows
-
-
-def grid(
-    model: Model,
-    clean: str | Sequence[str] | PromptPairs,
-    corrupt: str | Sequence[str] | None = None,
-    metric: Metric | Callable[..., Any] | None = None,
-    site: str = "resid_pre",
-    positions: int | Sequence[int] | None = None,
-    direction: str = "denoise",
-    batch_size: int | None = None,
-    top_k: int = 5,
-    reuse_cache: bool | None = None,
-) -> PatchingResult:
-    """Exact activation patching over every layer and position (or head).
-
-    ``denoise`` patches clean activations into the corrupted run (how much of the clean
-    behaviour one cell restores); ``noise`` patches corrupted activations into the clean run.
-    With several pairs the metric is averaged over them. ``site="heads"`` patches one head's
-    ``attn.hook_z`` at ``positions`` (all by default) and gives a [layers, heads] grid.
-
-    With ``reuse_cache`` each cell's pass runs only from the patched layer and position on, reusing the
-    base run's keys and values before it (:mod:`.cached`; a transformers ``DynamicCache`` travels with the
-    request); ``False`` runs every cell's prompt from its first token (the same values, several times the
-    work). ``None`` (default): reuse it, except on a real NDIF server (``remote=True`` or a URL), where
-    full passes are the path known to work (``remote="local"`` runs the cached path through nnsight's
-    remote serialisation).
-
-    >>> r = ilab.patching.grid(model, "When Mary and John went to the store, John gave a drink to",
-    ...                        "When Mary and John went to the store, Mary gave a drink to",
-    ...                        ilab.patching.logit_diff(" Mary", " John"))
-    """
-    _check_site(site)
-    check_batch(batch_size)
-    prep = prepare(model, clean, corrupt, metric, direction)
-    positions_ = check_positions(positions, prep.n_pos)
-    check_int("top_k", top_k, minimum=0)
-    kind = site
-    batch = batch_size or auto_batch_size(model, prep.n_pos)
-    k = min(top_k, int(model.module.config.vocab_size) if hasattr(model.module, "config") else top_k)
-    if reuse_cache is None:
-        reuse_cache = model.remote in (False, "local")
-    if reuse_cache and cached.supported(model):
-        denoise = direction == "denoise"
-        base_ids, src_ids = (prep.ids_corrupt, prep.ids_clean) if denoise else (prep.ids_clean, prep.ids_corrupt)
-        clean_logits, corrupt_logits, values, top_ids, top_probs = cached.grid_cached(
-            model, base_ids, src_ids, denoise, prep.metric, kind, positions_, batch, k
-        )
-        return layer_grid(
-            model, prep, site, "exact", direction, values.numpy(), baselines(prep, clean_logits, corrupt_logits),
-            positions_, top_ids=top_ids.numpy() if k else None, top_probs=top_probs.numpy() if k else None,
-            top_tokens=[model.tokenizer.decode([int(t)]) for t in top_ids.flatten()] if k else [],
-        )  # fmt: skip
-    clean_acts, clean_logits = collect(model, prep.ids_clean, [kind])
-    corrupt_acts, corrupt_logits = collect(model, prep.ids_corrupt, [kind])
-    clean_base, corrupt_base = baselines(prep, clean_logits, corrupt_logits)
-    base_ids, base_acts, src_acts, base_logits = (
-        (prep.ids_corrupt, corrupt_acts[kind], clean_acts[kind], corrupt_logits)
-        if direction == "denoise"
-        else (prep.ids_clean, clean_acts[kind], corrupt_acts[kind], clean_logits)
-    )
-    cols = list(range(model.n_heads)) if site == "heads" else positions_
-    values = torch.zeros(model.n_layers, len(cols))
-    top_ids = torch.zeros(model.n_layers, len(cols), k, dtype=torch.long)
-    top_probs = torch.zeros(model.n_layers, len(cols), k)
-    steps = [(i, layer) for i in range(prep.n_pairs) for layer in range(model.n_layers)]
-    for i, layer in tqdm(steps, desc=f"patching {site}", leave=False, disable=len(steps) < 8):
-        rows = patched_rows(base_acts[i, layer], src_acts[i, layer], site, cols, positions_, model.d_head)
-        vals, ids, probs = score_rows(model, prep.metric, base_ids[i : i + 1], kind, layer, rows, i, batch, k,
-                                      base_acts[i, layer], base_logits[i])  # fmt: skip
-        values[layer] += vals / prep.n_pairs
-        if i == 0:
-            top_ids[layer], top_probs[layer] = ids, probs
-    return layer_grid(
-        model, prep, site, "exact", direction, values.numpy(), (clean_base, corrupt_base), positions_,
-        top_ids=top_ids.numpy() if k else None, top_probs=top_probs.numpy() if k else None,
-        top_tokens=[model.tokenizer.decode([int(t)]) for t in top_ids.flatten()] if k else [],
-    )  # fmt: skip
+def sides(prep: Prepared, direction: str, acts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(base ids, base acts, source acts) from activations of [clean; corrupt] stacked on dim 0."""
+    n = prep.n_pairs
+    clean, corrupt = acts[:n], acts[n:]
+    if direction == "denoise":
+        return prep.ids_corrupt, corrupt, clean
+    return prep.ids_clean, clean, corrupt
 
 
 def layer_grid(
