@@ -67,9 +67,12 @@ class Bundle(VirtualFileContents):
         self._watchers: list[FileContents] = []
         if os.environ.get("ANYWIDGET_HMR") == "1" if hot_reload is None else hot_reload:
             for path in self.paths:
-                watcher = FileContents(path, start_thread=True)
-                watcher.changed.connect(self._reload)
-                self._watchers.append(watcher)
+                self._watch(path)
+
+    def _watch(self, path: Path) -> None:
+        watcher = FileContents(path, start_thread=True)
+        watcher.changed.connect(self._reload)
+        self._watchers.append(watcher)
 
     def join(self) -> str:
         return "\n".join(p.read_text(encoding="utf-8") for p in self.paths)
@@ -87,8 +90,8 @@ class Bundle(VirtualFileContents):
 class LinkedModule(Bundle):
     """The ES module linked from ``entry`` and every module it imports (see :mod:`._bundle`).
 
-    With hot reload every module of the folder is watched; an edit that does not link (a half-typed
-    import) is logged and the last good module kept.
+    With hot reload every module it reaches is watched (a module an edit starts importing too); an edit
+    that does not link (a half-typed import) is logged and the last good module kept.
     """
 
     def __init__(self, entry: Path, hot_reload: bool | None = None):
@@ -101,8 +104,14 @@ class LinkedModule(Bundle):
     def _reload(self, _new: str) -> None:
         try:
             super()._reload(_new)
+            reached = [m.path for m in modules(self.entry)]
         except LinkError as exc:
             logger.warning("interplab widgets: %s", exc)
+            return
+        for path in reached:
+            if path not in self.paths:
+                self.paths.append(path)
+                self._watch(path)
 
 
 def _folder(name: str) -> Path:

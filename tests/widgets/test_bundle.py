@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -145,6 +146,13 @@ def test_what_cannot_be_linked_is_a_clear_error(tmp_path: Path, files: dict[str,
         link(tmp_path / "index.js")
 
 
+def wait_for(condition: Callable[[], bool], seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "no reload"
+        time.sleep(0.05)
+
+
 def test_linked_module_follows_edits_of_any_module_it_reaches(tmp_path: Path) -> None:
     """With hot reload, an edit of an imported file relinks the module; an edit that does not link keeps the last."""
     write(
@@ -161,8 +169,13 @@ def test_linked_module_follows_edits_of_any_module_it_reaches(tmp_path: Path) ->
         while not seen and time.monotonic() < deadline:
             time.sleep(0.05)
         assert seen and "const a = 2;" in seen[-1] and seen[-1] == str(module)
+        write(tmp_path, {"b.js": "export const b = 1;\n"})
+        (tmp_path / "a.js").write_text('import { b } from "./b.js";\nexport const a = b;\n')  # a new module
+        wait_for(lambda: "const b = 1;" in str(module))
+        (tmp_path / "b.js").write_text("export const b = 5;\n")  # ... is watched from then on
+        wait_for(lambda: "const b = 5;" in str(module))
         (tmp_path / "a.js").write_text('import { z } from "./gone.js";\nexport const a = 3;\n')
         time.sleep(1.5)
-        assert "const a = 2;" in str(module)  # the broken edit is logged, the last good module kept
+        assert "const b = 5;" in str(module) and "gone" not in str(module)  # logged; the last good module kept
     finally:
         module.stop()
