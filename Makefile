@@ -68,9 +68,22 @@ refs:
 	BUILD_ONLY=1 bash tests/reference/build_sae_bench.sh
 	BUILD_ONLY=1 bash tests/reference/build_circuit_tracer.sh
 
-lint: $(STAMPS)/venv
+# ESLint 9 and TypeScript for the widget JavaScript (widgets/js; eslint.config.js, jsconfig.json), exactly as
+# package-lock.json pins them, into node_modules/ (Debian's nodejs and npm first, when missing). Lint only:
+# the widgets run with no build step and nothing from npm.
+$(STAMPS)/npm: package.json package-lock.json
+	@mkdir -p $(STAMPS)
+	@command -v npm >/dev/null 2>&1 || { \
+	  echo "Installing Debian's nodejs and npm for the JavaScript lint"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
+	npm ci --no-fund --no-audit --loglevel=error
+	@touch $@
+
+lint: $(STAMPS)/venv $(STAMPS)/npm
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	node_modules/.bin/eslint
+	node_modules/.bin/tsc --noEmit -p jsconfig.json
 
 test: setup chromium ndif-env refs lint
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -91,4 +104,4 @@ bench-remote: setup ndif-env
 	$(PY) bench/bench_remote.py
 
 clean:
-	rm -rf $(VENV) $(STAMPS)
+	rm -rf $(VENV) $(STAMPS) node_modules

@@ -1,6 +1,6 @@
 """The wheel's package list, found by walking the tree: ``interplab/`` as ``interplab``, ``core/`` as
 ``interplab.core`` and ``widgets/`` as ``interplab.widgets``. A new subpackage is in the wheel with no
-edit here or in ``pyproject.toml``; data folders (``widgets/js/...``, ``core/evals/data``) travel as
+edit here or in ``pyproject.toml``; data folders (``widgets/js/<widget>/``, ``core/evals/data``) travel as
 namespace packages with their files. The weights under ``core/saes/pretrained`` are not part of the
 library: ``packages/`` builds them into their own data packages.
 """

@@ -17,7 +17,7 @@ embedded model is not prepared. Values: dense standard-normal float32, [n_tokens
 (b) Python-side time (median): constructing the widget; ``get_state`` + ``_remove_buffers``.
 (c) First paint in headless Chromium (Debian's, the launch arguments of the browser tests,
     every non-file request aborted): the notebook is exported with ``interplab.export_html``
-    and opened over file://. Measured with the ``performance.mark`` calls in heatmap.js:
+    and opened over file://. Measured with the ``performance.mark`` calls in heatmap/index.js:
     ``ilab-heatmap-render-start`` at the top of ``render()`` and ``ilab-heatmap-painted``
     two animation frames after the first page was drawn. Reported: painted - render_start
     (the widget's own rendering; goal <= 500 ms at 100k tokens x 32 features), and for

@@ -1,10 +1,10 @@
 """The shared widget layer: binary array payloads, display options, the base widget class and its colour options.
 
-Every widget is a thin Python class plus its own ``.js`` (and ``.css``) file under ``js/``; a large
-widget has a folder of them (``js/dashboard/``). ``js/shared.js`` (decoding, colour scales, number
-formatting, safe text) is prepended and the parts concatenated in order, so there is no build step
-and no network import at run time. With ``ANYWIDGET_HMR=1`` (anywidget's hot reload) the bundle
-follows edits to any of its files.
+Every widget is a thin Python class plus a folder of ES modules under ``js/<widget>/`` (``index.js``
+its entry, importing ``js/shared/`` and its own parts by relative path) and the stylesheets beside
+them. :func:`esm` links the folder into the one module anywidget loads (``_bundle.link``) and
+:func:`css` joins the stylesheets, so there is no build step and no network import at run time. With
+``ANYWIDGET_HMR=1`` (anywidget's hot reload) both follow edits to any of their files.
 
 Arrays travel as raw bytes with their dtype and shape (``{"view": memoryview, "dtype":
 "float32", "shape": [n, f]}``), never as JSON lists.
@@ -22,6 +22,8 @@ import numpy as np
 import traitlets
 from anywidget._file_contents import FileContents, VirtualFileContents
 from interplab.core.views.colors import check_scale_options
+
+from ._bundle import LinkError, link, modules
 
 logger = logging.getLogger(__name__)
 
@@ -65,9 +67,12 @@ class Bundle(VirtualFileContents):
         self._watchers: list[FileContents] = []
         if os.environ.get("ANYWIDGET_HMR") == "1" if hot_reload is None else hot_reload:
             for path in self.paths:
-                watcher = FileContents(path, start_thread=True)
-                watcher.changed.connect(self._reload)
-                self._watchers.append(watcher)
+                self._watch(path)
+
+    def _watch(self, path: Path) -> None:
+        watcher = FileContents(path, start_thread=True)
+        watcher.changed.connect(self._reload)
+        self._watchers.append(watcher)
 
     def join(self) -> str:
         return "\n".join(p.read_text(encoding="utf-8") for p in self.paths)
@@ -82,14 +87,49 @@ class Bundle(VirtualFileContents):
             watcher.stop_thread()
 
 
-def esm(*names: str) -> Bundle:
-    """A widget's ES module: ``js/shared.js`` followed by its own files (paths relative to ``js/``)."""
-    return Bundle([HERE / "shared.js", *(HERE / n for n in names)])
+class LinkedModule(Bundle):
+    """The ES module linked from ``entry`` and every module it imports (see :mod:`._bundle`).
+
+    With hot reload every module it reaches is watched (a module an edit starts importing too); an edit
+    that does not link (a half-typed import) is logged and the last good module kept.
+    """
+
+    def __init__(self, entry: Path, hot_reload: bool | None = None):
+        self.entry = Path(entry)
+        super().__init__([m.path for m in modules(self.entry)], hot_reload)
+
+    def join(self) -> str:
+        return link(self.entry)
+
+    def _reload(self, _new: str) -> None:
+        try:
+            super()._reload(_new)
+            reached = [m.path for m in modules(self.entry)]
+        except LinkError as exc:
+            logger.warning("interplab widgets: %s", exc)
+            return
+        for path in reached:
+            if path not in self.paths:
+                self.paths.append(path)
+                self._watch(path)
 
 
-def css(*names: str) -> Bundle:
-    """The shared stylesheet followed by the widget's own (paths relative to ``js/``)."""
-    return Bundle([HERE / "shared.css", *(HERE / n for n in names if (HERE / n).exists())])
+def _folder(name: str) -> Path:
+    folder = HERE / name
+    if not (folder / "index.js").is_file():
+        widgets = sorted(p.name for p in HERE.iterdir() if (p / "index.js").is_file())
+        raise ValueError(f"No widget module {name!r}: js/{name}/index.js does not exist; widgets are {widgets}.")
+    return folder
+
+
+def esm(name: str) -> LinkedModule:
+    """A widget's ES module: ``js/<name>/index.js`` linked with every module it imports (``js/shared/`` too)."""
+    return LinkedModule(_folder(name) / "index.js")
+
+
+def css(name: str) -> Bundle:
+    """The shared stylesheets (``js/shared/*.css``) followed by the widget's own (``js/<name>/*.css``)."""
+    return Bundle(sorted((HERE / "shared").glob("*.css")) + sorted(_folder(name).glob("*.css")))
 
 
 class ScaleOptions:

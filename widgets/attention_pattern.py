@@ -41,8 +41,8 @@ class AttentionPattern(Widget):
         weak attention); see :meth:`set_scale`.
     """
 
-    _esm = esm("attention.js")
-    _css = css("attention.css")
+    _esm = esm("attention")
+    _css = css("attention")
 
     tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
     layers = traitlets.List(traitlets.Int()).tag(sync=True)

@@ -33,8 +33,8 @@ _ARRAYS = {"kind": "uint8", "layer": "int32", "pos": "int32", "latent": "int32",
 class CircuitGraph(Widget):
     """An attribution graph (see the module doc)."""
 
-    _esm = esm("circuit.js")
-    _css = css("circuit.css")
+    _esm = esm("circuit")
+    _css = css("circuit")
 
     graph = traitlets.Dict().tag(sync=True)
     threshold = traitlets.Float(0.8).tag(sync=True)  # the slider: nodes up to this cumulative influence show

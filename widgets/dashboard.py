@@ -53,8 +53,8 @@ class FeatureDashboard(Widget):
         [d_sae] numbers of your own, are given, else "density").
     """
 
-    _esm = esm(*(f"dashboard/{part}.js" for part in ("cards", "list", "card", "tryit", "entry")))
-    _css = css("dashboard/dashboard.css")
+    _esm = esm("dashboard")
+    _css = css("dashboard")
     _uid = traitlets.Unicode().tag(sync=True)  # keys the state shared by this dashboard's views in the browser
 
     site = traitlets.Unicode("").tag(sync=True)

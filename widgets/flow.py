@@ -26,8 +26,8 @@ class FeatureFlow(Widget):
     """Latents followed through chained SAE matches; ``dashboard`` (a FeatureDashboard, or one per column in a
     dict site -> dashboard) opens the clicked latent's card."""
 
-    _esm = esm("flow.js")
-    _css = css("flow.css")
+    _esm = esm("flow")
+    _css = css("flow")
 
     columns = traitlets.List(traitlets.Unicode()).tag(sync=True)
     nodes = traitlets.List(traitlets.Dict()).tag(sync=True)

@@ -48,8 +48,8 @@ class FeatureHeatmap(ScaleOptions, Widget):
         The colour scale (see the module doc); settable later, together, with :meth:`set_scale`.
     """
 
-    _esm = esm("heatmap.js")
-    _css = css("heatmap.css")
+    _esm = esm("heatmap")
+    _css = css("heatmap")
 
     vocab = traitlets.List(traitlets.Unicode()).tag(sync=True)
     token_ids = traitlets.Dict().tag(sync=True)

@@ -39,8 +39,8 @@ class LogitLens(Widget):
         The colour scale of the probabilities (default: sequential from 0 to 1); see :meth:`set_scale`.
     """
 
-    _esm = esm("lens.js")
-    _css = css("lens.css")
+    _esm = esm("lens")
+    _css = css("lens")
 
     tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)  # the text's tokens (the columns)
     layers = traitlets.List(traitlets.Int()).tag(sync=True)  # the rows

@@ -80,8 +80,8 @@ class PatchingGrid(ScaleOptions, Widget):
         Colour by the normalized value (0 = corrupted, 1 = clean; default) or the raw metric.
     """
 
-    _esm = esm("patching.js")
-    _css = css("patching.css")
+    _esm = esm("patching")
+    _css = css("patching")
 
     grids = traitlets.List(traitlets.Dict()).tag(sync=True)
     tab = traitlets.Unicode("").tag(sync=True)  # key of the grid shown

@@ -66,8 +66,8 @@ class SteeringPanel(Widget):
         ``[rows, vocab]`` returning one value per row; ``metric_name`` labels it.
     """
 
-    _esm = esm("steering.js")
-    _css = css("steering.css")
+    _esm = esm("steering")
+    _css = css("steering")
 
     prompt = traitlets.Unicode("").tag(sync=True)
     names = traitlets.List(traitlets.Unicode()).tag(sync=True)

@@ -4,7 +4,7 @@
 :class:`HeatmapData` (documents, a deduplicated vocabulary, top features per token); ``attention.py``
 reads one text's attention patterns into :class:`AttentionData`. ``colors.py`` resolves the colour scale of
 every heatmap-like widget (``scale``, ``vmin``, ``vmax``, ``center``; BOS left out), which
-``widgets/js/shared.js`` draws (``ilabColor(value, scale)``, ``ilabLegend(scale)``).
+``widgets/js/shared/scale.js`` draws (``ilabColor(value, scale)``, ``ilabLegend(scale)``).
 
 Example
 -------

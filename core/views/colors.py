@@ -1,4 +1,4 @@
-"""Colour scales for every heatmap-like widget: the numbers here, the drawing in ``widgets/js/shared.js``.
+"""Colour scales for every heatmap-like widget: the numbers here, the drawing in ``widgets/js/shared/scale.js``.
 
 A :class:`ColorScale` says how a value becomes a colour:
 

@@ -1,10 +1,13 @@
-"""The shared widget helpers (widgets/js/shared.js) in a real Chromium page, without JupyterLab."""
+"""The shared widget helpers (widgets/js/shared/) in a real Chromium page, without JupyterLab."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
 from interplab.core.views.colors import color_scale
+from interplab.widgets._bundle import link
 from interplab.widgets._kit import HERE
 from playwright.sync_api import Page
 
@@ -14,8 +17,8 @@ pytestmark = pytest.mark.browser
 @pytest.fixture
 def shared(page: Page) -> Page:
     page.set_content("<html><body></body></html>")
-    page.add_style_tag(content=(HERE / "shared.css").read_text())
-    page.add_script_tag(content=(HERE / "shared.js").read_text())
+    page.add_style_tag(content=(HERE / "shared" / "shared.css").read_text())
+    page.add_script_tag(content=link(Path(__file__).parent / "shared_globals.js"))  # the helpers as globals
     return page
 
 

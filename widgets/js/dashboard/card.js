@@ -1,146 +1,146 @@
-// FeatureDashboard, part 3: the card of the selected latent (histogram, logit effects, neighbours, examples).
+// @ts-check
+// FeatureDashboard, the card of the selected latent (histogram, logit effects, neighbours, examples).
+import { ilabClosest, ilabEl, ilabFmt, ilabFmtSigned, ilabKeepKeys, ilabTokenSpan, ilabTokenText } from "../shared/index.js";
+import { histogramSvg } from "./histogram.js";
+/** @import { DashContext } from "./context.js" */
+/** @import { Card } from "./store.js" */
 
-function svgEl(tag, attrs) {
-  const el = document.createElementNS(SVG_NS, tag);
-  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
-  return el;
-}
-
-/** The activation histogram as SVG bars (counts of tokens per activation bin). */
-function histogramSvg(card) {
-  const W = 320, H = 110, padL = 34, padB = 18, padT = 6;
-  const svg = svgEl("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, class: "ilab-dash-hist" });
-  svg.setAttribute("role", "img");
-  const n = card.counts.length;
-  let top = 0;
-  for (const c of card.counts) top = Math.max(top, c);
-  const bw = (W - padL - 4) / Math.max(1, n);
-  for (let b = 0; b < n; b++) {
-    const h = top > 0 ? ((H - padB - padT) * card.counts[b]) / top : 0;
-    const rect = svgEl("rect", { x: padL + b * bw, y: H - padB - h, width: Math.max(1, bw - 1), height: h,
-      class: "ilab-dash-bar" });
-    const tip = svgEl("title", {});
-    tip.textContent = `${ilabFmt(card.edges[b])}–${ilabFmt(card.edges[b + 1])}: ${card.counts[b]} tokens`;
-    rect.appendChild(tip);
-    svg.appendChild(rect);
+/**
+ * One example's tokens, coloured by activation on 0..vmax; the example's max marked.
+ * @param {DashContext} ctx
+ * @param {Card} c
+ * @param {number} e the example
+ * @param {number} vmax
+ */
+function tokenRow({ store }, c, e, vmax) {
+  const line = ilabEl("div", "ilab-dash-tokens");
+  const from = e * c.context;
+  for (let t = from; t < (e + 1) * c.context; t++) {
+    if (c.tokens[t] < 0) continue;
+    const span = ilabTokenSpan(store.tokenText(c.tokens[t]), c.acts[t], { kind: "sequential", vmin: 0, center: 0, vmax });
+    span.dataset.tok = store.tokenText(c.tokens[t]);
+    if (t - from === c.lead) span.classList.add("ilab-dash-lead"); // the example's max
+    line.appendChild(span);
   }
-  const text = (x, y, s, anchor) => {
-    const t = svgEl("text", { x, y, "text-anchor": anchor, class: "ilab-dash-axis" });
-    t.textContent = s;
-    svg.appendChild(t);
-  };
-  svg.appendChild(svgEl("line", { x1: padL, y1: H - padB, x2: W - 4, y2: H - padB, class: "ilab-dash-axisline" }));
-  text(padL, H - 4, ilabFmt(card.edges[0]), "start");
-  text(W - 4, H - 4, ilabFmt(card.edges[n]), "end");
-  text(padL - 4, padT + 8, ilabFmt(top), "end");
-  text(padL - 4, H - padB, "0", "end");
-  svg.setAttribute("aria-label", `activation histogram: ${n} bins up to ${ilabFmt(card.edges[n])}, peak ${top} tokens`);
-  return svg;
+  return line;
 }
 
-/** The card column: `draw()` shows the selected latent (or asks the kernel for its card). */
-function dashCard(model, store, names, select, tip) {
+/**
+ * Examples `from`..`to` under a title (those where the latent fired).
+ * @param {DashContext} ctx
+ * @param {Card} c
+ * @param {number} from
+ * @param {number} to
+ * @param {string} title
+ */
+function examples(ctx, c, from, to, title) {
+  const box = ilabEl("div", "ilab-dash-examples");
+  box.appendChild(ilabEl("div", "ilab-dash-h", title));
+  const vmax = ctx.store.maxAct[c.id];
+  let shown = 0;
+  for (let e = from; e < to; e++) {
+    if (!(c.exMax[e] > 0)) continue;
+    const ex = ilabEl("div", "ilab-dash-ex");
+    ex.appendChild(ilabEl("span", "ilab-dash-exmax ilab-muted", ilabFmt(c.exMax[e])));
+    ex.appendChild(tokenRow(ctx, c, e, vmax));
+    box.appendChild(ex);
+    shown++;
+  }
+  if (!shown) box.appendChild(ilabEl("div", "ilab-muted", "no examples: this latent never fired on the corpus"));
+  return box;
+}
+
+/**
+ * The tokens the latent promotes and suppresses most through the unembedding.
+ * @param {DashContext} ctx
+ * @param {Card} c
+ */
+function logitTable({ store }, c) {
+  const table = ilabEl("div", "ilab-dash-logits");
+  ["promotes", "suppresses"].forEach((title, side) => {
+    const col = ilabEl("div", "ilab-dash-logitcol");
+    col.appendChild(ilabEl("div", "ilab-dash-h", title));
+    for (let j = 0; j < c.nLogit; j++) {
+      const id = c.logitIds[side * c.nLogit + j];
+      const v = c.logitVals[side * c.nLogit + j];
+      const line = ilabEl("div", "ilab-dash-logit");
+      line.append(ilabTokenSpan(store.tokenText(id)), ilabEl("span", "ilab-dash-logitv", ilabFmtSigned(v)));
+      col.appendChild(line);
+    }
+    table.appendChild(col);
+  });
+  return table;
+}
+
+/**
+ * The nearest latents by decoder cosine, a button each.
+ * @param {DashContext} ctx
+ * @param {Card} c
+ */
+function neighbours({ names, select }, c) {
+  const box = ilabEl("div", "ilab-dash-near");
+  box.appendChild(ilabEl("span", "ilab-dash-h", "neighbours (decoder cosine): "));
+  let any = false;
+  for (let j = 0; j < c.nearIds.length; j++) {
+    const i = c.nearIds[j];
+    if (i < 0) continue;
+    any = true;
+    const b = ilabEl("button", "ilab-dash-nearbtn", `${names.name(i)} (${c.nearCos[j].toFixed(2)})`);
+    b.dataset.latent = String(i);
+    b.addEventListener("click", () => select(i));
+    box.appendChild(b);
+  }
+  if (!any) box.appendChild(ilabEl("span", "ilab-muted", "give sae= to see them"));
+  return box;
+}
+
+/**
+ * The card's head: the latent's name, a box to label it, and its statistics.
+ * @param {DashContext} ctx
+ * @param {number} i
+ */
+function header({ model, store, names }, i) {
+  const head = ilabEl("div", "ilab-dash-head");
+  head.appendChild(ilabEl("span", "ilab-dash-title", `latent ${names.name(i)}`));
+  const input = ilabEl("input", "ilab-dash-label");
+  input.placeholder = "label this latent";
+  input.setAttribute("aria-label", "label");
+  input.value = names.label(i);
+  ilabKeepKeys(input);
+  const save = () => {
+    if (input.value === names.label(i)) return;
+    const labels = { ...model.get("labels") };
+    if (input.value.trim()) labels[String(i)] = input.value.trim();
+    else delete labels[String(i)];
+    model.set("labels", labels);
+    model.save_changes();
+  };
+  input.addEventListener("change", save);
+  input.addEventListener("keydown", (e) => e.key === "Enter" && save());
+  head.appendChild(input);
+  const stats = `density ${ilabFmt(store.density[i] * 100)}% · max ${ilabFmt(store.maxAct[i])} · mean ${ilabFmt(store.meanAct[i])}`;
+  head.appendChild(ilabEl("div", "ilab-dash-stats ilab-muted", stats));
+  return head;
+}
+
+/**
+ * The card column: `draw()` shows the selected latent (or asks the kernel for its card).
+ * @param {DashContext} ctx
+ */
+export function dashCard(ctx) {
+  const { model, store, tip } = ctx;
   const el = ilabEl("div", "ilab-dash-card");
   el.addEventListener("mouseover", (e) => {
-    const span = e.target.closest && e.target.closest(".ilab-dash-tokens .ilab-tok");
+    const span = ilabClosest(e, ".ilab-dash-tokens .ilab-tok");
     if (!span) return tip.hide();
     const lead = span.classList.contains("ilab-dash-lead") ? " (this example's max)" : "";
-    tip.show(span, `${ilabTokenText(span.dataset.tok).text}\nactivation ${ilabFmt(Number(span.dataset.v))}${lead}`);
+    tip.show(span, `${ilabTokenText(span.dataset.tok ?? "").text}\nactivation ${ilabFmt(Number(span.dataset.v))}${lead}`);
   });
   el.addEventListener("mouseleave", () => tip.hide());
-
-  function tokenRow(tokens, acts, from, to, vmax, lead) {
-    const line = ilabEl("div", "ilab-dash-tokens");
-    for (let t = from; t < to; t++) {
-      if (tokens[t] < 0) continue;
-      const span = ilabTokenSpan(store.tokenText(tokens[t]), acts[t], { kind: "sequential", vmin: 0, center: 0, vmax });
-      span.dataset.tok = store.tokenText(tokens[t]);
-      if (t - from === lead) span.classList.add("ilab-dash-lead"); // the example's max
-      line.appendChild(span);
-    }
-    return line;
-  }
-
-  function examples(c, from, to, title) {
-    const box = ilabEl("div", "ilab-dash-examples");
-    box.appendChild(ilabEl("div", "ilab-dash-h", title));
-    const vmax = store.maxAct[c.id];
-    let shown = 0;
-    for (let e = from; e < to; e++) {
-      if (!(c.exMax[e] > 0)) continue;
-      const ex = ilabEl("div", "ilab-dash-ex");
-      ex.appendChild(ilabEl("span", "ilab-dash-exmax ilab-muted", ilabFmt(c.exMax[e])));
-      ex.appendChild(tokenRow(c.tokens, c.acts, e * c.context, (e + 1) * c.context, vmax, c.lead));
-      box.appendChild(ex);
-      shown++;
-    }
-    if (!shown) box.appendChild(ilabEl("div", "ilab-muted", "no examples: this latent never fired on the corpus"));
-    return box;
-  }
-
-  function logitTable(c) {
-    const table = ilabEl("div", "ilab-dash-logits");
-    ["promotes", "suppresses"].forEach((title, side) => {
-      const col = ilabEl("div", "ilab-dash-logitcol");
-      col.appendChild(ilabEl("div", "ilab-dash-h", title));
-      for (let j = 0; j < c.nLogit; j++) {
-        const id = c.logitIds[side * c.nLogit + j];
-        const v = c.logitVals[side * c.nLogit + j];
-        const line = ilabEl("div", "ilab-dash-logit");
-        line.append(ilabTokenSpan(store.tokenText(id)), ilabEl("span", "ilab-dash-logitv", ilabFmtSigned(v)));
-        col.appendChild(line);
-      }
-      table.appendChild(col);
-    });
-    return table;
-  }
-
-  function neighbours(c) {
-    const box = ilabEl("div", "ilab-dash-near");
-    box.appendChild(ilabEl("span", "ilab-dash-h", "neighbours (decoder cosine): "));
-    let any = false;
-    for (let j = 0; j < c.nearIds.length; j++) {
-      const i = c.nearIds[j];
-      if (i < 0) continue;
-      any = true;
-      const b = ilabEl("button", "ilab-dash-nearbtn", `${names.name(i)} (${c.nearCos[j].toFixed(2)})`);
-      b.dataset.latent = String(i);
-      b.addEventListener("click", () => select(i));
-      box.appendChild(b);
-    }
-    if (!any) box.appendChild(ilabEl("span", "ilab-muted", "give sae= to see them"));
-    return box;
-  }
-
-  function header(i) {
-    const head = ilabEl("div", "ilab-dash-head");
-    head.appendChild(ilabEl("span", "ilab-dash-title", `latent ${names.name(i)}`));
-    const input = ilabEl("input", "ilab-dash-label");
-    input.placeholder = "label this latent";
-    input.setAttribute("aria-label", "label");
-    input.value = names.label(i);
-    ilabKeepKeys(input);
-    const save = () => {
-      if (input.value === names.label(i)) return;
-      const labels = { ...model.get("labels") };
-      if (input.value.trim()) labels[String(i)] = input.value.trim();
-      else delete labels[String(i)];
-      model.set("labels", labels);
-      model.save_changes();
-    };
-    input.addEventListener("change", save);
-    input.addEventListener("keydown", (e) => e.key === "Enter" && save());
-    head.appendChild(input);
-    const s = store;
-    const stats = `density ${ilabFmt(s.density[i] * 100)}% · max ${ilabFmt(s.maxAct[i])} · mean ${ilabFmt(s.meanAct[i])}`;
-    head.appendChild(ilabEl("div", "ilab-dash-stats ilab-muted", stats));
-    return head;
-  }
-
-  function draw() {
+  const draw = () => {
     const i = model.get("selected");
     const c = store.cards.get(i);
-    el.replaceChildren(header(i));
+    el.replaceChildren(header(ctx, i));
     el.dataset.latent = String(i);
     if (!c) {
       if (store.live) {
@@ -154,10 +154,9 @@ function dashCard(model, store, names, select, tip) {
     const top = ilabEl("div", "ilab-dash-top");
     const hist = ilabEl("div", "ilab-dash-histbox");
     hist.append(ilabEl("div", "ilab-dash-h", "activation histogram (firing tokens)"), histogramSvg(c));
-    top.append(hist, logitTable(c));
-    el.append(top, neighbours(c), examples(c, 0, c.nTop, "top activations"));
-    el.appendChild(examples(c, c.nTop, c.nEx, "across the activation range"));
-  }
-
+    top.append(hist, logitTable(ctx, c));
+    el.append(top, neighbours(ctx, c), examples(ctx, c, 0, c.nTop, "top activations"));
+    el.appendChild(examples(ctx, c, c.nTop, c.nEx, "across the activation range"));
+  };
   return { el, draw };
 }

@@ -1,0 +1,132 @@
+// @ts-check
+// CircuitGraph: an attribution graph on a canvas; columns are positions, rows layers; client-side pruning.
+import { ilabEl, ilabListen, ilabSave, ilabTheme } from "../shared/index.js";
+import { draw } from "./draw.js";
+import { decodeGraph, describeNode, layout, nodeAt, strongestPaths, visibleNodes } from "./graph.js";
+import { drawAnswer, drawGroups } from "./panel.js";
+import { circuitView, WIDTH } from "./view.js";
+/** @import { CircuitView } from "./view.js" */
+
+/**
+ * Something at (x, y) on the canvas for the hover box to sit next to.
+ * @param {HTMLCanvasElement} canvas
+ * @param {number} x
+ * @param {number} y
+ */
+function anchorAt(canvas, x, y) {
+  const r = canvas.getBoundingClientRect();
+  return { getBoundingClientRect: () => ({ left: r.left + x, right: r.left + x, top: r.top + y - 6, bottom: r.top + y + 6 }) };
+}
+
+/**
+ * The node under a mouse event (-1: none).
+ * @param {CircuitView} view
+ * @param {MouseEvent} ev
+ */
+function nodeUnder(view, ev) {
+  if (!view.g) return -1;
+  const r = view.canvas.getBoundingClientRect();
+  return nodeAt(view.g, view.visible, ev.clientX - r.left, ev.clientY - r.top);
+}
+
+/**
+ * The canvas: hover describes a node and lights its strongest paths, a click selects it, a shift-click picks
+ * it for a supernode.
+ * @param {CircuitView} view
+ */
+function wireCanvas(view) {
+  const { model, canvas, tip } = view;
+  canvas.addEventListener("mousemove", (ev) => {
+    const i = nodeUnder(view, ev);
+    if (i === view.hover || !view.g) return;
+    const g = view.g;
+    view.hover = i;
+    view.highlight = i >= 0 ? strongestPaths(g, view.visible, i) : null;
+    if (i >= 0) tip.show(anchorAt(canvas, g.xy[2 * i], g.xy[2 * i + 1]), describeNode(g, i).map((line) => ilabEl("div", null, line)));
+    else tip.hide();
+    draw(view);
+  });
+  canvas.addEventListener("mouseleave", () => {
+    view.hover = -1;
+    view.highlight = null;
+    tip.hide();
+    draw(view);
+  });
+  canvas.addEventListener("click", (ev) => {
+    const i = nodeUnder(view, ev);
+    if (i < 0) return;
+    if (!ev.shiftKey) return ilabSave(model, "selected", i);
+    if (view.picked.has(i)) view.picked.delete(i);
+    else view.picked.add(i);
+    draw(view);
+  });
+}
+
+/**
+ * The pruning slider (the browser prunes: no round trip) and the supernode button.
+ * @param {CircuitView} view
+ * @param {() => void} prune
+ */
+function wireControls(view, prune) {
+  const { model, slider, groupName } = view;
+  slider.addEventListener("input", () => {
+    model.set("threshold", Number(slider.value));
+    prune();
+    model.save_changes();
+  });
+  view.groupButton.addEventListener("click", () => {
+    const label = groupName.value.trim();
+    if (!label || !view.picked.size) return;
+    ilabSave(model, "supernodes", [...model.get("supernodes"), { label, nodes: [...view.picked] }]);
+    view.picked = new Set();
+    groupName.value = "";
+  });
+}
+
+/** @param {RenderProps} props */
+function render({ model, el }) {
+  performance.mark("ilab-circuit-render-start");
+  const view = circuitView(model);
+  el.appendChild(view.root);
+  const prune = () => {
+    if (view.g) view.visible = visibleNodes(view.g, model.get("threshold"));
+    draw(view);
+  };
+  const drawAll = () => {
+    ilabTheme(view.root, model.get("scheme"));
+    view.g = decodeGraph(model);
+    layout(view.g, view.canvas, WIDTH);
+    view.slider.value = String(model.get("threshold"));
+    prune();
+    drawAnswer(view.answer, model.get("intervention"));
+    drawGroups(view.groupsLine, model.get("supernodes"));
+  };
+  wireCanvas(view);
+  wireControls(view, prune);
+  const stop = ilabListen(
+    model,
+    {
+      "change:graph": drawAll,
+      "change:scheme": drawAll,
+      "change:threshold": () => {
+        view.slider.value = String(model.get("threshold"));
+        prune();
+      },
+      "change:selected": () => draw(view),
+      "change:supernodes": () => {
+        draw(view);
+        drawGroups(view.groupsLine, model.get("supernodes"));
+      },
+      "change:intervention": () => drawAnswer(view.answer, model.get("intervention")),
+    },
+    drawAll,
+  );
+  requestAnimationFrame(() => requestAnimationFrame(() => performance.mark("ilab-circuit-painted")));
+  return () => {
+    stop();
+    view.tip.remove();
+  };
+}
+
+/** @type {WidgetModule} */
+export default { render };
