@@ -23,7 +23,7 @@ import torch
 from interplab.core.data.store import ActivationStore
 from interplab.core.features import FeatureData, feature_data
 from interplab.core.memory.budget import MemoryBudgetError, set_memory_budget
-from interplab.core.saes import SAE
+from interplab.core.saes import SAE, load_sae, train_sae
 from interplab.core.saes.training.trainer import CHECKPOINT, read_checkpoint, train_saes
 from interplab.core.storage.readers import FileError
 from safetensors.torch import load_file, save_file
@@ -91,7 +91,7 @@ def test_2_a_tampered_dashboard_folder_writes_and_reads_only_inside_it(gpt2, tmp
 def test_2_labels_follow_the_sae_the_dashboard_was_made_from(gpt2, tmp_path):
     sae = _sae()
     sae.save(tmp_path / "my_sae")
-    sae = SAE.load(tmp_path / "my_sae")
+    sae = load_sae(tmp_path / "my_sae")
     data = feature_data(sae, gpt2, CORPUS[:6], **FEATURES)
     data.save(tmp_path / "dash")
     dash = ilab.widgets.FeatureDashboard(FeatureData.load(tmp_path / "dash", sae=sae), sae=sae, n_cards=2)
@@ -182,7 +182,7 @@ def store(gpt2, tmp_path) -> ActivationStore:
 )
 def test_7_non_finite_settings_are_refused_before_training(store, kwargs, match, tmp_path):
     with pytest.raises(ValueError, match=match):
-        SAE.train(store, width=16, n_tokens=128, batch_size=64, checkpoint_dir=tmp_path / "ck", progress=False,
+        train_sae(store, width=16, n_tokens=128, batch_size=64, checkpoint_dir=tmp_path / "ck", progress=False,
                   **kwargs)  # fmt: skip
     assert not (tmp_path / "ck").exists()
 
@@ -204,7 +204,7 @@ def test_7_a_loss_or_weights_that_stop_being_finite_stop_training(store, tmp_pat
         match=r"Training diverged at step 3 of 8: the training loss of StandardSAE.* is "
         r"nan",
     ):
-        SAE.train(store, arch="standard", width=16, n_tokens=512, batch_size=64, checkpoint_dir=tmp_path / "ck",
+        train_sae(store, arch="standard", width=16, n_tokens=512, batch_size=64, checkpoint_dir=tmp_path / "ck",
                   checkpoint_every=1, progress=False)  # fmt: skip
     assert read_checkpoint(tmp_path / "ck" / CHECKPOINT)["step"] == 3, "the last good checkpoint is kept"
     monkeypatch.setattr(StandardSAE, "training_loss", real)
@@ -219,7 +219,7 @@ def test_7_a_loss_or_weights_that_stop_being_finite_stop_training(store, tmp_pat
 
     monkeypatch.setattr(torch.optim.Adam, "step", poisoning)
     with pytest.raises(ValueError, match=r"weights of StandardSAE.* hold NaN or inf in W_dec after step 1"):
-        SAE.train(store, arch="standard", width=16, n_tokens=512, batch_size=64, checkpoint_dir=tmp_path / "ck2",
+        train_sae(store, arch="standard", width=16, n_tokens=512, batch_size=64, checkpoint_dir=tmp_path / "ck2",
                   checkpoint_every=1, progress=False)  # fmt: skip
     assert not (tmp_path / "ck2" / CHECKPOINT).exists(), "nothing non-finite was saved"
 
@@ -262,7 +262,7 @@ def test_8_an_untrusted_config_is_checked_before_anything_is_allocated(tmp_path,
 
     monkeypatch.setattr(SAE, "__init__", allocate)
     with pytest.raises(FileError, match=match):
-        SAE.load(folder)
+        load_sae(folder)
 
 
 @pytest.mark.parametrize(("arch", "tensor"), [("jumprelu", "threshold"), ("gated", "b_mag"), ("gated", "r_mag")])
@@ -272,12 +272,12 @@ def test_8_a_missing_tensor_is_named_with_its_file(tmp_path, arch, tensor):
     del weights[tensor]
     save_file(weights, str(folder / "sae_weights.safetensors"))
     with pytest.raises(FileError, match=rf"sae_weights\.safetensors': {tensor} is missing"):
-        SAE.load(folder)
+        load_sae(folder)
 
 
 def test_8_a_topk_k_that_is_not_an_integer_is_refused(tmp_path):
     with pytest.raises(FileError, match=r"cfg\.json': k must be an integer, got 8\.9"):
-        SAE.load(_saelens(tmp_path, "topk", k=8.9))
+        load_sae(_saelens(tmp_path, "topk", k=8.9))
 
 
 def test_8_headers_that_promise_more_than_the_file_holds(tmp_path):
@@ -292,7 +292,7 @@ def test_8_headers_that_promise_more_than_the_file_holds(tmp_path):
         threshold=np.zeros(8, np.float32),
     )
     with pytest.raises(FileError, match=r"params\.npz': b_enc has shape \[7\], expected \[8\]"):
-        SAE.load(npz)
+        load_sae(npz)
     bomb = tmp_path / "bomb.npy"
     with open(bomb, "wb") as f:  # a header claiming 10^12 floats in a file of a few bytes
         np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": (10**6, 10**6)})
@@ -375,7 +375,7 @@ def test_12_the_raw_errors_of_the_issue_are_clear_errors_now(gpt2, store, tmp_pa
             "batch_size must be a positive integer, got 2.5",
         ),
         (lambda: store.batches(64, buffer_shards=0), ValueError, "buffer_shards must be a positive integer, got 0"),
-        (lambda: SAE.train(store, batch_size=0), ValueError, "batch_size must be a positive integer, got 0"),
+        (lambda: train_sae(store, batch_size=0), ValueError, "batch_size must be a positive integer, got 0"),
         (lambda: ilab.metrics.logit_diff(None, " John"), TypeError, "answer must be a token .* got NoneType"),
         (
             lambda: ilab.patching.ioi(gpt2, templates=["When{A} and{B} went,{S} gave {0} to"]),

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import torch
 from interplab.core.data.store import ActivationStore
-from interplab.core.saes import SAE, BatchTopKSAE, GatedSAE, JumpReLUSAE, StandardSAE, TopKSAE
+from interplab.core.saes import SAE, BatchTopKSAE, GatedSAE, JumpReLUSAE, StandardSAE, TopKSAE, train_sae
 from interplab.core.saes.kernels.sparse import _batch_topk, select_active
 from interplab.core.saes.topk import AUX_COEFFICIENT
 from interplab.core.saes.training.trainer import train_saes
@@ -491,12 +491,12 @@ def test_check_fits(gpt2):
         narrow.check_fits(gpt2)
 
 
-def test_train_descriptor_on_class_and_instance():
+def test_sae_train_is_the_torch_mode_switch_and_train_sae_trains():
     sae = SAE.create("standard", d_in=8, d_sae=16)
     assert sae.train(False) is sae and not sae.training
     assert sae.train() is sae and sae.training
     with pytest.raises(TypeError, match="ActivationStore"):
-        SAE.train(42, arch="topk", width=16, k=2)
+        train_sae(42, arch="topk", width=16, k=2)
 
 
 # ------------------------------------------------- JumpReLU straight-through
@@ -648,7 +648,7 @@ def test_returned_sae_reads_raw_activations(store, x_a, monkeypatch, arch):
 
 def test_train_batchtopk_average_l0_is_k(store, x_a):
     k = 4
-    sae = SAE.train(
+    sae = train_sae(
         store, arch="batchtopk", width=64, k=k, lr=1e-2, n_tokens=BATCH * 150, batch_size=BATCH, progress=False
     )
     assert type(sae) is BatchTopKSAE
@@ -671,7 +671,7 @@ def test_train_many_two_widths_two_sites(store2, x_a, x_b, monkeypatch):
         {"arch": "batchtopk", "width": 48, "k": 2, "lr": 1e-2, "site": SITE_B},
     ]
     kw = {"n_tokens": BATCH * 100, "batch_size": BATCH, "progress": False}
-    saes = SAE.train_many(store2, specs, **kw)
+    saes = train_saes(store2, specs, **kw)
     assert [(s.arch, s.d_sae, s.site, s.d_in) for s in saes] == [
         ("topk", 64, SITE_A, D_A),
         ("topk", 48, SITE_A, D_A),
@@ -706,8 +706,8 @@ def test_train_from_tiny_model(gpt2):
         "batch_size": 128,
         "progress": False,
     }
-    sae = SAE.train(gpt2, n_tokens=128 * 24, **kw)
-    one_step = SAE.train(gpt2, n_tokens=128, **kw)
+    sae = train_sae(gpt2, n_tokens=128 * 24, **kw)
+    one_step = train_sae(gpt2, n_tokens=128, **kw)
     assert type(sae) is TopKSAE and sae.site == SITE_A and sae.d_in == 32 and sae.cfg.model_name == gpt2.name
     assert sae.cfg.metadata["training_tokens"] == 128 * 24
     acts = gpt2.collect(corpus[:4], sites=[SITE_A])
