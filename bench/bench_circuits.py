@@ -77,7 +77,7 @@ def graph_section(quick: bool, batch: int, max_features: int, folder: str | None
         try:
             if folder:  # SAELens transcoder folders (e.g. from `python -m interplab train-transcoders --out`)
                 paths = sorted(Path(folder).iterdir(), key=lambda p: int(p.name.split(".")[1]))
-                tcs = [ilab.SAE.load(p) for p in paths]
+                tcs = [ilab.load_sae(p) for p in paths]
                 source = f"trained, from {folder}"
             else:
                 tcs, source = ilab.circuits.embedded_transcoders(), "shipped"

@@ -74,7 +74,7 @@ def main() -> None:
 
     load_before = [round(v, 2) for v in os.getloadavg()]
     model = ilab.load_model()
-    sae = ilab.SAE.load("embedded", layer=6)
+    sae = ilab.load_sae("embedded", layer=6)
     docs = ilab.default_corpus()
     rss_loaded = rss_mb()
     half = max(1, args.n_tokens // 2)

@@ -59,7 +59,7 @@ def main() -> None:
     load_before = os.getloadavg()
     torch.manual_seed(0)
     model = ilab.load_model()
-    sae = ilab.SAE.load("embedded", layer=6)
+    sae = ilab.load_sae("embedded", layer=6)
     site = sae.site
     words = ilab.evals.load_polysemy()[: args.words]
     poly_texts = check_polysemy(model.tokenizer, words)[0]

@@ -1,4 +1,4 @@
-"""Benchmark: how long ``SAE.train(model, site=..., n_tokens=4096)`` takes before its first training step.
+"""Benchmark: how long ``train_sae(model, site=..., n_tokens=4096)`` takes before its first training step.
 
 Issue 12 measured about 100 s of fixed overhead on the embedded model: the stream from a model filled a
 shuffle buffer of 8 batches (33k tokens of forward passes for batch_size=4096) before the first step, even
@@ -54,7 +54,7 @@ def timed_training(model: ilab.Model) -> dict:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # a one-step SAE is poor, and says so
-            ilab.SAE.train(model, site=SITE, arch="topk", width=4096, k=32, n_tokens=4096, progress=False)
+            ilab.train_sae(model, site=SITE, arch="topk", width=4096, k=32, n_tokens=4096, progress=False)
     finally:
         del model.run_sites
         train_mod.train_step = real_step

@@ -19,7 +19,7 @@ from interplab.core.model.activations import Activations
 from interplab.core.model.model import Model
 from interplab.core.readout import metrics
 from interplab.core.readout.lens import LogitLensResult, logit_lens
-from interplab.core.saes import SAE
+from interplab.core.saes import SAE, load_sae, train_sae, train_saes
 from interplab.core.views import AttentionData, HeatmapData, attention_data, heatmap_data
 from interplab.export import export_html
 from interplab.extension import load_ipython_extension, unload_ipython_extension
@@ -49,6 +49,7 @@ __all__ = [
     "jobs",
     "load_ipython_extension",
     "load_model",
+    "load_sae",
     "logit_lens",
     "matching",
     "metrics",
@@ -56,6 +57,8 @@ __all__ = [
     "probes",
     "set_memory_budget",
     "steering",
+    "train_sae",
+    "train_saes",
     "unload_ipython_extension",
     "widgets",
 ]

@@ -2,7 +2,7 @@
 
 Example
 -------
->>> sae = ilab.SAE.load("embedded", layer=6)
+>>> sae = ilab.load_sae("embedded", layer=6)
 >>> dash = ilab.widgets.FeatureDashboard(sae, model, ilab.default_corpus())   # computes FeatureData
 >>> dash.selected = 123                 # open latent 123's card (clicks set it too)
 >>> dash.scores = my_scores             # [d_sae] values: sort the list by them

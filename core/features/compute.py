@@ -7,7 +7,7 @@ nearest latents. Plain data (numpy arrays, a pandas table); the FeatureDashboard
 
 Example
 -------
->>> sae = ilab.SAE.load("embedded", layer=6)
+>>> sae = ilab.load_sae("embedded", layer=6)
 >>> data = ilab.feature_data(sae, model, ilab.default_corpus(), n_tokens=200_000, path="dash6/")
 >>> data.table().sort_values("density").head()
 >>> data.latent(123)["top"][0]["tokens"]      # the strings around its strongest example

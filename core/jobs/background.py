@@ -37,6 +37,7 @@ from ..loading.load import load_model
 from ..model.model import Model
 from ..model.remote import JOURNAL, Journal
 from ..saes.base import SAE
+from ..saes.io import load_path
 from ..storage.atomic import make_dirs, write_json
 from ..storage.cache import cache_dir
 
@@ -177,7 +178,7 @@ def resume(job_id: str, model: Model | None = None) -> Job:
     if model is None:
         name = record["model"]["name"]
         model = load_model(None if name == EMBEDDED_NAME else name, remote=record["model"]["host"])
-    sae = SAE.load(record["args"]["sae"]) if record["kind"] == "features" else None
+    sae = load_path(record["args"]["sae"]) if record["kind"] == "features" else None
     return Job(record, model, sae).start()
 
 

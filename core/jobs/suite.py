@@ -17,9 +17,9 @@ import torch
 from ..data.corpus import default_corpus
 from ..evals.reconstruction import evaluate
 from ..loading.load import load_model
-from ..saes.io import save_saelens
 from ..saes.pretrained import suite_folder
 from ..saes.training.trainer import train_saes
+from ..saes.writer import save_saelens
 from ..storage.atomic import write_text
 
 
@@ -88,7 +88,7 @@ def _write_readme(
 BatchTopK SAEs (width {width}, k {k}) on `blocks.L.hook_resid_post` for L in {list(layers)}, trained
 by interplab's own trainer on {n_tokens:,} tokens of the default corpus (one activation pass feeding
 all {len(layers)} SAEs; context 128, BOS excluded, batch 4096). Saved in SAELens format, float16.
-Load one with `ilab.SAE.load("embedded", layer=L)`.
+Load one with `ilab.load_sae("embedded", layer=L)`.
 
 Made with:
 

@@ -24,9 +24,9 @@ from ..circuits.quality import transcoder_quality
 from ..data.corpus import default_corpus
 from ..loading.load import load_model
 from ..saes.base import SAE
-from ..saes.io import save_saelens
 from ..saes.pretrained import transcoders_folder
 from ..saes.training.trainer import CHECKPOINT, read_checkpoint, train_saes
+from ..saes.writer import save_saelens
 from ..storage.atomic import write_text
 
 logger = logging.getLogger(__name__)

@@ -104,7 +104,9 @@ class Match:
 def _check_pair(sae_a: Any, sae_b: Any) -> None:
     for name, sae in (("sae_a", sae_a), ("sae_b", sae_b)):
         if not isinstance(sae, SAE):
-            raise TypeError(f"{name} must be an interplab SAE (ilab.SAE.load / SAE.train), got {type(sae).__name__}.")
+            raise TypeError(
+                f"{name} must be an interplab SAE (ilab.load_sae / ilab.train_sae), got {type(sae).__name__}."
+            )
     if sae_a.d_in != sae_b.d_in:
         raise ValueError(f"SAEs of different widths cannot be matched: sae_a reads d_in={sae_a.d_in}, "
                          f"sae_b d_in={sae_b.d_in}.")  # fmt: skip
@@ -129,7 +131,7 @@ def match(
 ) -> Match:
     """Pair every latent of ``sae_a`` with one of ``sae_b`` (same width) by folded-parameter MSE.
 
-    >>> m = ilab.matching.match(ilab.SAE.load("embedded", layer=6), sae7)
+    >>> m = ilab.matching.match(ilab.load_sae("embedded", layer=6), sae7)
     >>> m.share_below(0.05)
     """
     _check_pair(sae_a, sae_b)

@@ -32,7 +32,7 @@ def train_meta_sae(
 ) -> SAE:  # fmt: skip
     """A BatchTopK meta-SAE on ``sae``'s decoder rows (``k`` meta-latents per latent on average).
 
-    >>> meta = ilab.matching.train_meta_sae(ilab.SAE.load("embedded", layer=6), width=256, k=4)
+    >>> meta = ilab.matching.train_meta_sae(ilab.load_sae("embedded", layer=6), width=256, k=4)
     """
     if not isinstance(sae, SAE):
         raise TypeError(f"sae must be an interplab SAE, got {type(sae).__name__}.")

@@ -7,7 +7,7 @@ site's gradient (see :mod:`.gradients`).
 
 Example
 -------
->>> sae = ilab.SAE.load("embedded", layer=12)
+>>> sae = ilab.load_sae("embedded", layer=12)
 >>> lat = ilab.patching.latents(model, sae, pairs, top=8)     # {"attribution": ..., "exact": ...}
 """
 
@@ -65,7 +65,7 @@ def latents(
     each a [top latents, positions] :class:`PatchingResult` with ``site="latents"``. ``steps > 1``
     uses integrated gradients for the attribution, along ``path`` (see :func:`attribution`).
 
-    >>> sae = ilab.SAE.load("embedded", layer=12)
+    >>> sae = ilab.load_sae("embedded", layer=12)
     >>> lat = ilab.patching.latents(model, sae, pairs, top=8)
     """
     check_positive_int("top", top)

@@ -2,27 +2,28 @@
 
 ``base.py`` holds the class every architecture extends and the registry; ``standard.py``,
 ``topk.py``, ``batchtopk.py``, ``jumprelu.py``, ``gated.py`` and ``matryoshka.py`` one architecture each (with its
-defaults, checks and loss); ``dense.py`` and ``sparse.py`` the fast training kernels; ``train.py``
-the trainer (it names no architecture); ``io.py`` SAELens, Gemma Scope and dictionary_learning
-files; ``pretrained.py`` the suite shipped for the embedded model; ``releases.py`` SAELens releases by
-name and id (Gemma Scope 2), fetched from the hub.
+defaults, checks and loss); ``kernels/`` the fast training kernels; ``training/`` the trainer (it names no
+architecture: :func:`train_sae`, :func:`train_saes`); ``io.py`` reads SAELens, Gemma Scope and
+dictionary_learning files and ``writer.py`` writes SAELens folders; ``pretrained.py`` the suite shipped for
+the embedded model; ``releases.py`` SAELens releases by name and id (Gemma Scope 2), fetched from the hub;
+``loader.py`` :func:`load_sae`, which reads any of them.
 
 Example
 -------
->>> from interplab.core.saes import SAE
+>>> from interplab.core.saes import SAE, load_sae, train_sae
 >>> sae = SAE.create("topk", d_in=640, d_sae=4096, k=32, site="blocks.6.hook_resid_post")
->>> sae = SAE.load("embedded", layer=6)
+>>> sae = load_sae("embedded", layer=6)
 """
 
-from . import io, pretrained, releases, transcoder_releases  # noqa: F401  (they provide SAE.load, SAE.save)
 from .base import REGISTRY, SAE, SAEConfig, arch_class, sae_fingerprint
 from .batchtopk import BatchTopKSAE
 from .gated import GatedSAE
 from .jumprelu import JumpReLUSAE
 from .matryoshka import MatryoshkaSAE
+from .loader import load_sae
 from .standard import StandardSAE
 from .topk import TopKSAE
-from .training import trainer as train  # noqa: F401  (they provide SAE.load, SAE.save, SAE.train_many)
+from .training import train_sae, train_saes
 
 __all__ = [
     "REGISTRY",
@@ -35,5 +36,8 @@ __all__ = [
     "StandardSAE",
     "TopKSAE",
     "arch_class",
+    "load_sae",
     "sae_fingerprint",
+    "train_sae",
+    "train_saes",
 ]

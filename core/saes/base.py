@@ -3,8 +3,8 @@
 Each architecture is one file with one subclass that knows itself: its name, how SAELens saves
 it, its default settings, how its config is checked, whether dead latents are resampled, its
 loss and its extra tensors. Nothing outside those files names an architecture. Training and
-files (``train.py``, ``io.py``, ``pretrained.py``) are reached from the class (``SAE.train``,
-``SAE.load``, ``sae.save``) through :func:`provide`, so this module imports neither.
+loading are functions above this module (:func:`~interplab.core.saes.training.train_sae`,
+:func:`~interplab.core.saes.loader.load_sae`); ``sae.save`` calls the writer in ``writer.py``.
 
 Every architecture stores ``W_enc`` [d_in, d_sae], ``b_enc`` [d_sae], ``W_dec`` [d_sae, d_in]
 and ``b_dec`` [d_in] (the SAELens layout), computes ``pre = (x - b_dec) @ W_enc + b_enc``
@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
@@ -36,35 +37,9 @@ from torch import nn
 
 from ..checks import check_int, check_latent, check_number
 from ..memory.budget import check_memory
+from .writer import save_saelens
 
 REGISTRY: dict[str, type[SAE]] = {}
-#: Entry points implemented above this module (training, files), filled in by :func:`provide`.
-_PROVIDED: dict[str, Callable[..., Any]] = {}
-
-
-def provide(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Register the implementation behind ``SAE.train_many``, ``SAE.load``, ``SAE.save`` or ``load_embedded``."""
-    _PROVIDED[name] = fn
-    return fn
-
-
-def _provided(name: str) -> Callable[..., Any]:
-    try:
-        return _PROVIDED[name]
-    except KeyError:  # pragma: no cover - interplab.core.saes imports every provider
-        raise RuntimeError(f"SAE.{name} is not available: import interplab.core.saes first.") from None
-
-
-class _ClassOrInstance:
-    """``SAE.train(source, ...)`` trains a new SAE; ``sae.train(mode)`` is torch's train/eval switch."""
-
-    def __init__(self, on_class: str, on_instance: str):
-        self.on_class, self.on_instance = on_class, on_instance
-
-    def __get__(self, obj: Any, cls: type) -> Any:
-        if obj is None:
-            return getattr(cls, self.on_class)
-        return getattr(nn.Module, self.on_instance).__get__(obj, cls)
 
 
 @dataclass
@@ -402,59 +377,15 @@ class SAE(nn.Module):
             raise ValueError(f"This SAE reads d_in={self.d_in}, but {site} of {model.name!r} has width {width}.")
         return site
 
-    # ------------------------------------------------------- entry points
-    @staticmethod
-    def _train_new(
-        source: Any,
-        arch: str = "batchtopk",
-        width: int = 4096,
-        k: int | None = None,
-        l1: float | None = None,
-        l0: float | None = None,
-        **kwargs: Any,
-    ) -> SAE:
-        """Train one SAE on an activation store (or its path) or straight from a model.
+    # --------------------------------------------------------------- files
+    def save(self, path: str | Path, dtype: torch.dtype = torch.float32) -> Path:
+        """Write this SAE as a SAELens folder (``cfg.json`` + ``sae_weights.safetensors``), atomically.
 
-        ``arch`` is one of standard, topk, batchtopk, jumprelu, gated, matryoshka; ``k`` is for the TopK
-        family, ``l1`` the L1 coefficient (standard, gated), ``l0`` the L0 coefficient (jumprelu).
-        Other keywords go to :func:`interplab.core.saes.training.trainer.train_saes` (``n_tokens``,
-        ``batch_size``, ``site``, ``corpus``, ``checkpoint_dir``, ...).
-
-        >>> sae = ilab.SAE.train(store, arch="topk", width=4096, k=32, n_tokens=200_000)
+        >>> sae.save("my_sae/")      # ilab.load_sae("my_sae/") reads it back
         """
-        spec: dict[str, Any] = {"arch": arch, "width": width}
-        for key, value in (("k", k), ("l1_coefficient", l1), ("l0_coefficient", l0), ("lr", kwargs.pop("lr", None)),
-                           ("matryoshka_widths", kwargs.pop("matryoshka_widths", None))):  # fmt: skip
-            if value is not None:
-                spec[key] = value
-        return SAE.train_many(source, [spec], **kwargs)[0]
-
-    train = _ClassOrInstance("_train_new", "train")
-
-    @staticmethod
-    def train_many(source: Any, specs: list[dict[str, Any]], **kwargs: Any) -> list[SAE]:
-        """Train several SAEs (widths, k values, architectures or sites) from one activation stream.
-
-        See :func:`interplab.core.saes.training.trainer.train_saes`.
-        """
-        return _provided("train_many")(source, specs, **kwargs)
-
-    @staticmethod
-    def load(path: Any, layer: int | str | None = None, site: str | None = None) -> SAE:
-        """Load an SAE: a SAELens folder, a Gemma Scope ``params.npz``, a dictionary_learning folder,
-        ``"embedded"`` with ``layer=`` for the suite trained on the embedded model, or a SAELens release
-        and id (``SAE.load("gemma-scope-2-270m-pt-res", "layer_5_width_16k_l0_medium")``, from the hub)."""
-        if isinstance(path, str) and path == "embedded":
-            return _provided("load_embedded")(layer)
-        if isinstance(layer, str):
-            return _provided("load_release")(path, layer)
-        return _provided("load")(path, site=site)
-
-    def save(self, path: Any, dtype: torch.dtype = torch.float32) -> Any:
-        """Write this SAE as a SAELens folder (``cfg.json`` + ``sae_weights.safetensors``)."""
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise TypeError(f"dtype must be a floating torch dtype such as torch.float32, got {dtype!r}.")
-        return _provided("save")(self, path, dtype=dtype)
+        return save_saelens(self, path, dtype=dtype)
 
     def fingerprint(self) -> str:
         """A stable id of this SAE's weights and site (16 hex digits): the same SAE finds its labels again."""

@@ -1,4 +1,4 @@
-"""SAE files: SAELens folders (read and write), Gemma Scope ``params.npz``, dictionary_learning ``ae.pt``.
+"""Reading SAE files: SAELens folders, Gemma Scope ``params.npz``, dictionary_learning ``ae.pt`` (``writer.py`` writes).
 
 Nothing here unpickles a user file: weights load from safetensors, from npz with
 ``allow_pickle=False``, or from ``ae.pt`` with ``torch.load(weights_only=True)``. Every file follows
@@ -8,13 +8,12 @@ the memory budget before anything is allocated; errors name the file and the fie
 
 Example
 -------
->>> save_saelens(sae, "my_sae/")            # cfg.json + sae_weights.safetensors
->>> sae = load_sae("my_sae/")               # any supported format, detected
+>>> sae = load_path("my_sae/")              # any supported format, detected
+>>> sae = load_saelens("my_sae/")           # a SAELens folder (cfg.json + sae_weights.safetensors)
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
@@ -22,10 +21,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from ..memory.budget import check_memory
-from ..storage.atomic import atomic_folder, recover
+from ..storage.atomic import recover
 from ..storage.readers import (
     FLOATS,
     Fields,
@@ -36,62 +35,13 @@ from ..storage.readers import (
     read_json,
     safetensors_header,
 )
-from .base import REGISTRY, SAE, SAEConfig, arch_class, provide
+from .base import REGISTRY, SAE, SAEConfig, arch_class
+from .writer import CFG, WEIGHTS
 
-CFG, WEIGHTS, SPARSITY = "cfg.json", "sae_weights.safetensors", "sparsity.safetensors"
-SAELENS_FORMAT_VERSION = "6.0.0"  # the config layout written here: SAELens reads it as a v6 config
 _FORMATS = (
     "a SAELens folder (cfg.json + sae_weights.safetensors), a Gemma Scope params.npz, "
     "or a dictionary_learning folder (ae.pt + config.json)"
 )
-
-
-def save_saelens(
-    sae: SAE, path: str | Path, dtype: torch.dtype = torch.float32, sparsity: torch.Tensor | None = None
-) -> Path:
-    """Write ``sae`` as a SAELens v6 folder, atomically (a temporary folder renamed into place)."""
-    target = Path(path)
-    cfg = {
-        "architecture": saelens_arch_of(sae),
-        "d_in": sae.d_in,
-        "d_sae": sae.d_sae,
-        "dtype": str(dtype).replace("torch.", ""),
-        "device": "cpu",
-        "apply_b_dec_to_input": sae.cfg.apply_b_dec_to_input,
-        "normalize_activations": "none",
-        "reshape_activations": "none",
-        "metadata": {
-            **sae.cfg.metadata,
-            "model_name": sae.cfg.model_name,
-            "hook_name": sae.site,
-            "hook_head_index": None,
-            "prepend_bos": True,
-            "sae_lens_version": SAELENS_FORMAT_VERSION,
-            "interplab_arch": sae.arch,
-            "interplab": {k: v for k, v in sae.cfg.to_dict().items() if k not in ("metadata",)},
-        },
-    }
-    if sae.saelens_arch == "topk":
-        cfg["k"] = sae.cfg.k
-        cfg["rescale_acts_by_decoder_norm"] = False
-    tensors = {"W_enc": sae.W_enc, "W_dec": sae.W_dec, "b_dec": sae.b_dec}
-    if sae.is_transcoder:
-        cfg["d_out"] = sae.d_out
-        cfg["metadata"]["hook_name_out"] = sae.site_out
-        cfg["metadata"]["hook_head_index_out"] = None
-        if sae.cfg.skip:
-            tensors["W_skip"] = sae.W_skip.T  # SAELens keeps it [d_out, d_in]
-    extra = sae.extra_state()
-    if "b_gate" not in extra:
-        tensors["b_enc"] = sae.b_enc
-    tensors.update(extra)
-    tensors = {k: v.detach().to("cpu", dtype).contiguous() for k, v in tensors.items()}
-    with atomic_folder(target) as work:
-        save_file(tensors, str(work / WEIGHTS))
-        if sparsity is not None:
-            save_file({"sparsity": sparsity.detach().to("cpu", torch.float32).contiguous()}, str(work / SPARSITY))
-        (work / CFG).write_text(json.dumps(cfg, indent=1))
-    return target
 
 
 #: SAELens transcoder architectures -> (interplab architecture, whether it has the affine skip).
@@ -101,18 +51,6 @@ TRANSCODER_ARCHS = {
     "jumprelu_transcoder": ("jumprelu", False),
     "jumprelu_skip_transcoder": ("jumprelu", True),
 }
-
-
-def saelens_arch_of(sae: SAE) -> str:
-    """The architecture name a SAELens cfg.json gives ``sae``: its SAE class, or its transcoder class.
-
-    Where SAELens 6.54 has no transcoder of that activation (TopK, gated) the name is interplab's own,
-    ``topk_transcoder`` / ``gated_transcoder`` (with ``_skip_``), read back by :func:`load_saelens`.
-    """
-    if not sae.is_transcoder:
-        return sae.saelens_arch
-    base = sae.saelens_transcoder_arch or f"{sae.arch}_transcoder"
-    return base.replace("transcoder", "skip_transcoder") if sae.cfg.skip else base
 
 
 def _transcoder_archs() -> dict[str, tuple[str, bool]]:
@@ -375,8 +313,8 @@ def load_dictionary_learning(path: str | Path) -> SAE:
     return sae
 
 
-def load_sae(path: str | Path, site: str | None = None) -> SAE:
-    """Load an SAE from any supported file or folder, detecting the format."""
+def load_path(path: str | Path, site: str | None = None) -> SAE:
+    """Load an SAE from any supported file or folder, detecting the format (``site`` replaces the file's)."""
     p = Path(path)
     recover(p)  # a save killed between its renames is finished first
     if not p.exists():
@@ -395,7 +333,3 @@ def load_sae(path: str | Path, site: str | None = None) -> SAE:
         sae.cfg.site = site
     sae.source_path = p  # labels and dashboards are kept beside it when the folder is writable
     return sae
-
-
-provide("load", load_sae)
-provide("save", save_saelens)

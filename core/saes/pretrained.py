@@ -2,7 +2,7 @@
 
 Example
 -------
->>> sae = SAE.load("embedded", layer=6)      # BatchTopK, width 4096, blocks.6.hook_resid_post
+>>> sae = load_embedded(6)      # BatchTopK, width 4096, blocks.6.hook_resid_post
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from .base import SAE, provide
+from .base import SAE
 from .io import load_saelens
 
 #: The data packages holding the weights (built from ``packages/`` in the repository; ``interplab[embedded]``).
@@ -53,7 +53,10 @@ def embedded_layers() -> list[int]:
 
 
 def load_embedded(layer: int | None) -> SAE:
-    """The shipped SAE on ``blocks.{layer}.hook_resid_post`` of the embedded model."""
+    """The shipped SAE on ``blocks.{layer}.hook_resid_post`` of the embedded model (``load_sae("embedded", layer=L)``).
+
+    >>> sae = load_embedded(6)
+    """
     layers = embedded_layers()
     if layer not in layers:
         raise ValueError(f"No embedded SAE for layer={layer!r}; the suite covers layers {layers}.")
@@ -68,6 +71,3 @@ def load_embedded_transcoders() -> list[SAE]:
         raise FileNotFoundError(f"No transcoders at {str(folder)!r}; train them with "
                                 "`python -m interplab train-transcoders`.")  # fmt: skip
     return [load_saelens(p) for p in folders]
-
-
-provide("load_embedded", load_embedded)

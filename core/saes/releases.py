@@ -2,7 +2,7 @@
 
 A :class:`Release` is one table entry: the Hugging Face repo, the model it reads, the kind of
 sites (``res``, ``mlp``, ``att``; transcoders and cross-layer transcoders are more kinds), the
-folder in the repo and the ids it holds. ``SAE.load(release, sae_id)`` finds the id (an unknown
+folder in the repo and the ids it holds. ``load_sae(release, sae_id)`` finds the id (an unknown
 release or id is an error listing close matches, before any download), fetches the folder from the
 hub when online (``huggingface_hub``, into its usual cache) or finds it there offline, validates
 the files (:mod:`interplab.core.storage.readers`) and builds the SAE with the builder registered for the
@@ -15,7 +15,7 @@ The Gemma Scope 2 layout (``google/gemma-scope-2-270m-pt``)::
 
 Example
 -------
->>> sae = SAE.load("gemma-scope-2-270m-pt-res", "layer_5_width_16k_l0_medium")
+>>> sae = load_release("gemma-scope-2-270m-pt-res", "layer_5_width_16k_l0_medium")
 >>> release_ids("gemma-scope-2-270m-pt-res-all")[:2]
 ['layer_0_width_16k_l0_big', 'layer_0_width_16k_l0_small']
 """
@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from ..storage.readers import FLOATS, Fields, FileError, expect_arrays, read_json, read_safetensors, safetensors_header
-from .base import SAE, provide
+from .base import SAE
 from .io import assign_tensors, build_sae
 
 PARAMS, CONFIG = "params.safetensors", "config.json"
@@ -226,6 +226,3 @@ def load_release(name: str, sae_id: str, local_files_only: bool | None = None) -
     if isinstance(obj, SAE):
         obj.source_path = folder
     return obj
-
-
-provide("load_release", load_release)

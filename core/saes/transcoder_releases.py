@@ -8,7 +8,7 @@ Gemma 3 270M, so none is in the table.
 
 Example
 -------
->>> tc = SAE.load("gemma-scope-2-270m-pt-transcoders-all", "layer_6_width_16k_l0_small_affine")
+>>> tc = load_sae("gemma-scope-2-270m-pt-transcoders-all", "layer_6_width_16k_l0_small_affine")
 >>> tc.site, tc.site_out, tc.cfg.skip
 ('blocks.6.hook_mlp_in', 'blocks.6.hook_mlp_out', True)
 """

@@ -1,6 +1,6 @@
 """The crash-safety contract of long jobs: resumable state, recorded inputs, refused mismatches.
 
-Every long job (``Model.cache``, ``SAE.train`` from a store or a model, ``feature_data``, and the
+Every long job (``Model.cache``, ``train_sae`` from a store or a model, ``feature_data``, and the
 ones to come) follows the same rules:
 
 1. **One folder per job, cleaned first.** The job calls :func:`begin` on its folder: it creates it,

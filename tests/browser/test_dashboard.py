@@ -34,7 +34,7 @@ import numpy as np
 import interplab as ilab
 from interplab.core.features import feature_data
 model = ilab.load_model()
-sae = ilab.SAE.load("embedded", layer=6)
+sae = ilab.load_sae("embedded", layer=6)
 texts = ilab.default_corpus()[:6]
 data = feature_data(sae, model, texts, n_tokens=1500, progress=False)
 order = np.argsort(-data.density, kind="stable")

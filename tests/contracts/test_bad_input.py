@@ -24,7 +24,7 @@ from interplab.core.checks import OutOfRangeError
 from interplab.core.data.store import ActivationStore
 from interplab.core.features import feature_data
 from interplab.core.model.model import Model
-from interplab.core.saes import SAE
+from interplab.core.saes import train_sae
 
 import interplab as ilab
 from tests.contracts.rows import Ctx, Row, make_ctx
@@ -183,7 +183,7 @@ def test_bad_arguments_give_errors_that_name_them(cache_in_tmp, gpt2, store, tmp
             "batch_size must be a positive integer, got 2.5",
         ),
         (lambda: store.batches(64, buffer_shards=0), ValueError, "buffer_shards must be a positive integer, got 0"),
-        (lambda: SAE.train(store, batch_size=0), ValueError, "batch_size must be a positive integer, got 0"),
+        (lambda: train_sae(store, batch_size=0), ValueError, "batch_size must be a positive integer, got 0"),
         (lambda: ilab.metrics.logit_diff(None, " John"), TypeError, "answer must be a token .* got NoneType"),
         (
             lambda: ilab.patching.ioi(gpt2, templates=["When{A} and{B} went,{S} gave {0} to"]),

@@ -1,7 +1,7 @@
 """The crash-safety contract, driven for every long job: a kill at every file operation, a real SIGKILL,
 a full disk, leftovers, and resumes with other inputs.
 
-For each job (``Model.cache``, ``SAE.train`` from a store and from a model, ``feature_data``) and each
+For each job (``Model.cache``, ``train_sae`` from a store and from a model, ``feature_data``) and each
 atomic writer (``SAE.save``, ``FeatureData.save``, labels), :func:`tests.faults.kill_at_every_step`
 kills an uninterrupted run at each of its file operations in turn (every mkstemp, write, fsync, chmod,
 replace, rename, unlink, makedirs and rmtree of its write path, data writes torn half-way), runs
@@ -30,7 +30,7 @@ from interplab.core.data.store import ActivationStore
 from interplab.core.features import FeatureData, feature_data
 from interplab.core.features.data import CHECKPOINT as FEATURE_CHECKPOINT
 from interplab.core.features.labels import read_labels, set_label
-from interplab.core.saes import SAE
+from interplab.core.saes import SAE, load_sae
 from interplab.core.saes.training.trainer import CHECKPOINT, read_checkpoint, train_saes
 from interplab.core.storage.atomic import DiskFullError, leftover_target
 
@@ -184,7 +184,7 @@ def test_folder_saves_keep_the_old_or_the_new_version_at_every_file_operation(tm
         if not path.exists() and not any(leftover_target(p.name) for p in path.parent.iterdir()):
             old.save(path)
         new.save(path)
-        return SAE.load(path)
+        return load_sae(path)
 
     def check(loaded: SAE, path: Path) -> None:
         assert torch.equal(loaded.W_enc, new.W_enc)
@@ -202,7 +202,7 @@ def test_folder_saves_keep_the_old_or_the_new_version_at_every_file_operation(tm
                 break  # the save has fewer operations than n: every step was tried
             except Killed:
                 pass
-        loaded = SAE.load(path)  # after a kill anywhere: exactly one of the two versions, whole
+        loaded = load_sae(path)  # after a kill anywhere: exactly one of the two versions, whole
         assert torch.equal(loaded.W_enc, old.W_enc) or torch.equal(loaded.W_enc, new.W_enc), n
         check(run(path), path)
     else:

@@ -176,7 +176,7 @@ def test_writers_honour_the_umask(tmp_path: Path, umask: int, monkeypatch: pytes
     assert (out / "ckpt" / CHECKPOINT).exists()
     sae.save(out / "sae")
     sae.save(out / "sae")  # replacing an existing folder keeps the modes too
-    loaded = ilab.SAE.load(out / "sae")
+    loaded = ilab.load_sae(out / "sae")
     set_label(loaded, 1, "one")  # labels.json beside the SAE
     set_label(sae, 2, "two")  # no folder known: the cache's labels/ folder
     data = feature_data(sae, model, TEXTS, n_top=2, n_quantile=2, context=4, seq_len=8, batch_size=2,

@@ -61,7 +61,7 @@ def _meaned(ref: dict, n: int) -> tuple[np.ndarray, np.ndarray]:
 def test_pooling_matches_sae_bench() -> None:
     ref, meta, _ = _load()
     model = ilab.load_model(tiny_hf_model("gpt2"), tokenizer=tiny_tokenizer())
-    sae = ilab.SAE.load(INPUTS / "probing_sae")
+    sae = ilab.load_sae(INPUTS / "probing_sae")
     X, Z = pooled(sae, model, meta["texts"], meta["site"], batch_size=16, progress=False)
     X_ref, Z_ref = _meaned(ref, len(meta["texts"]))
     np.testing.assert_allclose(X, X_ref, rtol=1e-5, atol=1e-5)
@@ -112,7 +112,7 @@ def test_sae_bench_task_samples_as_sae_bench() -> None:
 def test_sparse_probing_sae_bench_convention_end_to_end() -> None:
     ref, meta, _ = _load()
     model = ilab.load_model(tiny_hf_model("gpt2"), tokenizer=tiny_tokenizer())
-    sae = ilab.SAE.load(INPUTS / "probing_sae")
+    sae = ilab.load_sae(INPUTS / "probing_sae")
     result = sparse_probing(sae, model, meta["texts"], meta["labels"], ks=(1, 2, 5), test_fraction=1 / 3, seed=0,
                             batch_size=16, progress=False, convention="sae-bench")  # fmt: skip
     # the convention is sae-bench's parts (each checked above against sae-bench) on interplab's own draws
@@ -140,7 +140,7 @@ def test_sparse_probing_sae_bench_convention_end_to_end() -> None:
 def _absorption_case() -> tuple[dict, dict, np.ndarray, np.ndarray, np.ndarray]:
     """The fixture, the absorption inputs' metadata, their activations, the SAE's latents and decoder rows."""
     ref, meta, tensors = _load()
-    sae = ilab.SAE.load(INPUTS / "absorption_sae")
+    sae = ilab.load_sae(INPUTS / "absorption_sae")
     X = tensors["absorption_X"].numpy()
     with torch.no_grad():
         Z = sae.encode(torch.tensor(X)).numpy()

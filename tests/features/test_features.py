@@ -21,7 +21,7 @@ from interplab.core.features.search import (
     nearest_latents,
 )
 from interplab.core.features.stats import hash_keys
-from interplab.core.saes import SAE
+from interplab.core.saes import load_sae
 from interplab.core.storage.readers import FileError
 
 import interplab as ilab
@@ -391,9 +391,9 @@ def test_labels_saved_and_suggested(tmp_path):
 
     folder = tmp_path / "my_sae"
     sae.save(folder)
-    loaded = SAE.load(folder)  # SAE.load records where it came from
+    loaded = load_sae(folder)  # load_sae records where it came from
     assert labels_path(loaded) == folder / "labels.json"
-    assert labels_path(SAE.load("embedded", layer=6)).parent == tmp_path / "cache" / "labels"  # package: read-only
+    assert labels_path(load_sae("embedded", layer=6)).parent == tmp_path / "cache" / "labels"  # package: read-only
     sae.source_path = str(folder)
     set_label(sae, 1, "beside")
     assert json.loads((folder / "labels.json").read_text()) == {"1": "beside"}
@@ -403,7 +403,7 @@ def test_labels_saved_and_suggested(tmp_path):
     inside = Path(__file__).resolve().parents[2] / ".pytest-scratch" / f"labels-{uuid.uuid4().hex}" / "sae"
     try:
         sae.save(inside)
-        assert labels_path(SAE.load(inside)) == inside / "labels.json"
+        assert labels_path(load_sae(inside)) == inside / "labels.json"
     finally:
         shutil.rmtree(inside.parent, ignore_errors=True)
 
@@ -477,7 +477,7 @@ def first_latents(sae: ilab.SAE, n: int) -> ilab.SAE:
 def test_embedded_layer6(embedded):
     """The pretrained layer-6 SAE on the real model (its first 512 latents: logit effects over 262k tokens
     for all 4096 take about 40 s here; the benchmark runs them all)."""
-    full = ilab.SAE.load("embedded", layer=6)
+    full = ilab.load_sae("embedded", layer=6)
     sae = first_latents(full, 512)
     texts = [
         "The capital of France is Paris, and the capital of Italy is Rome.",

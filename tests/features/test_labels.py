@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from interplab.core.features import FeatureData, feature_data
-from interplab.core.saes import SAE
+from interplab.core.saes import SAE, load_sae
 from interplab.core.storage.readers import FileError
 
 import interplab as ilab
@@ -59,7 +59,7 @@ def test_a_tampered_dashboard_folder_writes_and_reads_only_inside_it(gpt2, tmp_p
 def test_labels_follow_the_sae_the_dashboard_was_made_from(gpt2, tmp_path):
     sae = _sae()
     sae.save(tmp_path / "my_sae")
-    sae = SAE.load(tmp_path / "my_sae")
+    sae = load_sae(tmp_path / "my_sae")
     data = feature_data(sae, gpt2, CORPUS[:6], **FEATURES)
     data.save(tmp_path / "dash")
     dash = ilab.widgets.FeatureDashboard(FeatureData.load(tmp_path / "dash", sae=sae), sae=sae, n_cards=2)

@@ -23,7 +23,7 @@ import interplab as ilab
 from pathlib import Path
 assert not Path(ilab.__file__).is_relative_to({root!r}), ilab.__file__
 model = ilab.load_model()
-sae = ilab.SAE.load("embedded", layer=6)
+sae = ilab.load_sae("embedded", layer=6)
 acts = model.collect(["The cat sat on the mat."], sites=[sae.site])
 widget = ilab.widgets.FeatureHeatmap(acts, sae, features=[1, 2])
 bundle = widget._repr_mimebundle_()

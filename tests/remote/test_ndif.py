@@ -37,7 +37,7 @@ def remote(ndif_server):
 
 @pytest.fixture(scope="module")
 def sae():
-    return ilab.SAE.load("embedded", layer=6)
+    return ilab.load_sae("embedded", layer=6)
 
 
 def close(a, b, **tol):

@@ -15,8 +15,8 @@ import interplab.core.saes.io as io_mod
 import numpy as np
 import pytest
 import torch
-from interplab.core.saes import SAE, BatchTopKSAE, GatedSAE, JumpReLUSAE, StandardSAE, TopKSAE
-from interplab.core.saes.io import save_saelens
+from interplab.core.saes import SAE, BatchTopKSAE, GatedSAE, JumpReLUSAE, StandardSAE, TopKSAE, load_sae
+from interplab.core.saes.writer import save_saelens
 from interplab.core.storage.readers import FileError
 from safetensors.torch import load_file, save_file
 
@@ -105,7 +105,7 @@ def test_round_trip_every_arch(tmp_path, arch, apply_b_dec):
     assert Path(out) == tmp_path / "sae"
     assert sorted(p.name for p in (tmp_path / "sae").iterdir()) == ["cfg.json", "sae_weights.safetensors"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sae"]
-    back = SAE.load(tmp_path / "sae")
+    back = load_sae(tmp_path / "sae")
     assert type(back) is CLASSES[arch]
     assert (back.d_in, back.d_sae, back.site, back.cfg.model_name, back.cfg.k, back.cfg.apply_b_dec_to_input) == (
         D_IN,
@@ -167,7 +167,7 @@ def test_sparsity_file_is_written_when_passed(tmp_path):
     ]
     stored = load_file(str(tmp_path / "sae" / "sparsity.safetensors"))
     assert set(stored) == {"sparsity"} and torch.equal(stored["sparsity"], sparsity)
-    assert_same_outputs(sae, SAE.load(tmp_path / "sae"), inputs())
+    assert_same_outputs(sae, load_sae(tmp_path / "sae"), inputs())
 
 
 def test_save_in_bfloat16(tmp_path):
@@ -177,7 +177,7 @@ def test_save_in_bfloat16(tmp_path):
     assert cfg["dtype"] == "bfloat16"
     tensors = load_file(str(tmp_path / "sae" / "sae_weights.safetensors"))
     assert all(t.dtype == torch.bfloat16 for t in tensors.values())
-    back = SAE.load(tmp_path / "sae")
+    back = load_sae(tmp_path / "sae")
     assert back.W_enc.dtype == torch.float32
     assert torch.equal(back.W_enc.detach(), sae.W_enc.detach().bfloat16().float())
 
@@ -190,7 +190,7 @@ def test_batchtopk_saved_as_jumprelu_loads_as_jumprelu_without_our_metadata(tmp_
     assert cfg["metadata"]["interplab_arch"] == "batchtopk"
     del cfg["metadata"]["interplab_arch"], cfg["metadata"]["interplab"]
     cfg_path.write_text(json.dumps(cfg))
-    plain = SAE.load(tmp_path / "sae")
+    plain = load_sae(tmp_path / "sae")
     assert type(plain) is JumpReLUSAE  # a SAELens jumprelu file, as any SAELens tool would see it
     assert_same_outputs(sae, plain, inputs())
     # a file that says batchtopk but holds per-latent thresholds is a JumpReLU, not a BatchTopK
@@ -198,7 +198,7 @@ def test_batchtopk_saved_as_jumprelu_loads_as_jumprelu_without_our_metadata(tmp_
     weights = load_file(str(tmp_path / "sae2" / "sae_weights.safetensors"))
     weights["threshold"] = torch.linspace(0.1, 0.9, D_SAE)
     save_file(weights, str(tmp_path / "sae2" / "sae_weights.safetensors"))
-    varied = SAE.load(tmp_path / "sae2")
+    varied = load_sae(tmp_path / "sae2")
     assert type(varied) is JumpReLUSAE
     torch.testing.assert_close(varied.threshold.detach(), weights["threshold"])
 
@@ -209,7 +209,7 @@ def test_saving_over_an_existing_folder_replaces_it(tmp_path):
     save_saelens(second, tmp_path / "sae")
     assert sorted(p.name for p in (tmp_path / "sae").iterdir()) == ["cfg.json", "sae_weights.safetensors"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sae"], "no .saving-* or .old folder is left"
-    back = SAE.load(tmp_path / "sae")
+    back = load_sae(tmp_path / "sae")
     assert type(back) is GatedSAE
     assert_same_outputs(second, back, inputs())
 
@@ -222,7 +222,7 @@ def test_a_stale_old_folder_from_a_killed_save_does_not_block_saving(tmp_path):
     (stale / "cfg.json").write_text("{}")
     newer = make("jumprelu", seed=2)
     save_saelens(newer, tmp_path / "sae")
-    assert_same_outputs(newer, SAE.load(tmp_path / "sae"), inputs())
+    assert_same_outputs(newer, load_sae(tmp_path / "sae"), inputs())
     assert not any(p.name.startswith(".saving-") for p in tmp_path.iterdir())
 
 
@@ -243,11 +243,11 @@ def test_a_failed_save_leaves_the_old_folder_intact(tmp_path, monkeypatch):
 
 def test_site_given_at_load_is_the_one_saved(tmp_path):
     make("topk").save(tmp_path / "a")
-    moved = SAE.load(tmp_path / "a", site="blocks.5.hook_resid_post")
+    moved = load_sae(tmp_path / "a", site="blocks.5.hook_resid_post")
     assert moved.site == "blocks.5.hook_resid_post"
     moved.save(tmp_path / "b")
     assert json.loads((tmp_path / "b" / "cfg.json").read_text())["metadata"]["hook_name"] == "blocks.5.hook_resid_post"
-    assert SAE.load(tmp_path / "b").site == "blocks.5.hook_resid_post"
+    assert load_sae(tmp_path / "b").site == "blocks.5.hook_resid_post"
 
 
 # ---------------------------------------------------------- real sae-lens
@@ -315,7 +315,7 @@ def _saelens_sae(arch: str, apply_b_dec: bool = True, **extra):
 def test_saelens_file_loads_here_with_equal_outputs(tmp_path, arch, apply_b_dec):
     sl = _saelens_sae(arch, apply_b_dec)
     sl.save_model(tmp_path / "sae")
-    sae = SAE.load(tmp_path / "sae")
+    sae = load_sae(tmp_path / "sae")
     assert type(sae) is CLASSES[arch]
     assert (sae.site, sae.cfg.model_name, sae.cfg.apply_b_dec_to_input) == (SITE, "pythia-70m", apply_b_dec)
     if arch == "topk":
@@ -334,7 +334,7 @@ def test_saelens_topk_with_decoder_norm_rescaling_loads_with_equal_outputs(tmp_p
     norms = sl.W_dec.detach().norm(dim=1)
     assert (norms - 1).abs().max() > 0.1, "decoder rows must not be unit norm for this check"
     sl.save_model(tmp_path / "sae")
-    sae = SAE.load(tmp_path / "sae")
+    sae = load_sae(tmp_path / "sae")
     assert_same_outputs(sl, sae, inputs())
     with torch.no_grad():
         torch.testing.assert_close(sae(inputs()), sl(inputs()), atol=ATOL, rtol=1e-5)
@@ -376,7 +376,7 @@ def test_pre_6_flat_config_loads_like_saelens_loads_it(tmp_path, fn):
         "b_dec": torch.randn(D_IN, generator=g),
     }
     save_file(weights, str(folder / "sae_weights.safetensors"))
-    sae = SAE.load(folder)
+    sae = load_sae(folder)
     assert type(sae) is (TopKSAE if fn == "topk" else StandardSAE)
     assert sae.site == "blocks.2.hook_resid_pre" and sae.cfg.model_name == "gpt2-small"
     if fn == "topk":
@@ -428,7 +428,7 @@ def test_gemma_scope_params_npz(tmp_path, release, site):
     np.savez(folder / "params.npz", **p)
     x = inputs()
     for path in (folder / "params.npz", folder):
-        sae = SAE.load(path)
+        sae = load_sae(path)
         assert type(sae) is JumpReLUSAE
         assert sae.cfg.apply_b_dec_to_input is False and sae.site == site
         assert (sae.d_in, sae.d_sae) == (D_IN, D_SAE)
@@ -438,7 +438,7 @@ def test_gemma_scope_params_npz(tmp_path, release, site):
         torch.testing.assert_close(
             sae.decode(acts).detach(), acts @ torch.from_numpy(p["W_dec"]) + torch.from_numpy(p["b_dec"])
         )
-    assert SAE.load(folder / "params.npz", site="blocks.3.hook_resid_post").site == "blocks.3.hook_resid_post"
+    assert load_sae(folder / "params.npz", site="blocks.3.hook_resid_post").site == "blocks.3.hook_resid_post"
     assert sorted(q.name for q in folder.iterdir()) == ["params.npz"], "loading writes nothing"
 
 
@@ -447,7 +447,7 @@ def test_gemma_scope_lowercase_keys(tmp_path):
     path = tmp_path / "gemma-scope-2b-pt-res" / "layer_3" / "width_16k" / "average_l0_20" / "params.npz"
     path.parent.mkdir(parents=True)
     np.savez(path, **p)
-    sae = SAE.load(path)
+    sae = load_sae(path)
     assert sae.site == "blocks.3.hook_resid_post"
     x = inputs()
     torch.testing.assert_close(sae.encode(x).detach(), gemma_by_hand(p, x), atol=ATOL, rtol=1e-5)
@@ -461,7 +461,7 @@ def test_gemma_scope_npz_with_pickled_objects_is_refused(tmp_path):
     arrays["threshold"] = np.array([Evil(marker)], dtype=object)
     np.savez(path, **arrays)
     with pytest.raises(ValueError, match=r"params\.npz.*pickled objects are refused"):
-        SAE.load(path)
+        load_sae(path)
     assert not marker.exists()
 
 
@@ -498,7 +498,7 @@ def dl_state(seed: int = 0) -> dict[str, torch.Tensor]:
 
 def test_dictionary_learning_autoencoder(tmp_path):
     state = dl_state()
-    sae = SAE.load(dl_folder(tmp_path, "AutoEncoder", state))
+    sae = load_sae(dl_folder(tmp_path, "AutoEncoder", state))
     assert type(sae) is StandardSAE
     assert sae.site == "blocks.3.hook_resid_post" and sae.cfg.model_name == "EleutherAI/pythia-70m-deduped"
     assert torch.equal(sae.W_enc.detach(), state["encoder.weight"].T)
@@ -524,7 +524,7 @@ def test_dictionary_learning_autoencoder_topk(tmp_path):
         "k": torch.tensor(K),
         "threshold": torch.tensor(-1.0),
     }
-    sae = SAE.load(dl_folder(tmp_path, "AutoEncoderTopK", state, k=K))
+    sae = load_sae(dl_folder(tmp_path, "AutoEncoderTopK", state, k=K))
     assert type(sae) is TopKSAE and sae.cfg.k == K
     # dictionary_learning's AutoEncoderTopK: relu(encoder(x - b_dec)), keep the top k
     x = inputs()
@@ -544,7 +544,7 @@ def test_dictionary_learning_batchtopk_uses_its_threshold(tmp_path):
         "k": torch.tensor(K),
         "threshold": torch.tensor(0.4),
     }
-    sae = SAE.load(dl_folder(tmp_path, "BatchTopKSAE", state, k=K))
+    sae = load_sae(dl_folder(tmp_path, "BatchTopKSAE", state, k=K))
     assert type(sae) is BatchTopKSAE and float(sae.topk_threshold) == pytest.approx(0.4)
     x = inputs()
     post_relu = torch.nn.functional.linear(x - state["b_dec"], state["encoder.weight"], state["encoder.bias"]).relu()
@@ -556,7 +556,7 @@ def test_dictionary_learning_pickled_object_is_refused(tmp_path):
     state = {**dl_state(), "evil": Evil(marker)}
     folder = dl_folder(tmp_path, "AutoEncoder", state)
     with pytest.raises(ValueError, match=r"ae\.pt.*not a plain state dict"):
-        SAE.load(folder)
+        load_sae(folder)
     assert not marker.exists(), "the file was unpickled"
 
 
@@ -666,7 +666,7 @@ def test_bad_files_give_clear_errors_and_write_nothing(tmp_path, make_bad, exc, 
     path = make_bad(tmp_path)
     before = tree(tmp_path)
     with pytest.raises(exc, match=match):
-        SAE.load(path)
+        load_sae(path)
     assert tree(tmp_path) == before, "a refused load writes nothing"
     assert not (tmp_path / "unpickled").exists(), "the file was unpickled"
 
@@ -676,12 +676,12 @@ def test_embedded_suite_loads_and_names_its_layers():
 
     layers = embedded_layers()
     assert layers == [0, 3, 6, 9, 12, 15]
-    sae = SAE.load("embedded", layer=6)
+    sae = load_sae("embedded", layer=6)
     assert type(sae).__name__ == "BatchTopKSAE" and (sae.d_in, sae.d_sae, sae.cfg.k) == (640, 4096, 32)
     assert sae.site == "blocks.6.hook_resid_post" and float(sae.topk_threshold) > 0
     assert sae.cfg.metadata["evaluation"]["explained_variance"] > 0.5
     with pytest.raises(ValueError, match=r"layer=7.*\[0, 3, 6, 9, 12, 15\]"):
-        SAE.load("embedded", layer=7)
+        load_sae("embedded", layer=7)
 
 
 # ------------------------------------------------------------ untrusted files
@@ -720,7 +720,7 @@ def test_an_untrusted_config_is_checked_before_anything_is_allocated(tmp_path, m
 
     monkeypatch.setattr(SAE, "__init__", allocate)
     with pytest.raises(FileError, match=match):
-        SAE.load(folder)
+        load_sae(folder)
 
 
 @pytest.mark.parametrize(("arch", "tensor"), [("jumprelu", "threshold"), ("gated", "b_mag"), ("gated", "r_mag")])
@@ -730,12 +730,12 @@ def test_a_missing_tensor_is_named_with_its_file(tmp_path, arch, tensor):
     del weights[tensor]
     save_file(weights, str(folder / "sae_weights.safetensors"))
     with pytest.raises(FileError, match=rf"sae_weights\.safetensors': {tensor} is missing"):
-        SAE.load(folder)
+        load_sae(folder)
 
 
 def test_a_topk_k_that_is_not_an_integer_is_refused(tmp_path):
     with pytest.raises(FileError, match=r"cfg\.json': k must be an integer, got 8\.9"):
-        SAE.load(saelens_folder(tmp_path, "topk", k=8.9))
+        load_sae(saelens_folder(tmp_path, "topk", k=8.9))
 
 
 def test_a_gemma_scope_file_with_a_wrong_shape_is_named(tmp_path):
@@ -750,4 +750,4 @@ def test_a_gemma_scope_file_with_a_wrong_shape_is_named(tmp_path):
         threshold=np.zeros(8, np.float32),
     )
     with pytest.raises(FileError, match=r"params\.npz': b_enc has shape \[7\], expected \[8\]"):
-        SAE.load(npz)
+        load_sae(npz)

@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from interplab.core.saes import SAE, JumpReLUSAE, MatryoshkaSAE
+from interplab.core.saes import SAE, JumpReLUSAE, MatryoshkaSAE, load_sae
 from interplab.core.saes.training.in_memory import fit_tensor
 
 D_IN, D_SAE, K, WIDTHS = 16, 48, 4, [6, 20, 48]
@@ -88,7 +88,7 @@ def test_saelens_matryoshka_inference_file_loads_here_with_equal_outputs(tmp_pat
     with torch.no_grad():
         sl.topk_threshold = torch.tensor(0.3)
     sl.save_inference_model(str(tmp_path / "sl"))
-    here = SAE.load(tmp_path / "sl")
+    here = load_sae(tmp_path / "sl")
     assert type(here) is JumpReLUSAE  # sae-lens saves a Matryoshka SAE as JumpReLU and keeps no widths
     back = SLSAE.load_from_disk(tmp_path / "sl", device="cpu")
     xb = x()
@@ -108,7 +108,7 @@ def test_our_file_loads_in_saelens_and_back_here_as_matryoshka(tmp_path):
     assert cfg["metadata"]["interplab"]["matryoshka_widths"] == WIDTHS
     sl = SLSAE.load_from_disk(tmp_path / "sae", device="cpu")
     assert type(sl).__name__ == "JumpReLUSAE"
-    back = SAE.load(tmp_path / "sae")
+    back = load_sae(tmp_path / "sae")
     assert type(back) is MatryoshkaSAE and back.widths == WIDTHS and back.cfg.k == K
     xb = x()
     with torch.no_grad():
@@ -129,11 +129,11 @@ def test_bad_widths_are_refused_before_allocation(tmp_path):
     cfg["metadata"]["interplab"]["matryoshka_widths"] = [6, 20.5, 48]
     cfg_path.write_text(json.dumps(cfg))
     with pytest.raises(ValueError, match=r"matryoshka_widths must be a list of positive integers"):
-        SAE.load(tmp_path / "sae")
+        load_sae(tmp_path / "sae")
     cfg["metadata"]["interplab"]["matryoshka_widths"] = [6, 20, 40]
     cfg_path.write_text(json.dumps(cfg))
     with pytest.raises(ValueError, match=r"cfg\.json.*last matryoshka width"):
-        SAE.load(tmp_path / "sae")
+        load_sae(tmp_path / "sae")
 
 
 def test_early_latents_reconstruct_on_their_own_after_training():

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from interplab.core.saes import SAE, JumpReLUSAE
+from interplab.core.saes import JumpReLUSAE, load_sae
 from interplab.core.saes.releases import RELEASES, release_ids
 from safetensors.torch import save_file
 
@@ -108,7 +108,7 @@ def test_release_loads_like_saelens_gemma3_loader(hub_cache, release, sae_id, fo
     from sae_lens import SAE as SLSAE
 
     params = write_fixture(hub_cache, folder, sae_id, d_in, seed=len(sae_id))
-    sae = SAE.load(release, sae_id)
+    sae = load_sae(release, sae_id)
     sl = SLSAE.from_pretrained(release, sae_id, device="cpu")
     assert type(sae) is JumpReLUSAE and type(sl).__name__ == "JumpReLUSAE"
     assert sae.site == sl.cfg.metadata.hook_name == hook
@@ -134,20 +134,20 @@ def test_release_loads_like_saelens_gemma3_loader(hub_cache, release, sae_id, fo
 
 def test_unknown_release_and_id_list_close_matches(hub_cache):
     with pytest.raises(ValueError, match=r"Unknown SAE release 'gemma-scope-2-270m-pt-re'.*'gemma-scope-2-270m-pt-res"):
-        SAE.load("gemma-scope-2-270m-pt-re", "layer_5_width_16k_l0_medium")
+        load_sae("gemma-scope-2-270m-pt-re", "layer_5_width_16k_l0_medium")
     # layer 6 is only in the -all release: the error offers the ids that exist
     with pytest.raises(
         ValueError,
         match=r"has no SAE id 'layer_6_width_16k_l0_medium'.*layer_5_width_16k_l0_medium"
         r".*layers \[5, 9, 12, 15\]",
     ):
-        SAE.load("gemma-scope-2-270m-pt-res", "layer_6_width_16k_l0_medium")
+        load_sae("gemma-scope-2-270m-pt-res", "layer_6_width_16k_l0_medium")
     assert "layer_17_width_262k_l0_small" in release_ids("gemma-scope-2-270m-pt-res-all")
 
 
 def test_missing_from_the_cache_offline_says_what_to_download(hub_cache):
     with pytest.raises(FileNotFoundError, match=r"resid_post/layer_5_width_16k_l0_big/params\.safetensors"):
-        SAE.load("gemma-scope-2-270m-pt-res", "layer_5_width_16k_l0_big")
+        load_sae("gemma-scope-2-270m-pt-res", "layer_5_width_16k_l0_big")
 
 
 def test_a_bad_release_file_is_refused_before_reading(hub_cache):
@@ -156,7 +156,7 @@ def test_a_bad_release_file_is_refused_before_reading(hub_cache):
     folder = next(hub_cache.rglob("layer_5_width_16k_l0_small"))
     save_file(params, str(folder / "params.safetensors"))
     with pytest.raises(ValueError, match=r"params\.safetensors.*threshold has shape \[47\], expected \[48\]"):
-        SAE.load("gemma-scope-2-270m-pt-res", "layer_5_width_16k_l0_small")
+        load_sae("gemma-scope-2-270m-pt-res", "layer_5_width_16k_l0_small")
 
 
 # ------------------------------------------------------------ transcoders
@@ -195,7 +195,7 @@ def test_transcoder_release_loads_like_saelens_gemma3_loader(hub_cache, release,
     from sae_lens import SAE as SLSAE
 
     params = write_transcoder_fixture(hub_cache, folder, sae_id, seed=len(sae_id))
-    tc = SAE.load(release, sae_id)
+    tc = load_sae(release, sae_id)
     sl = SLSAE.from_pretrained(release, sae_id, device="cpu")
     affine = sae_id.endswith("_affine")
     assert type(sl).__name__ == ("JumpReLUSkipTranscoder" if affine else "JumpReLUTranscoder")

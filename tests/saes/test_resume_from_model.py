@@ -19,7 +19,7 @@ import pytest
 import torch
 from interplab.core.saes.training.trainer import train_saes
 
-from tests.saes.test_saes import assert_same_weights
+from tests.saes.helpers import assert_same_weights
 from tests.tiny import WORDS, tiny_model
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""SAE.train(model, ...) starts training after one batch of forward passes, shows progress while it runs
+"""train_sae(model, ...) starts training after one batch of forward passes, shows progress while it runs
 them, and warns at the end when the SAE came out poor.
 
 A full shuffle buffer of eight batches before the first step would be about 33k tokens for batch_size=4096
@@ -13,7 +13,7 @@ import warnings
 
 import interplab.core.saes.training.trainer as train_mod
 import pytest
-from interplab.core.saes import SAE, quality
+from interplab.core.saes import SAE, quality, train_sae
 
 from tests.tiny import WORDS, tiny_model
 
@@ -61,7 +61,7 @@ def test_training_starts_after_one_batch_of_forward_passes_with_progress_before(
     batch = 512
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # a 2-step SAE is poor: that warning is tested below
-        SAE.train(model, site=SITE, arch="topk", width=64, k=4, corpus=CORPUS, n_tokens=2 * batch, batch_size=batch)
+        train_sae(model, site=SITE, arch="topk", width=64, k=4, corpus=CORPUS, n_tokens=2 * batch, batch_size=batch)
     first_step = events.index(("step", 0))
     windows_before = sum(n for kind, n in events[:first_step] if kind == "forward")
     assert windows_before == -(-batch // CONTEXT_BODY) == 5  # one batch's windows, not a buffer of 8 (33)
@@ -74,7 +74,7 @@ def test_training_starts_after_one_batch_of_forward_passes_with_progress_before(
 def test_a_poor_sae_ends_with_a_warning_that_says_what_helps():
     model = tiny_model("gpt2")
     with pytest.warns(UserWarning) as got:
-        sae = SAE.train(model, site=SITE, arch="topk", width=512, k=1, corpus=CORPUS, n_tokens=8 * 128,
+        sae = train_sae(model, site=SITE, arch="topk", width=512, k=1, corpus=CORPUS, n_tokens=8 * 128,
                         batch_size=128, progress=False)  # fmt: skip
     text = " ".join(str(w.message) for w in got)
     assert "The topk SAE at blocks.1.hook_resid_post, trained on 1,024 tokens" in text, text

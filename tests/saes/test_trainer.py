@@ -8,7 +8,7 @@ import pytest
 import torch
 from interplab.core.data.store import ActivationStore
 from interplab.core.memory.budget import set_memory_budget
-from interplab.core.saes import SAE
+from interplab.core.saes import train_sae
 from interplab.core.saes.training.trainer import CHECKPOINT, read_checkpoint, train_saes
 
 from tests.contracts.test_crash_safety import CORPUS, SITE
@@ -62,7 +62,7 @@ def test_a_checkpoint_refuses_another_store(gpt2, tmp_path):
 )
 def test_non_finite_settings_are_refused_before_training(store, kwargs, match, tmp_path):
     with pytest.raises(ValueError, match=match):
-        SAE.train(store, width=16, n_tokens=128, batch_size=64, checkpoint_dir=tmp_path / "ck", progress=False,
+        train_sae(store, width=16, n_tokens=128, batch_size=64, checkpoint_dir=tmp_path / "ck", progress=False,
                   **kwargs)  # fmt: skip
     assert not (tmp_path / "ck").exists()
 
@@ -84,7 +84,7 @@ def test_a_loss_or_weights_that_stop_being_finite_stop_training(store, tmp_path,
         match=r"Training diverged at step 3 of 8: the training loss of StandardSAE.* is "
         r"nan",
     ):
-        SAE.train(store, arch="standard", width=16, n_tokens=512, batch_size=64, checkpoint_dir=tmp_path / "ck",
+        train_sae(store, arch="standard", width=16, n_tokens=512, batch_size=64, checkpoint_dir=tmp_path / "ck",
                   checkpoint_every=1, progress=False)  # fmt: skip
     assert read_checkpoint(tmp_path / "ck" / CHECKPOINT)["step"] == 3, "the last good checkpoint is kept"
     monkeypatch.setattr(StandardSAE, "training_loss", real)
@@ -99,6 +99,6 @@ def test_a_loss_or_weights_that_stop_being_finite_stop_training(store, tmp_path,
 
     monkeypatch.setattr(torch.optim.Adam, "step", poisoning)
     with pytest.raises(ValueError, match=r"weights of StandardSAE.* hold NaN or inf in W_dec after step 1"):
-        SAE.train(store, arch="standard", width=16, n_tokens=512, batch_size=64, checkpoint_dir=tmp_path / "ck2",
+        train_sae(store, arch="standard", width=16, n_tokens=512, batch_size=64, checkpoint_dir=tmp_path / "ck2",
                   checkpoint_every=1, progress=False)  # fmt: skip
     assert not (tmp_path / "ck2" / CHECKPOINT).exists(), "nothing non-finite was saved"

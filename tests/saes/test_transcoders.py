@@ -10,7 +10,7 @@ import json
 
 import pytest
 import torch
-from interplab.core.saes import SAE
+from interplab.core.saes import SAE, load_sae, train_saes
 
 from tests.tiny import TEXTS, tiny_model
 
@@ -110,7 +110,7 @@ def test_transcoder_round_trip_through_our_files(tmp_path, arch, skip):
     cfg = json.loads((tmp_path / "tc" / "cfg.json").read_text())
     assert cfg["d_out"] == D_OUT and cfg["metadata"]["hook_name_out"] == SITE_OUT
     assert cfg["architecture"].endswith("skip_transcoder" if skip else "transcoder")
-    back = SAE.load(tmp_path / "tc")
+    back = load_sae(tmp_path / "tc")
     assert type(back) is type(tc) and back.is_transcoder and back.cfg.skip is skip
     assert (back.site, back.site_out, back.d_out) == (SITE_IN, SITE_OUT, D_OUT)
     with torch.no_grad():
@@ -150,7 +150,7 @@ def test_saelens_transcoder_loads_here_with_equal_outputs(tmp_path, name):
             if pname == "threshold":
                 p.copy_(torch.rand(p.shape, generator=g) * 0.8 + 0.05)
     sl.save_model(tmp_path / "sl")
-    tc = SAE.load(tmp_path / "sl")
+    tc = load_sae(tmp_path / "sl")
     assert tc.is_transcoder and (tc.site, tc.site_out, tc.d_out) == (SITE_IN, SITE_OUT, D_OUT)
     assert tc.cfg.skip is ("Skip" in name) and tc.arch == ("jumprelu" if "JumpReLU" in name else "standard")
     x = xs()
@@ -182,7 +182,7 @@ def test_transcoders_train_from_one_pass_of_a_model(arch):
         return real(enc, parsed)
 
     model.run_sites = counted
-    (tc,) = SAE.train_many(model, [spec], site=SITE_IN, corpus=TEXTS * 800, n_tokens=8192, batch_size=64,
+    (tc,) = train_saes(model, [spec], site=SITE_IN, corpus=TEXTS * 800, n_tokens=8192, batch_size=64,
                            progress=False)  # fmt: skip
     assert calls and all(c == [SITE_IN, SITE_OUT] for c in calls)  # one pass gives both sites
     assert tc.is_transcoder and tc.site == SITE_IN and tc.site_out == SITE_OUT and tc.d_out == 32

@@ -1,6 +1,6 @@
 """Train a small SAE on a tensor held in memory (decoder rows for a meta-SAE, a notebook's sample).
 
-For the activation streams of real SAEs use :meth:`SAE.train` (stores, checkpoints, resumption);
+For the activation streams of real SAEs use :func:`~.single.train_sae` (stores, checkpoints, resumption);
 this is the short in-memory loop: shuffled batches of the rows, the architecture's own loss
 (so the fast sparse path of TopK-style SAEs), Adam, unit-norm decoder rows.
 

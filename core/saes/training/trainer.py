@@ -35,7 +35,7 @@ from ...memory.budget import check_memory
 from ...model.model import Model
 from ...storage.checkpoint import TokenDigest, begin, check_tokens, load_state, save_state
 from ...storage.readers import FileError
-from ..base import SAE, SAEConfig, arch_class, provide
+from ..base import SAE, SAEConfig, arch_class
 from ..quality import warn_quality
 
 logger = logging.getLogger(__name__)
@@ -323,7 +323,7 @@ def train_saes(  # noqa: C901  (split by the resumable-job step)
     seed: int = 0,
     progress: bool = True,
 ) -> list[SAE]:
-    """Train one SAE per spec from one activation stream; see :meth:`interplab.SAE.train`."""
+    """Train one SAE per spec from one activation stream; :func:`~.single.train_sae` trains one."""
     check_positive_int("batch_size", batch_size)
     check_positive_int("checkpoint_every", checkpoint_every)
     check_int("seed", seed, minimum=0)
@@ -560,6 +560,3 @@ def _restore(ckpt: Path, state: dict[str, Any], saes: list[SAE], opts: list[Any]
             raise ValueError("tail does not hold two sums per SAE")
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
         raise FileError(ckpt, "state", f"does not fit this training run ({err})") from None
-
-
-provide("train_many", train_saes)
