@@ -19,8 +19,8 @@ from .base import REGISTRY, SAE, SAEConfig, arch_class, sae_fingerprint
 from .batchtopk import BatchTopKSAE
 from .gated import GatedSAE
 from .jumprelu import JumpReLUSAE
-from .matryoshka import MatryoshkaSAE
 from .loader import load_sae
+from .matryoshka import MatryoshkaSAE
 from .standard import StandardSAE
 from .topk import TopKSAE
 from .training import train_sae, train_saes

@@ -11,7 +11,7 @@ import json
 import pickle
 from pathlib import Path
 
-import interplab.core.saes.io as io_mod
+import interplab.core.saes.writer as writer_mod
 import numpy as np
 import pytest
 import torch
@@ -234,7 +234,7 @@ def test_a_failed_save_leaves_the_old_folder_intact(tmp_path, monkeypatch):
         Path(filename).write_bytes(b"partial")
         raise OSError("disk full")
 
-    monkeypatch.setattr(io_mod, "save_file", failing_save_file)
+    monkeypatch.setattr(writer_mod, "save_file", failing_save_file)
     with pytest.raises(OSError, match="disk full"):
         save_saelens(make("standard", seed=3), tmp_path / "sae")
     assert tree(tmp_path) == before
