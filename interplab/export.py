@@ -96,7 +96,10 @@ def export_html(
     timeout
         Seconds allowed per cell when executing.
 
-    Returns the path of the HTML file written.
+    Returns
+    -------
+    Path
+        The HTML file written.
     """
     import nbformat
     from nbconvert import HTMLExporter
