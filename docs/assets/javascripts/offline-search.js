@@ -1,6 +1,6 @@
 // Material starts its search worker from the worker's file, which a page opened over file:// may not do. This script
 // runs before Material's bundle and makes that worker start from a Blob of its source instead
-// (search-worker-source.js, written by docs/hooks/site.py); every other worker starts as usual.
+// (search-worker-source.js, written by docs/hooks/interplab_site.py); every other worker starts as usual.
 (function () {
   "use strict";
   const source = window.__ilabSearchWorkerSource;

@@ -9,6 +9,8 @@ Three jobs, each at its build event:
   widgets render offline) into ``notebooks/html/``, and one page per notebook framing it. The environment variable
   ``INTERPLAB_DOCS_EXECUTE`` chooses which notebooks run: unset or ``all`` every one, ``none`` none, or a comma
   separated list of names (``01_heatmaps,02_saes``); the others are exported with their code and text only.
+* ``on_page_markdown``: the table of the face's names (``interplab.__all__``) on the page that asks for it with
+  ``<!-- interplab-names -->``, each linked to the API page of the package that defines it.
 * ``on_post_build``: what Material's search needs over ``file://``: the index as a script
   (``search/search_index.js``) and the search worker's source as a string
   (``assets/javascripts/search-worker-source.js``; ``docs/assets/javascripts/offline-search.js`` starts the worker
@@ -156,6 +158,49 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
         uri = f"{NOTEBOOK_HTML}/{exported.relative_to(staging).as_posix()}"
         files.append(File.generated(config, uri, abs_src_path=str(exported)))
     return files
+
+
+# --- the face's names ----------------------------------------------------------------------------------------------
+
+NAMES_MARKER = "<!-- interplab-names -->"
+FACE_MODULES = ("interplab.export", "interplab.extension", "interplab.web_assets", "interplab.__main__")
+
+
+def api_page(module: str) -> str:
+    """The API page (relative to ``api/``) documenting objects of ``module``.
+
+    >>> api_page("interplab.core.saes.base"), api_page("interplab.widgets.heatmap"), api_page("interplab.export")
+    ('saes.md', 'widgets.md', 'interplab.md')
+    """
+    parts = module.split(".")
+    if parts[:2] == ["interplab", "core"]:
+        return f"{parts[2]}.md" if len(parts) > 2 and parts[2] != "checks" else "core.md"
+    if parts[:2] == ["interplab", "widgets"]:
+        return "widgets.md"
+    return "interplab.md"
+
+
+def face_names_table() -> str:
+    """A Markdown table: each name of ``interplab.__all__``, what it is and the page documenting it."""
+    import inspect
+
+    import interplab
+
+    by_page: dict[str, list[str]] = {}
+    for name in sorted(interplab.__all__, key=str.lower):
+        obj = getattr(interplab, name)
+        module = obj.__name__ if inspect.ismodule(obj) else getattr(obj, "__module__", None)
+        if not module:
+            continue  # a constant (__version__)
+        by_page.setdefault(api_page(module), []).append(f"`{name}`")
+    rows = [f"| {', '.join(names)} | [{page.removesuffix('.md')}]({page}) |" for page, names in sorted(by_page.items())]
+    return "\n".join(["| names | API page |", "|---|---|", *rows])
+
+
+def on_page_markdown(markdown: str, page: Any, config: MkDocsConfig, files: Files) -> str:
+    if NAMES_MARKER in markdown:
+        markdown = markdown.replace(NAMES_MARKER, face_names_table())
+    return markdown
 
 
 # --- search over file:// -----------------------------------------------------------------------------------------
