@@ -10,8 +10,8 @@ from any web server, and keeps working when the folder is moved as a whole.
 Example
 -------
 >>> from interplab import export_html
->>> export_html("nbs/01_heatmaps.ipynb", "docs/01_heatmaps.html")   # executes it if needed
-PosixPath('docs/01_heatmaps.html')
+>>> export_html("nbs/01_heatmaps.ipynb", "out/01_heatmaps.html")    # executes it if needed
+PosixPath('out/01_heatmaps.html')
 """
 
 from __future__ import annotations
