@@ -5,6 +5,7 @@ text, and Sphinx roles (``:func:`name```). Before mkdocstrings parses them, each
 
 * the ``Example`` heading becomes numpy's ``Examples`` section, whose ``>>>`` lines render as code;
 * a ``>>>`` block elsewhere in the text becomes a fenced ``pycon`` block (Markdown would read ``>>>`` as quotes);
+* reStructuredText's ``::`` before an indented literal block becomes ``:`` (the indented block is Markdown code);
 * a Sphinx role becomes a cross-reference to the object it names, resolved in the docstring's scope, shown as code
   when the object has no page (``~`` shows the last name only).
 
@@ -51,7 +52,7 @@ def rewrite(text: str, resolve: Any = None) -> str:
         if not in_examples and line.lstrip().startswith(">>>"):
             i = _fence(lines, i, out)
             continue
-        out.append(line)
+        out.append(line[:-1] if line.endswith("::") and line.strip() != "::" else line)
         i += 1
     return ROLE.sub(lambda m: _reference(m.group(2), short=bool(m.group(1)), resolve=resolve), "\n".join(out))
 

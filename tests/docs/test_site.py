@@ -113,6 +113,7 @@ def test_docstrings_are_rewritten_for_the_site():
     assert "Examples\n--------\n>>> load()" in out  # numpy's section: its >>> lines render as code
     assert '<autoref identifier="interplab.core.x.load" optional><code>load</code></autoref>' in out
     assert "`Other`" in out  # not found: plain code, never a broken link
+    assert rewrite("The layout::\n\n    a/b.json") == "The layout:\n\n    a/b.json"  # reST literal block
     bare = rewrite("Sites.\n    >>> a = 1\n    >>> a\n    1\nThen more.")
     assert bare.splitlines() == ["Sites.", "", "    ```pycon", "    >>> a = 1", "    >>> a", "    1", "    ```", "",
                                  "Then more."]  # fmt: skip
