@@ -91,11 +91,13 @@ test: setup chromium ndif-env refs lint
 lab: setup
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 nbs/00_tour.ipynb
 
-# Every notebook in nbs/ executed and written to docs/NAME.html, rendering its widgets offline
-# (scripts in docs/interplab-static/; `make prepare` fetched them from npm).
+# The documentation site in build/site/ (mkdocs.yml; open build/site/index.html, it works offline over file://):
+# the guides in docs/, the API reference from the docstrings, and every notebook in nbs/ executed and exported as
+# ilab.export_html does, its widgets rendering with no kernel (about 10 minutes on 2 cores).
+# INTERPLAB_DOCS_EXECUTE=01_heatmaps,02_saes runs only those notebooks (none: no notebook; the rest keep code and text).
 .PHONY: docs
 docs: setup
-	$(PY) -m interplab export nbs/*.ipynb --out docs/ --execute
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
 bench: setup
 	$(PY) bench/bench_tracing.py

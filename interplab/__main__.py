@@ -1,7 +1,7 @@
 """Command line.
 
 ``python -m interplab prepare`` readies the embedded model, the corpus and the web assets for HTML export;
-``python -m interplab export nbs/*.ipynb --out docs/`` writes notebooks as HTML whose widgets render offline.
+``python -m interplab export nbs/*.ipynb --out out/`` writes notebooks as HTML whose widgets render offline.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ from any web server, and keeps working when the folder is moved as a whole.
 Example
 -------
 >>> from interplab import export_html
->>> export_html("nbs/01_heatmaps.ipynb", "docs/01_heatmaps.html")   # executes it if needed
-PosixPath('docs/01_heatmaps.html')
+>>> export_html("nbs/01_heatmaps.ipynb", "out/01_heatmaps.html")    # executes it if needed
+PosixPath('out/01_heatmaps.html')
 """
 
 from __future__ import annotations
@@ -96,7 +96,10 @@ def export_html(
     timeout
         Seconds allowed per cell when executing.
 
-    Returns the path of the HTML file written.
+    Returns
+    -------
+    Path
+        The HTML file written.
     """
     import nbformat
     from nbconvert import HTMLExporter
