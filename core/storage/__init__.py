@@ -1,5 +1,5 @@
-"""Files: atomic writes, the checkpoints of long jobs, validated readers for files from other people, and
-the cache folder.
+"""Files: atomic writes, long jobs that resume (:class:`ResumableJob`) and their checkpoints, validated readers
+for files from other people, and the cache folder.
 
 Example
 -------
@@ -13,11 +13,13 @@ from .atomic import DiskFullError, atomic_folder, atomic_path, make_dirs, remove
 from .cache import cache_dir
 from .checkpoint import TokenDigest, begin, check_inputs, load_state, save_state
 from .readers import Fields, FileError, inside, read_json, read_safetensors, safetensors_header
+from .resumable import ResumableJob
 
 __all__ = [
     "DiskFullError",
     "Fields",
     "FileError",
+    "ResumableJob",
     "TokenDigest",
     "atomic_folder",
     "atomic_path",
