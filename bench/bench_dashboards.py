@@ -53,7 +53,7 @@ def rss_mb() -> float:
 
 
 def baseline(model, sae, docs, n_tokens: int) -> tuple[float, int]:
-    from interplab.core.features import text_batches
+    from interplab.core.data.rows import text_batches
 
     parsed = model.parse_sites(SITE)
     n, start = 0, time.perf_counter()
