@@ -218,7 +218,7 @@ class _Scan:
         """Scan ``rows``, committing every ``checkpoint_every`` seconds; whether it stopped at ``max_batches``."""
         last_save, n_batches, consistent = time.monotonic(), 0, True
         try:
-            t0 = time.perf_counter()
+            t0 = time.perf_counter()  # forward_encode: reading the next rows (a model runs there) and encoding them
             for batch, x_BLD in rows:
                 with torch.no_grad():
                     x_TD = x_BLD[batch.valid_BL]
