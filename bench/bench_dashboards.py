@@ -53,7 +53,7 @@ def rss_mb() -> float:
 
 
 def baseline(model, sae, docs, n_tokens: int) -> tuple[float, int]:
-    from interplab.core.features import text_batches
+    from interplab.core.data.rows import text_batches
 
     parsed = model.parse_sites(SITE)
     n, start = 0, time.perf_counter()
@@ -64,37 +64,42 @@ def baseline(model, sae, docs, n_tokens: int) -> tuple[float, int]:
     return time.perf_counter() - start, n
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--n-tokens", type=int, default=200_000)
-    args = parser.parse_args()
-    from interplab.core.features.stats import FeatureAccumulator
-
+def measure(n_tokens: int) -> dict:
+    """Load the embedded model, SAE and corpus; time the baseline before and after one dashboard pass."""
     import interplab as ilab
 
-    load_before = [round(v, 2) for v in os.getloadavg()]
-    model = ilab.load_model()
-    sae = ilab.load_sae("embedded", layer=6)
+    m: dict = {"load_before": [round(v, 2) for v in os.getloadavg()]}
+    m["model"] = model = ilab.load_model()
+    m["sae"] = sae = ilab.load_sae("embedded", layer=6)
     docs = ilab.default_corpus()
-    rss_loaded = rss_mb()
-    half = max(1, args.n_tokens // 2)
-    log(f"model, SAE and corpus loaded ({rss_loaded:.0f} MB); baseline 1 on {half} tokens")
-    base1, n1 = baseline(model, sae, docs, half)
-    log(f"baseline {base1:.1f}s for {n1} tokens; dashboards on {args.n_tokens}")
-    rss_before_pass = rss_mb()
+    m["rss_loaded"] = rss_mb()
+    half = max(1, n_tokens // 2)
+    log(f"model, SAE and corpus loaded ({m['rss_loaded']:.0f} MB); baseline 1 on {half} tokens")
+    m["base1"], m["n1"] = baseline(model, sae, docs, half)
+    log(f"baseline {m['base1']:.1f}s for {m['n1']} tokens; dashboards on {n_tokens}")
+    m["rss_before_pass"] = rss_mb()
     start = time.perf_counter()
-    data = ilab.feature_data(sae, model, docs, n_tokens=args.n_tokens, seq_len=SEQ_LEN, batch_size=BATCH)
-    total = time.perf_counter() - start
-    rss_after_pass = rss_mb()
-    log(f"dashboards {total:.1f}s; baseline 2")
-    base2, n2 = baseline(model, sae, docs, half)
+    m["data"] = ilab.feature_data(sae, model, docs, n_tokens=n_tokens, seq_len=SEQ_LEN, batch_size=BATCH)
+    m["total"] = time.perf_counter() - start
+    m["rss_after_pass"] = rss_mb()
+    log(f"dashboards {m['total']:.1f}s; baseline 2")
+    m["base2"], m["n2"] = baseline(model, sae, docs, half)
+    return m
+
+
+def summary(m: dict) -> dict:
+    """The JSON this bench prints, from :func:`measure`'s numbers."""
+    from interplab.core.features.stats import FeatureAccumulator
+
+    model, sae, data, total = m["model"], m["sae"], m["data"], m["total"]
+    base1, base2, n1, n2 = m["base1"], m["base2"], m["n1"], m["n2"]
     per_token = (base1 + base2) / (n1 + n2)  # baseline seconds per token, before and after
     base = per_token * data.n_tokens  # the baseline's time for the pass's tokens
     t = data.timings
     streaming = t["forward_encode"] + t["update"]
     alive = data.density > 0
     state = FeatureAccumulator(sae.d_sae, data.n_top, data.n_quantile, data.context, data.lead, 32).state()
-    out = {
+    return {
         "bench": "dashboards",
         "setting": {
             "model": model.name,
@@ -131,19 +136,25 @@ def main() -> None:
         "goal_pass_ratio": 1.3,
         "peak_rss_mb": round(rss_mb()),
         "rss_mb": {
-            "after_load": round(rss_loaded),
-            "before_pass": round(rss_before_pass),
-            "after_pass": round(rss_after_pass),
+            "after_load": round(m["rss_loaded"]),
+            "before_pass": round(m["rss_before_pass"]),
+            "after_pass": round(m["rss_after_pass"]),
         },
         "result": {
             "alive_latents": int(alive.sum()),
             "mean_l0": round(float(data.density.sum()), 2),
             "latents_with_full_top": int((data.top_max[:, -1] > 0).sum()),
         },
-        "load_average": {"before": load_before, "after": [round(v, 2) for v in os.getloadavg()]},
+        "load_average": {"before": m["load_before"], "after": [round(v, 2) for v in os.getloadavg()]},
         "cpu_count": os.cpu_count(),
     }
-    print(json.dumps(out, indent=1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n-tokens", type=int, default=200_000)
+    args = parser.parse_args()
+    print(json.dumps(summary(measure(args.n_tokens)), indent=1))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import interplab.core.data.streams as streams_mod
 import interplab.core.saes.training.trainer as train_mod
 from interplab.core.data.corpus import token_windows
 
@@ -73,12 +74,12 @@ def main() -> None:
         model.run_sites(enc, [SITE])
         unit = min(unit, time.perf_counter() - start)
     now = timed_training(model)
-    real = train_mod.buffer_sizes
-    train_mod.buffer_sizes = lambda n_steps=None: itertools.repeat(8)  # the old schedule
+    real = streams_mod.buffer_sizes
+    streams_mod.buffer_sizes = lambda n_steps=None: itertools.repeat(8)  # the old schedule
     try:
         old = timed_training(model)
     finally:
-        train_mod.buffer_sizes = real
+        streams_mod.buffer_sizes = real
     print(json.dumps({
         "threads": torch.get_num_threads(),
         "forward_8_windows_s": round(unit, 3),

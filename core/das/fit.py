@@ -7,8 +7,8 @@ interchange-intervention accuracy (IIA) on held-out pairs says whether the subsp
 ``full_iia`` swaps the whole vector (what patching the site does: the ceiling for any subspace), and
 ``base_rate`` is how often the label is the top token with no intervention at all.
 
-With ``path=`` the run checkpoints (:mod:`interplab.core.storage.checkpoint`): a kill at any point resumes to
-the same subspace. Bad input (pairs of mismatched lengths, ``k`` larger than the site's width, a label
+With ``path=`` the run is a :class:`~interplab.core.storage.resumable.ResumableJob`: a kill at any point resumes
+to the same subspace. Bad input (pairs of mismatched lengths, ``k`` larger than the site's width, a label
 that is not one token) is refused before any forward pass.
 
 Example
@@ -30,14 +30,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
-from tqdm.auto import tqdm
 
 from ..checks import check_fraction, check_int, check_number
 from ..model.trace_ops import orthonormal
 from ..patching.prompts import PromptPairs
 from ..storage.atomic import atomic_path
-from ..storage.checkpoint import begin, load_state, save_state
 from ..storage.readers import FLOATS, FileError, expect_arrays, read_safetensors, result_header
+from ..storage.resumable import ResumableJob
 from ..views.charts import offline
 from .intervene import check_positions, evaluate, prepare, run, source_values
 from .pairs import CounterfactualPairs, as_pairs
@@ -189,60 +188,70 @@ def fit(
     lr = check_number(lr, "lr")
     if lr <= 0:
         raise ValueError(f"lr must be positive, got {lr}.")
-    gen = torch.Generator().manual_seed(seed)
-    if init is None:
-        A = torch.randn(d, k, generator=gen)
-    else:
-        A = torch.as_tensor(init).detach().float().clone()
-        if A.shape != (d, k) or not torch.isfinite(A).all():
-            raise ValueError(f"init must be a finite [d, k] = [{d}, {k}] matrix, got shape {tuple(A.shape)}.")
-    # Unit columns: an Adam step of ``lr`` then turns the subspace by about ``lr`` radians whatever d is
-    # (as a step on a rotation's skew-symmetric generator does in pyvene).
-    A = orthonormal(A).contiguous()
+    A = _start(d, k, init, seed)
     site = model.parse_sites(site)[0].name
     train_idx, test_idx = split(len(pairs), test_size, seed)
     settings = {"k": k, "positions": pos, "epochs": epochs, "lr": lr, "batch_size": batch_size, "seed": seed,
                 "test_size": test_size, "n_pairs": len(pairs), "model": model.name}  # fmt: skip
-    steps_per_epoch = math.ceil(len(train_idx) / batch_size)
-    total = epochs * steps_per_epoch
     inputs = {**settings, "site": site, "weights": model.fingerprint(), "pairs": _digest(pairs),
               "init": hashlib.sha256(A.numpy().tobytes()).hexdigest()[:16]}  # fmt: skip
-    A.requires_grad_(True)
-    opt = torch.optim.Adam([A], lr=lr)
-    step, losses = 0, []
-    folder = None
-    if path is not None:
-        folder = begin(path)
-        state = load_state(folder / CHECKPOINT, JOB, inputs)
-        if state is not None:
-            with torch.no_grad():
-                A.copy_(state["A"])
-            opt.load_state_dict(state["opt"])
-            step, losses = int(state["step"]), [float(x) for x in state["losses"]]
+    job = ResumableJob(JOB, path, inputs, state_file=CHECKPOINT)
+    state = job.start()  # other inputs are refused here, before any forward pass
     prep = prepare(model, pairs, site, pos, batch_size)
-    bar = tqdm(total=total, initial=step, desc="DAS", disable=not progress, leave=False)
-    while step < total:
-        epoch, offset = divmod(step, steps_per_epoch)
-        order = train_idx[torch.randperm(len(train_idx), generator=torch.Generator().manual_seed(seed * 1000 + epoch))]
-        idx = order[offset * batch_size : (offset + 1) * batch_size]
-        loss, grad, _ = run(model, prep, idx, None, A)
-        opt.zero_grad()
-        A.grad = grad
-        opt.step()
-        losses.append(loss)
-        step += 1
-        bar.update(1)
-        bar.set_postfix(loss=f"{loss:.3f}")
-        if folder is not None and (step % checkpoint_every == 0 or step == total):
-            save_state(folder / CHECKPOINT, JOB, inputs, {"A": A.detach(), "opt": opt.state_dict(), "step": step,
-                                                          "losses": losses})  # fmt: skip
-    bar.close()
+    losses = _train(model, prep, A, train_idx, job, state, lr, epochs, batch_size, seed, checkpoint_every, progress)
     Q = orthonormal(A.detach())
     Q = _orient(model, Q, prep, pairs, train_idx)
     test = evaluate(model, prep, test_idx, Q, batch_size)
     return DASResult(site, pos, Q, test["iia"], evaluate(model, prep, train_idx, Q, batch_size)["iia"],
                      evaluate(model, prep, test_idx, None, batch_size)["iia"], _base_rate(model, prep, test_idx),
                      test["logit_diff"], losses, settings)  # fmt: skip
+
+
+def _start(d: int, k: int, init: torch.Tensor | None, seed: int) -> torch.Tensor:
+    """The starting [d, k] matrix with unit orthogonal columns: ``init``'s, or a seeded random one."""
+    if init is None:
+        A = torch.randn(d, k, generator=torch.Generator().manual_seed(seed))
+    else:
+        A = torch.as_tensor(init).detach().float().clone()
+        if A.shape != (d, k) or not torch.isfinite(A).all():
+            raise ValueError(f"init must be a finite [d, k] = [{d}, {k}] matrix, got shape {tuple(A.shape)}.")
+    # Unit columns: an Adam step of ``lr`` then turns the subspace by about ``lr`` radians whatever d is
+    # (as a step on a rotation's skew-symmetric generator does in pyvene).
+    return orthonormal(A).contiguous()
+
+
+def _train(
+    model: Model, prep: Any, A: torch.Tensor, train_idx: torch.Tensor, job: ResumableJob, state: Any, lr: float,
+    epochs: int, batch_size: int, seed: int, checkpoint_every: int, progress: bool,
+) -> list[float]:  # fmt: skip
+    """Adam on ``A`` in place over ``epochs`` seeded passes, from the job's ``state`` (None: the start), committed
+    to ``job``; the losses."""
+    A.requires_grad_(True)
+    opt = torch.optim.Adam([A], lr=lr)
+    step, losses = 0, list[float]()
+    if state is not None:
+        with torch.no_grad():
+            A.copy_(state["A"])
+        opt.load_state_dict(state["opt"])
+        step, losses = int(state["step"]), [float(x) for x in state["losses"]]
+    steps_per_epoch = math.ceil(len(train_idx) / batch_size)
+    total = epochs * steps_per_epoch
+    with job.progress(total, step, "DAS", progress, leave=False) as bar:
+        while step < total:
+            epoch, offset = divmod(step, steps_per_epoch)
+            gen = torch.Generator().manual_seed(seed * 1000 + epoch)
+            order = train_idx[torch.randperm(len(train_idx), generator=gen)]
+            loss, grad, _ = run(model, prep, order[offset * batch_size : (offset + 1) * batch_size], None, A)
+            opt.zero_grad()
+            A.grad = grad
+            opt.step()
+            losses.append(loss)
+            step += 1
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.3f}")
+            if job.due(step, checkpoint_every, total):
+                job.commit({"A": A.detach(), "opt": opt.state_dict(), "step": step, "losses": losses})
+    return losses
 
 
 def _orient(model: Model, Q_DK: torch.Tensor, prep: Any, pairs: CounterfactualPairs, idx: torch.Tensor

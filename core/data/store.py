@@ -2,8 +2,8 @@
 
 A store is a folder with ``manifest.json`` and ``shard_NNNNN.safetensors`` files.
 Each shard holds one [n, d] tensor per site plus the ``tokens`` [n] they came from.
-Caching follows the crash-safety contract (:mod:`interplab.core.storage.checkpoint`): the folder's
-leftovers are cleaned first; a shard is written atomically, then the manifest that lists it (the
+Caching is a :class:`~interplab.core.storage.resumable.ResumableJob` whose state is the manifest: the
+folder's leftovers are cleaned first; a shard is written atomically, then the manifest that lists it (the
 commit point); the manifest records what the store depends on (model and its weights, sites,
 context size, dtype) and a digest of the tokens stored, so resuming with another model or corpus
 is refused. Reading follows the validation contract (:mod:`interplab.core.storage.readers`): the manifest's
@@ -18,7 +18,6 @@ Example
 
 from __future__ import annotations
 
-import itertools
 import logging
 import re
 from collections.abc import Iterator, Sequence
@@ -28,20 +27,22 @@ from typing import Any, Protocol
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
-from tqdm.auto import tqdm
 
 from ..checks import check_int, check_positive_int
 from ..memory.budget import check_memory
 from ..storage.atomic import atomic_path, remove, write_json
-from ..storage.checkpoint import TokenDigest, begin, check_inputs, check_tokens
 from ..storage.readers import Fields, FileError, expect_arrays, inside, read_json, safetensors_header
-from .corpus import CorpusCount, describe_corpus, token_windows
+from ..storage.resumable import ResumableJob
+from .corpus import describe_corpus
+from .streams import CorpusWindows
 
 logger = logging.getLogger(__name__)
 
 FORMAT = "interplab-activations"
 VERSION = 2
 MANIFEST = "manifest.json"
+#: The job name a store's refusals give.
+STORE_JOB = "activation store"
 _SHARD_NAME = re.compile(r"^shard_\d{5,}\.safetensors$")
 _ST_DTYPES = {"float32": ("F32",), "float16": ("F16",), "bfloat16": ("BF16",)}
 _SITE_NAME = re.compile(r"^blocks\.\d+\.[a-z_.]+$")
@@ -240,9 +241,63 @@ def cache_activations(
     (or other weights), another context size or dtype, or made from another corpus is refused.
     BOS positions are not stored. ``progress``: show a bar (True), none (False), or update this
     tqdm bar (a job's, shown where the job started).
+
+    >>> store = cache_activations(model, "default", "blocks.6.hook_resid_post", "acts/", n_tokens=200_000)
     """
+    parsed = _check_cache(model, sites, n_tokens, context_size, dtype, batch_size, shard_tokens)
+    root = Path(path)
+    wanted = {
+        "format": FORMAT,
+        "version": VERSION,
+        "model": model.name,
+        "model_sha": model.fingerprint(),
+        "sites": [s.name for s in parsed],
+        "d": {s.name: model.site_dim(s.name) for s in parsed},
+        "dtype": dtype,
+        "context_size": context_size,
+        "skipped_prefix": 1 if model.tokenizer.bos_token_id is not None else 0,
+    }
+    job = ResumableJob(STORE_JOB, root, wanted, state_file=MANIFEST, where=root,
+                       read=lambda file: _recorded(file, wanted), write=_write_manifest)  # fmt: skip
+    manifest = _open_or_start(job)
+    windows = CorpusWindows(model, corpus, context_size, manifest["n_tokens"], job.digest)
+    _check_stored(job, manifest)
+    if windows.empty and manifest["n_tokens"] == 0:
+        raise ValueError(
+            f"The corpus ({describe_corpus(corpus)}) gives no window of {context_size} tokens: it holds no text, or "
+            "too little. Give a larger corpus or a smaller context_size."
+        )
+    job.begin()
+    _drop_unlisted_shards(root, manifest)
+    manifest["n_tokens_target"] = n_tokens
+    manifest.setdefault("corpus", describe_corpus(corpus))
+    done = manifest["n_tokens"] >= n_tokens or (manifest.get("exhausted") and windows.empty)
+    manifest["complete"] = bool(done)
+    job.commit(manifest)
+    if done:
+        return ActivationStore(root)
+    with job.progress(n_tokens, manifest["n_tokens"], "cache", progress, unit="tok", unit_scale=True) as bar:
+        exhausted = _cache(job, manifest, windows.batches(parsed, batch_size), n_tokens, shard_tokens, dtype, bar)
+    if exhausted:
+        logger.warning(
+            "The corpus ran out: it holds %s; %s tokens were stored (BOS positions are not), %s asked for. "
+            "Give a larger corpus for more.",
+            windows.count.describe(context_size),
+            f"{manifest['n_tokens']:,}",
+            f"{n_tokens:,}",
+        )
+    manifest["exhausted"] = exhausted
+    manifest["complete"] = True
+    job.commit(manifest)
+    return ActivationStore(root)
+
+
+def _check_cache(
+    model: Source, sites: str | Sequence[str], n_tokens: int, context_size: int, dtype: str, batch_size: int,
+    shard_tokens: int,
+) -> list[Any]:  # fmt: skip
+    """Every check of :func:`cache_activations` that needs no forward pass; the parsed sites."""
     parsed = model.parse_sites(sites)
-    names = [s.name for s in parsed]
     check_positive_int("n_tokens", n_tokens)
     check_int("context_size", context_size, minimum=2)
     model.check_lengths([context_size], "context_size")
@@ -250,149 +305,90 @@ def cache_activations(
         raise ValueError(f"dtype={dtype!r} is not valid; choose one of {sorted(_STORE_DTYPES)}.")
     check_positive_int("batch_size", batch_size)
     check_positive_int("shard_tokens", shard_tokens)
-    width = sum(model.site_dim(n) for n in names)
-    check_memory(f"cache with shard_tokens={shard_tokens:,} at {len(names)} site(s)",
+    width = sum(model.site_dim(s.name) for s in parsed)
+    check_memory(f"cache with shard_tokens={shard_tokens:,} at {len(parsed)} site(s)",
                  2 * (shard_tokens + batch_size * context_size) * width * _STORE_DTYPES[dtype].itemsize,
                  "Use a smaller shard_tokens.")  # fmt: skip
-    skip = 1 if model.tokenizer.bos_token_id is not None else 0
-    body = context_size - skip
-    count = CorpusCount()
-    windows = token_windows(model.tokenizer, corpus, context_size, count)
-    root = Path(path)
-    wanted = {
-        "format": FORMAT,
-        "version": VERSION,
-        "model": model.name,
-        "model_sha": model.fingerprint(),
-        "sites": names,
-        "d": {n: model.site_dim(n) for n in names},
-        "dtype": dtype,
-        "context_size": context_size,
-        "skipped_prefix": skip,
-    }
-    manifest = _open_or_start(root, wanted)
-    digest, windows = _skip_stored(windows, manifest, body, root)
-    first = next(windows, None)
-    if first is None and manifest["n_tokens"] == 0:
-        raise ValueError(
-            f"The corpus ({describe_corpus(corpus)}) gives no window of {context_size} tokens: it holds no text, or "
-            "too little. Give a larger corpus or a smaller context_size."
-        )
-    windows = itertools.chain([] if first is None else [first], windows)
-    begin(root)
-    _drop_unlisted_shards(root, manifest)
-    manifest["n_tokens_target"] = n_tokens
-    manifest.setdefault("corpus", describe_corpus(corpus))
-    if manifest["n_tokens"] >= n_tokens or (manifest.get("exhausted") and first is None):
-        manifest["complete"] = True
-        write_json(root / MANIFEST, manifest)
-        return ActivationStore(root)
-    manifest["complete"] = False
-    write_json(root / MANIFEST, manifest)
+    return parsed
 
+
+def _cache(
+    job: ResumableJob, manifest: dict[str, Any], batches: Iterator[tuple[int, torch.Tensor, list[torch.Tensor]]],
+    n_tokens: int, shard_tokens: int, dtype: str, bar: Any,
+) -> bool:  # fmt: skip
+    """Run the model over the windows left and commit a shard every ``shard_tokens``; whether the corpus ran out."""
     store_dtype = _STORE_DTYPES[dtype]
-    drop = manifest["n_tokens"] % body
+    names = manifest["sites"]
     pending: dict[str, list[torch.Tensor]] = {n: [] for n in [*names, "tokens"]}
-    pending_count, pending_windows = 0, 0
-    own_bar = not hasattr(progress, "update")
-    bar = tqdm(total=n_tokens, initial=manifest["n_tokens"], desc="cache", unit="tok", unit_scale=True,
-               disable=not progress) if own_bar else progress  # fmt: skip
-    if not own_bar:
-        bar.reset(total=n_tokens)
-        bar.update(manifest["n_tokens"])
-    exhausted = False
-    try:
-        while manifest["n_tokens"] + pending_count < n_tokens:
-            batch = [w for _, w in zip(range(batch_size), windows)]
-            if not batch:
-                exhausted = True
-                break
-            ids = torch.tensor(batch)
-            values = model.run_sites({"input_ids": ids, "attention_mask": torch.ones_like(ids)}, parsed)
-            take = min(n_tokens - manifest["n_tokens"] - pending_count, len(batch) * body - drop)
-            kept_ids = ids[:, skip:].reshape(-1)[drop : drop + take]
-            pending["tokens"].append(kept_ids)
-            digest.update(kept_ids)
-            for name, value in zip(names, values, strict=True):
-                flat = value[:, skip:].reshape(-1, value.shape[-1])
-                kept = flat[drop : drop + take]
-                if store_dtype == torch.float16 and bool((kept.abs() > _FLOAT16_MAX).any()):
-                    raise ValueError(
-                        f"Activations at {name} reach {float(kept.abs().max()):.0f}, beyond float16's range "
-                        f"(±{_FLOAT16_MAX:.0f}); they would be stored as inf. Use dtype='bfloat16' or 'float32'."
-                    )
-                pending[name].append(kept.to(store_dtype))
-            drop = 0
-            pending_count += take
-            pending_windows += len(batch)
-            bar.update(take)
-            if pending_count >= shard_tokens:
-                manifest["tokens_sha256"] = digest.hexdigest()
-                _flush(root, manifest, pending, pending_count, pending_windows)
-                pending = {k: [] for k in pending}
-                pending_count = pending_windows = 0
-        if pending_count:
-            manifest["tokens_sha256"] = digest.hexdigest()
-            _flush(root, manifest, pending, pending_count, pending_windows)
-    finally:
-        if own_bar:
-            bar.close()
-    if exhausted:
-        logger.warning(
-            "The corpus ran out: it holds %s; %s tokens were stored (BOS positions are not), %s asked for. "
-            "Give a larger corpus for more.",
-            count.describe(context_size),
-            f"{manifest['n_tokens']:,}",
-            f"{n_tokens:,}",
+    pending_count, pending_windows, exhausted = 0, 0, False
+    while manifest["n_tokens"] + pending_count < n_tokens:
+        batch = next(batches, None)
+        if batch is None:
+            exhausted = True
+            break
+        n_windows, ids_T, values = batch
+        take = min(n_tokens - manifest["n_tokens"] - pending_count, len(ids_T))
+        pending["tokens"].append(ids_T[:take])
+        job.digest.update(ids_T[:take])
+        for name, value_TD in zip(names, values, strict=True):
+            pending[name].append(_stored(name, value_TD[:take], store_dtype))
+        pending_count += take
+        pending_windows += n_windows
+        bar.update(take)
+        if pending_count >= shard_tokens:
+            _flush(job, manifest, pending, pending_count, pending_windows)
+            pending = {k: [] for k in pending}
+            pending_count = pending_windows = 0
+    if pending_count:
+        _flush(job, manifest, pending, pending_count, pending_windows)
+    return exhausted
+
+
+def _stored(name: str, kept: torch.Tensor, store_dtype: torch.dtype) -> torch.Tensor:
+    """Activations as stored; float16 refuses values beyond its range (they would be stored as inf)."""
+    if store_dtype == torch.float16 and bool((kept.abs() > _FLOAT16_MAX).any()):
+        raise ValueError(
+            f"Activations at {name} reach {float(kept.abs().max()):.0f}, beyond float16's range "
+            f"(±{_FLOAT16_MAX:.0f}); they would be stored as inf. Use dtype='bfloat16' or 'float32'."
         )
-    manifest["exhausted"] = exhausted
-    manifest["complete"] = True
-    write_json(root / MANIFEST, manifest)
-    return ActivationStore(root)
+    return kept.to(store_dtype)
 
 
-def _skip_stored(
-    windows: Iterator[list[int]], manifest: dict[str, Any], body: int, root: Path
-) -> tuple[TokenDigest, Iterator[list[int]]]:
-    """Advance ``windows`` past the tokens already stored, checking they are the ones this corpus gives.
-
-    Every window stores exactly ``body`` tokens, so the stored tokens are a prefix of the stream:
-    the whole windows already stored are skipped; the next window's first ``n_tokens % body`` are
-    stored too (they are dropped from it when it runs). Returns the digest of the stored tokens and
-    the windows left to run.
-    """
-    digest = TokenDigest()
-    stored, skip = manifest["n_tokens"], manifest["skipped_prefix"]
-    if not stored:
-        return digest, windows
-    for window in itertools.islice(windows, stored // body):
-        digest.update(window[skip:])
-    if stored % body:
-        peek = next(windows, None)
-        if peek is not None:
-            digest.update(peek[skip : skip + stored % body])
-            windows = itertools.chain([peek], windows)
+def _check_stored(job: ResumableJob, manifest: dict[str, Any]) -> None:
+    """Refuse a corpus whose first tokens are not the ones stored (stores written before version 2 cannot say)."""
+    if not manifest["n_tokens"]:
+        return
     if manifest.get("tokens_sha256"):
-        check_tokens({"n_tokens": stored, "sha256": manifest["tokens_sha256"]}, digest, root)
+        job.check_corpus({"n_tokens": manifest["n_tokens"], "sha256": manifest["tokens_sha256"]})
     else:
-        logger.warning("%s was written before stores recorded their tokens: its corpus cannot be checked.", root)
-    return digest, windows
+        logger.warning("%s was written before stores recorded their tokens: its corpus cannot be checked.", job.folder)
 
 
-def _open_or_start(root: Path, wanted: dict[str, Any]) -> dict[str, Any]:
+def _open_or_start(job: ResumableJob) -> dict[str, Any]:
     """The store's manifest when it exists and was made with the same inputs, else a new one (not yet written)."""
-    if not (root / MANIFEST).exists():
+    root = job.folder
+    assert root is not None
+    manifest = job.load()
+    if manifest is None:
         if root.is_dir() and any(root.glob("shard_*.safetensors")):
             raise ValueError(f"{str(root)!r} holds shards but no manifest; refusing to mix data. Use a new folder.")
-        return {**wanted, "n_tokens": 0, "windows_done": 0, "shards": [], "complete": False}
-    manifest = read_manifest(root)
+        return {**job.inputs, "n_tokens": 0, "windows_done": 0, "shards": [], "complete": False}
+    manifest.update(job.inputs)
+    return manifest
+
+
+def _recorded(file: Path, wanted: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A manifest's recorded inputs (the fields of ``wanted``) and the manifest itself."""
+    manifest = read_manifest(file.parent)
     recorded = {k: manifest.get(k) for k in wanted}
     if manifest.get("version") == 1:  # older stores recorded neither the weights nor the version as now
         recorded["version"], recorded["model_sha"] = VERSION, wanted["model_sha"]
-        logger.warning("%s is a version-1 store: the weights it came from cannot be checked.", root)
-    check_inputs(recorded, wanted, root, "activation store")
-    manifest.update(wanted)
-    return manifest
+        logger.warning("%s is a version-1 store: the weights it came from cannot be checked.", file.parent)
+    return recorded, manifest
+
+
+def _write_manifest(file: Path, inputs: Any, manifest: dict[str, Any]) -> None:
+    write_json(file, manifest)
 
 
 def _drop_unlisted_shards(root: Path, manifest: dict[str, Any]) -> None:
@@ -404,18 +400,22 @@ def _drop_unlisted_shards(root: Path, manifest: dict[str, Any]) -> None:
 
 
 def _flush(
-    root: Path, manifest: dict[str, Any], pending: dict[str, list[torch.Tensor]], count: int, windows: int
+    job: ResumableJob, manifest: dict[str, Any], pending: dict[str, list[torch.Tensor]], count: int, windows: int
 ) -> None:
     """Write one shard (atomically), then the manifest that lists it: the commit point."""
-    index = len(manifest["shards"])
-    name = f"shard_{index:05d}.safetensors"
+    assert job.folder is not None
+    file = job.folder / f"shard_{len(manifest['shards']):05d}.safetensors"
     tensors = {k: torch.cat(v).contiguous() for k, v in pending.items()}
-    with atomic_path(root / name) as tmp:
-        save_file(tensors, str(tmp))
-    manifest["shards"].append({"file": name, "n_tokens": count})
+    manifest["tokens_sha256"] = job.digest.hexdigest()
+    manifest["shards"].append({"file": file.name, "n_tokens": count})
     manifest["n_tokens"] += count
     manifest["windows_done"] += windows
-    write_json(root / MANIFEST, manifest)
+    job.commit(manifest, lambda: _write_shard(file, tensors))
+
+
+def _write_shard(file: Path, tensors: dict[str, torch.Tensor]) -> None:
+    with atomic_path(file) as tmp:
+        save_file(tensors, str(tmp))
 
 
 def read_manifest(root: Path) -> dict[str, Any]:

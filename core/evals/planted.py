@@ -7,8 +7,8 @@ sequences it saw, when and how often. :func:`tiny_lm` builds a small ``transform
 windows of the stream, putting each planted sequence into exactly one batch (at a step spread over
 the first half of training), and records every sequence's cross-entropy at each checkpoint.
 
-Training is a long job with the crash-safety contract of ``core/storage/checkpoint.py``: given a ``folder``,
-the weights, the optimizer, the history and the step are saved at each checkpoint; a kill loses at
+Training is a :class:`~interplab.core.storage.resumable.ResumableJob`: given a ``folder``, the weights, the
+optimizer, the history and the step are saved at each checkpoint; a kill loses at
 most the steps since the last one, and a resume gives the same result as an uninterrupted run
 (batches are drawn from a generator seeded by ``(seed, step)``, not from a running state).
 
@@ -27,13 +27,13 @@ import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from ..checks import check_int, check_number, check_positive_int
-from ..storage.checkpoint import begin, load_state, save_state
+from ..storage.resumable import ResumableJob
 
 log = logging.getLogger(__name__)
 JOB = "train_planted"
@@ -180,6 +180,52 @@ def train_planted(
 
     >>> run = train_planted(tiny_lm(), byte_stream(docs), plant(32, 24), plant(32, 24, seed=1), steps=300)
     """
+    steps, every = _check_planted(lm, stream, planted, controls, steps, every, batch_size, lr, prefix)
+    config: Any = lm.config
+    n_ctx = config.n_positions
+    seen_at = [1 + (i * max(steps // 2, 1)) // len(planted) for i in range(len(planted))]
+    where = {s: i for i, s in enumerate(seen_at)}
+    opt = torch.optim.AdamW(lm.parameters(), lr=lr, weight_decay=0.0)
+    inputs = {"job": JOB, "config": config.to_dict().__repr__(), "stream": [len(stream), int(stream.sum())],
+              "planted": planted.tolist(), "controls": controls.tolist(), "steps": steps, "every": every,
+              "batch_size": batch_size, "lr": lr, "prefix": prefix, "seed": seed}  # fmt: skip
+    job = ResumableJob(JOB, folder, inputs)
+    state = job.start()
+    if state is not None:
+        lm.load_state_dict(state["weights"], strict=False)
+        opt.load_state_dict(state["optimizer"])
+        rows, done = list(state["history"]), int(state["step"])
+        log.info("train_planted: resuming at step %d of %d", done, steps)
+    else:
+        rows, done = _record(lm.eval(), planted, controls, seen_at, 0, prefix), 0
+    with job.progress(steps, done, "train_planted", progress) as bar:
+        for step in range(done + 1, steps + 1):
+            lm.train()
+            batch_BL = _batch(stream, seed, step, batch_size, n_ctx)
+            if step in where:
+                seq = planted[where[step]]
+                batch_BL[0, : len(seq)] = seq
+                batch_BL[0, len(seq) :] = batch_BL[1, : n_ctx - len(seq)]
+            loss = lm(batch_BL, labels=batch_BL).loss
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            bar.update(1)
+            if step % every == 0 or step == steps:
+                rows += _record(lm.eval(), planted, controls, seen_at, step, prefix)
+                if job.keeps_state:
+                    weights = {n: p.detach().clone() for n, p in lm.named_parameters()}
+                    job.commit({"weights": weights, "optimizer": opt.state_dict(), "history": rows, "step": step})
+    lm.eval()
+    return PlantedRun(lm=lm, planted=planted, controls=controls, seen_at=seen_at,
+                      history=pd.DataFrame(rows), prefix=prefix)  # fmt: skip
+
+
+def _check_planted(
+    lm: torch.nn.Module, stream: torch.Tensor, planted: torch.Tensor, controls: torch.Tensor, steps: int, every: int,
+    batch_size: int, lr: float, prefix: int,
+) -> tuple[int, int]:  # fmt: skip
+    """Every argument of :func:`train_planted`, checked before any step; ``steps`` and ``every`` as ints."""
     check_sequences(lm, planted, "planted")
     check_sequences(lm, controls, "controls")
     if planted.shape[1] != controls.shape[1]:
@@ -189,52 +235,11 @@ def train_planted(
     check_int("prefix", prefix, minimum=1, maximum=planted.shape[1] - 1)
     if check_number(lr, "lr") <= 0:
         raise ValueError(f"lr must be positive, got {lr!r}.")
-    n_ctx = lm.config.n_positions
+    config: Any = lm.config
+    n_ctx = config.n_positions
     if not isinstance(stream, torch.Tensor) or stream.dim() != 1 or len(stream) <= n_ctx:
         raise ValueError(f"stream must be a 1-d tensor of token ids longer than the context ({n_ctx}).")
     if len(planted) > max(steps // 2, 1):
         raise ValueError(f"{len(planted)} planted sequences need at least {2 * len(planted)} steps "
                          f"(one a step over the first half), got steps={steps}.")  # fmt: skip
-    seen_at = [1 + (i * max(steps // 2, 1)) // len(planted) for i in range(len(planted))]
-    where = {s: i for i, s in enumerate(seen_at)}
-    opt = torch.optim.AdamW(lm.parameters(), lr=lr, weight_decay=0.0)
-    path = inputs = None
-    state = None
-    if folder is not None:
-        path = begin(folder) / "checkpoint.safetensors"
-        inputs = {"job": JOB, "config": lm.config.to_dict().__repr__(), "stream": [len(stream), int(stream.sum())],
-                  "planted": planted.tolist(), "controls": controls.tolist(), "steps": steps, "every": every,
-                  "batch_size": batch_size, "lr": lr, "prefix": prefix, "seed": seed}  # fmt: skip
-        state = load_state(path, JOB, inputs)
-    rows: list[dict] = []
-    done = 0
-    if state is not None:
-        lm.load_state_dict(state["weights"], strict=False)
-        opt.load_state_dict(state["optimizer"])
-        rows, done = list(state["history"]), int(state["step"])
-        log.info("train_planted: resuming at step %d of %d", done, steps)
-    else:
-        rows = _record(lm.eval(), planted, controls, seen_at, 0, prefix)
-    bar = tqdm(total=steps, initial=done, disable=not progress, desc="train_planted")
-    for step in range(done + 1, steps + 1):
-        lm.train()
-        batch_BL = _batch(stream, seed, step, batch_size, n_ctx)
-        if step in where:
-            seq = planted[where[step]]
-            batch_BL[0, : len(seq)] = seq
-            batch_BL[0, len(seq) :] = batch_BL[1, : n_ctx - len(seq)]
-        loss = lm(batch_BL, labels=batch_BL).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        bar.update(1)
-        if step % every == 0 or step == steps:
-            rows += _record(lm.eval(), planted, controls, seen_at, step, prefix)
-            if path is not None:
-                weights = {n: p.detach().clone() for n, p in lm.named_parameters()}
-                save_state(path, JOB, inputs, {"weights": weights, "optimizer": opt.state_dict(),
-                                                "history": rows, "step": step})  # fmt: skip
-    bar.close()
-    lm.eval()
-    return PlantedRun(lm=lm, planted=planted, controls=controls, seen_at=seen_at,
-                      history=pd.DataFrame(rows), prefix=prefix)  # fmt: skip
+    return steps, every

@@ -1,9 +1,10 @@
 """Feature data: what each SAE latent responds to and promotes, from one streaming pass; search; labels.
 
-``compute.py`` runs the pass (:func:`feature_data`), ``rows.py`` cuts texts or stores into rows,
-``stats.py`` keeps the bounded running statistics, ``data.py`` is the result (:class:`FeatureData`)
-and its files, ``search.py`` finds latents by text, token or direction, ``labels.py`` keeps labels,
-``cards.py`` makes what a dashboard card shows beyond the data (the histogram chart, a text's latents).
+``compute.py`` runs the pass (:func:`feature_data`) over the rows of an activation source
+(:mod:`interplab.core.data.sources`), ``stats.py`` keeps the bounded running statistics, ``data.py`` is the
+result (:class:`FeatureData`) and its files, ``search.py`` finds latents by text, token or direction,
+``labels.py`` keeps labels, ``cards.py`` makes what a dashboard card shows beyond the data (the histogram
+chart, a text's latents).
 
 Example
 -------

@@ -2,7 +2,7 @@
 
 For every latent: top-activating contexts, examples across its activation quantiles, firing
 density, mean and max activation, an activation histogram (all from one pass over a corpus with
-bounded memory, see :mod:`.feature_stats`), and from the weights alone its logit effects and
+bounded memory, see :mod:`.stats`), and from the weights alone its logit effects and
 nearest latents. Plain data (numpy arrays, a pandas table); the FeatureDashboard widget renders it.
 
 Example
@@ -13,39 +13,37 @@ Example
 >>> data.latent(123)["top"][0]["tokens"]      # the strings around its strongest example
 >>> data = ilab.FeatureData.load("dash6/")     # no recomputation
 
-With ``path=`` the pass follows the crash-safety contract (:mod:`interplab.core.storage.checkpoint`): its
-state is one file in that folder (``.checkpoint.safetensors``) with the inputs it depends on (SAE,
-model weights, corpus, settings) and a digest of the rows scanned; a resume refuses other inputs and
-another corpus; the finished result replaces the folder in one swap (finished by
-:func:`interplab.core.storage.atomic.recover` if a kill splits it), so nothing is lost at any instruction.
+The pass reads an :class:`~interplab.core.data.sources.ActivationSource` (a model over texts, or a store).
+With ``path=`` it is a :class:`~interplab.core.storage.resumable.ResumableJob`: its state is one file in that
+folder (``.checkpoint.safetensors``) with the inputs it depends on (SAE, model weights, corpus, settings) and
+a digest of the rows scanned; a resume refuses other inputs and another corpus; the finished result replaces
+the folder in one swap (finished by :func:`interplab.core.storage.atomic.recover` if a kill splits it), so
+nothing is lost at any instruction.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from ..checks import check_int, check_texts
-from ..data.corpus import describe_corpus, iter_texts
+from ..data.sources import ActivationSource, Rows, activation_source
 from ..data.store import ActivationStore
 from ..memory.budget import check_memory
 from ..model.model import Model
 from ..saes.base import sae_fingerprint
 from ..storage.atomic import recover
-from ..storage.checkpoint import TokenDigest, begin, check_inputs, check_tokens, load_state, save_state
 from ..storage.readers import FileError
+from ..storage.resumable import ResumableJob
 from .data import CHECKPOINT, FeatureData, check_target
 from .labels import labels_path, load_labels
-from .rows import store_batches, text_batches
 from .search import all_neighbours, logit_effects
-from .stats import Batch, FeatureAccumulator, fine_bins
+from .stats import FeatureAccumulator, fine_bins
 
 if TYPE_CHECKING:
     from ..saes.base import SAE
@@ -53,19 +51,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 JOB = "feature data"
-
-
-def _docs(texts: Any) -> tuple[Iterable[str], str]:
-    """The documents to scan and a description of them (a missing path fails here, like everywhere)."""
-    if texts is None:
-        raise ValueError(
-            "Give texts to scan: a list of strings, 'default' (the default corpus), a .txt/.jsonl file or folder, "
-            "or a datasets.Dataset."
-        )
-    if isinstance(texts, (list, tuple)):
-        docs = check_texts(list(texts))
-        return docs, describe_corpus(docs)
-    return iter_texts(texts), describe_corpus(texts)
+_NO_TEXTS = ("Give texts to scan: a list of strings, 'default' (the default corpus), a .txt/.jsonl file or folder, "
+             "or a datasets.Dataset.")  # fmt: skip
+_STORE_TEXTS = "texts= is for a Model source; a store already holds its tokens (pass model= only)."
 
 
 def accumulator_bytes(d_sae: int, n_top: int, n_quantile: int, context: int, n_bins: int) -> int:
@@ -75,7 +63,7 @@ def accumulator_bytes(d_sae: int, n_top: int, n_quantile: int, context: int, n_b
 
 
 # ------------------------------------------------------------------- the pass
-def feature_data(  # noqa: C901  (split by the resumable-job step)
+def feature_data(
     sae: SAE,
     source: Model | ActivationStore | str | Path,
     texts: Any = None,
@@ -110,6 +98,40 @@ def feature_data(  # noqa: C901  (split by the resumable-job step)
 
     >>> data = feature_data(sae, model, ilab.default_corpus(), n_tokens=100_000)
     """
+    lead = _check_settings(sae, n_tokens, n_top, n_quantile, context, lead, n_bins, n_logit, seq_len, batch_size,
+                           max_batches, checkpoint_every)  # fmt: skip
+    activations, model, site = _open(sae, source, texts, model, seq_len)
+    config = {
+        "sae": sae_fingerprint(sae), "model": model.name, "model_sha": model.fingerprint(), "site": site,
+        "corpus": activations.corpus_identity(), "n_tokens": n_tokens, "n_top": n_top, "n_quantile": n_quantile,
+        "context": context, "lead": lead, "n_bins": n_bins, "n_logit": n_logit, "seq_len": seq_len,
+    }  # fmt: skip
+    job = ResumableJob(JOB, path, config, state_file=CHECKPOINT)
+    done = _finished(job)
+    if done is not None:
+        return done
+    scan = _Scan(FeatureAccumulator(sae.d_sae, n_top, n_quantile, context, lead, n_bins))
+    recorded = scan.restore(job)
+    rows = activations.rows(site, seq_len, batch_size, n_tokens, scan.rows_done, job.digest,
+                       after_skip=lambda: job.check_corpus(recorded))  # fmt: skip
+    total = n_tokens if n_tokens is not None else activations.n_tokens
+    with job.progress(total, scan.acc.n_tokens, "features", progress, unit="tok", unit_scale=True) as bar:
+        stopped = scan.run(job, sae, site, rows, bar, max_batches, checkpoint_every)
+    if scan.acc.n_tokens == 0:
+        raise ValueError("The corpus gave no tokens to scan (every text was empty).")
+    if stopped:
+        job.commit(scan.state(rows))
+    data = _result(sae, model, site, scan, n_logit, complete=not stopped, config=config)
+    if job.folder is not None and not stopped:
+        data.save(job.folder)
+    return data
+
+
+def _check_settings(
+    sae: Any, n_tokens: int | None, n_top: int, n_quantile: int, context: int, lead: int | None, n_bins: int,
+    n_logit: int, seq_len: int, batch_size: int, max_batches: int | None, checkpoint_every: float,
+) -> int:  # fmt: skip
+    """Every setting checked before any work, and the SAE's accumulator against the memory budget; the ``lead``."""
     for name, value, low in (
         ("n_top", n_top, 1),
         ("n_quantile", n_quantile, 1),
@@ -133,155 +155,117 @@ def feature_data(  # noqa: C901  (split by the resumable-job step)
     check_memory(f"feature_data with n_top={n_top}, n_quantile={n_quantile}, context={context} for {sae.d_sae} "
                  "latents", accumulator_bytes(sae.d_sae, n_top, n_quantile, context, n_bins),
                  "Use smaller n_top, n_quantile or context.")  # fmt: skip
-    if isinstance(source, (str, Path)):
-        source = ActivationStore(source)
-    if isinstance(source, Model):
-        model = source
-        site = sae.check_fits(model)
-        model.check_lengths([seq_len], "seq_len")
-        docs, corpus_id = _docs(texts)
-        corpus: Any = corpus_id
-    elif isinstance(source, ActivationStore):
-        if model is None or not isinstance(model, Model):
-            raise ValueError("Reading an ActivationStore needs model= (the Model it came from) for tokens and logits.")
-        if texts is not None:
-            raise ValueError("texts= is for a Model source; a store already holds its tokens (pass model= only).")
-        if source.model_name != model.name:
-            raise ValueError(f"The store holds activations of {source.model_name!r}, but model= is {model.name!r}.")
-        site = sae.check_fits(model)
-        if site not in source.sites:
-            raise ValueError(f"This SAE reads {site!r}, which the store does not hold; it holds {source.sites}.")
-        if source.n_tokens == 0:
-            raise ValueError(f"The store at {str(source.path)!r} holds no tokens.")
-        docs, corpus = None, source.identity()
-    else:
-        raise TypeError(f"source must be a Model or an ActivationStore, got {type(source).__name__}.")
+    return lead
 
-    config = {
-        "sae": sae_fingerprint(sae), "model": model.name, "model_sha": model.fingerprint(), "site": site,
-        "corpus": corpus, "n_tokens": n_tokens, "n_top": n_top, "n_quantile": n_quantile, "context": context,
-        "lead": lead, "n_bins": n_bins, "n_logit": n_logit, "seq_len": seq_len,
-    }  # fmt: skip
-    acc = FeatureAccumulator(sae.d_sae, n_top, n_quantile, context, lead, n_bins)
-    rows_done = 0
-    root = Path(path) if path is not None else None
-    digest = TokenDigest()
-    recorded_rows: dict[str, Any] | None = None
-    if root is not None:
-        recover(root)  # a kill between the final renames: the finished result is put in place
-        check_target(root)
-        if (root / "meta.json").exists():
-            done = FeatureData.load(root)
-            check_inputs(done.config, config, root, "feature data")
-            return done
-        begin(root)
-        state = load_state(root / CHECKPOINT, JOB, config)
-        if state is not None:
-            rows_done, recorded_rows = _restore(root / CHECKPOINT, acc, state)
-            logger.info("Resuming from %s: %d tokens done.", root / CHECKPOINT, acc.n_tokens)
 
-    def save_checkpoint() -> None:
-        if root is not None:
-            state = {**acc.state(), "rows_done": rows_done, "corpus": digest.record() if docs is not None else None}
-            save_state(root / CHECKPOINT, JOB, config, state)
+def _open(sae: SAE, source: Any, texts: Any, model: Model | None, seq_len: int) -> tuple[ActivationSource, Model, str]:
+    """The activation source, the model (for token strings and logits) and the SAE's site; refusals before work."""
+    if isinstance(texts, (list, tuple)):
+        texts = check_texts(list(texts))
+    opened = activation_source(source, texts, model=model)
+    if not isinstance(opened.model, Model):
+        raise ValueError("Reading an ActivationStore needs model= (the Model it came from) for tokens and logits.")
+    if (texts is None) == opened.reads_corpus:
+        raise ValueError(_NO_TEXTS if opened.reads_corpus else _STORE_TEXTS)
+    if opened.model_name != opened.model.name:
+        raise ValueError(f"The store holds activations of {opened.model_name!r}, but model= is {opened.model.name!r}.")
+    site = sae.check_fits(opened.model)
+    opened.check_rows(site, seq_len)
+    return opened, opened.model, site
 
-    def after_skip() -> None:
-        if root is not None:
-            check_tokens(recorded_rows, digest, root / CHECKPOINT)
 
-    if isinstance(source, Model):
-        parsed = model.parse_sites(site)
-        batches: Iterator[tuple[Batch, Any]] = text_batches(
-            model, docs, seq_len, batch_size, n_tokens, rows_done, digest=digest, after_skip=after_skip
-        )
-    else:
-        batches = store_batches(source, site, batch_size, n_tokens, rows_done)
-    total = n_tokens if n_tokens is not None else (source.n_tokens if isinstance(source, ActivationStore) else None)
-    own_bar = not hasattr(progress, "update")  # a tqdm bar given: a job's, shown where the job started
-    bar = tqdm(total=total, initial=acc.n_tokens, desc="features", unit="tok", unit_scale=True,
-               disable=not progress) if own_bar else progress  # fmt: skip
-    if not own_bar:
-        bar.reset(total=total)
-        bar.update(acc.n_tokens)
-    last_save, n_batches, stopped = time.monotonic(), 0, False
-    timings = {"forward_encode": 0.0, "update": 0.0}
-    consistent = True
-    try:
-        for batch, payload in batches:
-            t0 = time.perf_counter()
-            with torch.no_grad():
-                x_BLD = model.run_sites(payload, parsed)[0] if isinstance(source, Model) else payload
-                x_TD = x_BLD[batch.valid_BL]
-                if not bool(torch.isfinite(x_TD).all()):
-                    raise ValueError(
-                        f"NaN or inf activations at {site} in documents {sorted(set(batch.doc_B.tolist()))[:5]}."
-                    )
-                acts_TM = sae.encode(x_TD)
-            t1 = time.perf_counter()
-            consistent = False
-            acc.update(acts_TM, batch)
-            rows_done += batch.ids_BL.shape[0]
-            consistent = True
-            timings["forward_encode"] += t1 - t0
-            timings["update"] += time.perf_counter() - t1
-            n_batches += 1
-            bar.update(int(acts_TM.shape[0]))
-            if max_batches is not None and n_batches >= max_batches:
-                stopped = True
-                break
-            if root is not None and time.monotonic() - last_save > checkpoint_every:
-                save_checkpoint()
-                last_save = time.monotonic()
-    except KeyboardInterrupt:
-        if consistent:  # between batches; an interrupt inside an update keeps the last periodic checkpoint
-            save_checkpoint()
-        raise
-    finally:
-        if own_bar:
-            bar.close()
-    if acc.n_tokens == 0:
-        raise ValueError("The corpus gave no tokens to scan (every text was empty).")
-    if stopped:
-        save_checkpoint()
+def _finished(job: ResumableJob) -> FeatureData | None:
+    """The result a finished pass saved in the job's folder (made with this call's inputs, else refused), if any."""
+    if job.folder is None:
+        return None
+    recover(job.folder)  # a kill between the final renames: the finished result is put in place
+    check_target(job.folder)
+    if not (job.folder / "meta.json").exists():
+        return None
+    done = FeatureData.load(job.folder)
+    job.check_inputs(done.config, where=job.folder)
+    return done
+
+
+class _Scan:
+    """The running statistics of one pass, the rows it has scanned and where its time went."""
+
+    def __init__(self, acc: FeatureAccumulator) -> None:
+        self.acc, self.rows_done = acc, 0
+        self.timings = {"forward_encode": 0.0, "update": 0.0}
+
+    def restore(self, job: ResumableJob) -> dict[str, Any] | None:
+        """Begin the job and load its checkpoint; what it recorded of the corpus (None the first time)."""
+        state = job.start()
+        if state is None:
+            return None
+        try:
+            self.rows_done = check_int("rows_done", state.pop("rows_done"), minimum=0)
+            recorded = state.pop("corpus", None)
+            self.acc.load_state(state)
+        except (KeyError, TypeError, ValueError) as err:
+            raise FileError(Path(job.where), "state", f"does not fit this pass ({err})") from None
+        logger.info("Resuming from %s: %d tokens done.", job.where, self.acc.n_tokens)
+        return recorded
+
+    def state(self, rows: Rows) -> dict[str, Any]:
+        return {**self.acc.state(), "rows_done": self.rows_done, "corpus": rows.record()}
+
+    def run(
+        self, job: ResumableJob, sae: SAE, site: str, rows: Rows, bar: Any, max_batches: int | None,
+        checkpoint_every: float,
+    ) -> bool:  # fmt: skip
+        """Scan ``rows``, committing every ``checkpoint_every`` seconds; whether it stopped at ``max_batches``."""
+        last_save, n_batches, consistent = time.monotonic(), 0, True
+        try:
+            t0 = time.perf_counter()  # forward_encode: reading the next rows (a model runs there) and encoding them
+            for batch, x_BLD in rows:
+                with torch.no_grad():
+                    x_TD = x_BLD[batch.valid_BL]
+                    if not bool(torch.isfinite(x_TD).all()):
+                        raise ValueError(
+                            f"NaN or inf activations at {site} in documents {sorted(set(batch.doc_B.tolist()))[:5]}."
+                        )
+                    acts_TM = sae.encode(x_TD)
+                t1 = time.perf_counter()
+                consistent = False
+                self.acc.update(acts_TM, batch)
+                self.rows_done += batch.ids_BL.shape[0]
+                consistent = True
+                self.timings["forward_encode"] += t1 - t0
+                self.timings["update"] += time.perf_counter() - t1
+                n_batches += 1
+                bar.update(int(acts_TM.shape[0]))
+                if max_batches is not None and n_batches >= max_batches:
+                    return True
+                if job.keeps_state and time.monotonic() - last_save > checkpoint_every:
+                    job.commit(self.state(rows))
+                    last_save = time.monotonic()
+                t0 = time.perf_counter()
+        except KeyboardInterrupt:
+            if consistent:  # between batches; an interrupt inside an update keeps the last periodic checkpoint
+                job.commit(self.state(rows))
+            raise
+        return False
+
+
+def _result(
+    sae: SAE, model: Model, site: str, scan: _Scan, n_logit: int, complete: bool, config: dict[str, Any]
+) -> FeatureData:
+    """The pass's :class:`FeatureData`: its statistics finished, logit effects and neighbours from the weights."""
     t0 = time.perf_counter()
-    arrays = acc.finish()
+    arrays: dict[str, Any] = scan.acc.finish()
     t1 = time.perf_counter()
     arrays.update(logit_effects(sae, model, n_logit))
     t2 = time.perf_counter()
     arrays["neighbour_ids"], arrays["neighbour_sims"] = all_neighbours(sae)
-    timings.update(finish=t1 - t0, logit_effects=t2 - t1, neighbours=time.perf_counter() - t2)
-    ids = np.unique(
-        np.concatenate(
-            [arrays[k].ravel() for k in ("top_tokens", "quantile_tokens", "logit_top_ids", "logit_bottom_ids")]
-        )
-    )
+    timings = {**scan.timings, "finish": t1 - t0, "logit_effects": t2 - t1, "neighbours": time.perf_counter() - t2}
+    shown = ("top_tokens", "quantile_tokens", "logit_top_ids", "logit_bottom_ids")
+    ids = np.unique(np.concatenate([arrays[k].ravel() for k in shown]))
     strings = {int(i): model.tokenizer.decode([int(i)]) for i in ids if i >= 0}
-    data = FeatureData(
-        site=site,
-        d_sae=sae.d_sae,
-        n_tokens=acc.n_tokens,
-        context=context,
-        lead=lead,
-        **arrays,
-        token_strings=strings,
-        labels=load_labels(sae),
-        model_name=model.name,
-        labels_path=str(labels_path(sae)),
-        complete=not stopped,
-        config=config,
-    )
+    data = FeatureData(site=site, d_sae=sae.d_sae, n_tokens=scan.acc.n_tokens, context=scan.acc.context,
+                       lead=scan.acc.lead, **arrays, token_strings=strings, labels=load_labels(sae),
+                       model_name=model.name, labels_path=str(labels_path(sae)), complete=complete,
+                       config=config)  # fmt: skip
     data.timings = timings
-    if root is not None and not stopped:
-        data.save(root)
     return data
-
-
-def _restore(file: Path, acc: FeatureAccumulator, state: dict[str, Any]) -> tuple[int, dict[str, Any] | None]:
-    """Load a checkpoint's running statistics; a state that does not fit them names what is wrong."""
-    try:
-        rows_done = check_int("rows_done", state.pop("rows_done"), minimum=0)
-        recorded = state.pop("corpus", None)
-        acc.load_state(state)
-    except (KeyError, TypeError, ValueError) as err:
-        raise FileError(file, "state", f"does not fit this pass ({err})") from None
-    return rows_done, recorded

@@ -25,7 +25,7 @@ from .labels import FILE as LABELS_FILE
 from .labels import read_labels, update_label
 
 FORMAT = "interplab-features"
-#: The running state of an unfinished pass, inside its output folder (one file, see interplab.core.storage.checkpoint).
+#: The running state of an unfinished pass, inside its output folder (one file, see interplab.core.storage.resumable).
 CHECKPOINT = ".checkpoint.safetensors"
 #: Array fields and their dtypes, in the order they are saved.
 ARRAYS: dict[str, Any] = {

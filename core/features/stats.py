@@ -19,25 +19,13 @@ Example
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
+from ..data.rows import Batch
+
 _MASK32 = 0xFFFFFFFF
 _GID_BITS = 31
-
-
-@dataclass
-class Batch:
-    """One batch of rows: token ids, which positions count, and where each row came from."""
-
-    ids_BL: torch.Tensor  # int64 token ids (pad anywhere valid is False)
-    valid_BL: torch.Tensor  # bool: real token, not BOS, not padding
-    shown_BL: torch.Tensor  # bool: token shown in example contexts (real, not BOS)
-    doc_B: torch.Tensor  # int64 document (text or window) index of each row
-    offset_B: torch.Tensor  # int64 position of column 0 within its document
-    gid_base_B: torch.Tensor  # int64 unique id of column 0 (row number * row length)
 
 
 def hash_keys(gid: torch.Tensor, latent: torch.Tensor, d_sae: int, seed: int = 0) -> torch.Tensor:

@@ -2,7 +2,9 @@
 
 Every layer's MLP input (``blocks.L.hook_mlp_in``) and output (``blocks.L.hook_mlp_out``) come from the
 same forward passes, which feed all the transcoders at once (:func:`interplab.core.saes.training.trainer.train_saes`
-with one spec per layer); the run checkpoints and resumes through :mod:`interplab.core.storage.checkpoint`.
+with one spec per layer); the run checkpoints and resumes as that trainer's
+:class:`~interplab.core.storage.resumable.ResumableJob`, and ``--stop-at-checkpoint`` rebuilds the transcoders
+its last checkpoint holds.
 ``python -m interplab train-transcoders`` runs it. The quality table (per-layer explained variance of the
 MLP output, and the replacement model's loss against the real model's) is written beside them.
 

@@ -1,5 +1,5 @@
-"""Files: atomic writes, the checkpoints of long jobs, validated readers for files from other people, and
-the cache folder.
+"""Files: atomic writes, long jobs that resume (:class:`ResumableJob`) and their checkpoints, validated readers
+for files from other people, and the cache folder.
 
 Example
 -------
@@ -11,13 +11,15 @@ Example
 
 from .atomic import DiskFullError, atomic_folder, atomic_path, make_dirs, remove, write_bytes, write_json, write_text
 from .cache import cache_dir
-from .checkpoint import TokenDigest, begin, check_inputs, load_state, save_state
+from .checkpoint import TokenDigest, begin, check_inputs, save_state
 from .readers import Fields, FileError, inside, read_json, read_safetensors, safetensors_header
+from .resumable import ResumableJob
 
 __all__ = [
     "DiskFullError",
     "Fields",
     "FileError",
+    "ResumableJob",
     "TokenDigest",
     "atomic_folder",
     "atomic_path",
@@ -25,7 +27,6 @@ __all__ = [
     "cache_dir",
     "check_inputs",
     "inside",
-    "load_state",
     "make_dirs",
     "read_json",
     "read_safetensors",

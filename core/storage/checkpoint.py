@@ -1,33 +1,24 @@
-"""The crash-safety contract of long jobs: resumable state, recorded inputs, refused mismatches.
+"""The pieces of the crash-safety contract: state files, recorded inputs, token digests, refused mismatches.
 
-Every long job (``Model.cache``, ``train_sae`` from a store or a model, ``feature_data``, and the
-ones to come) follows the same rules:
+:class:`interplab.core.storage.resumable.ResumableJob` puts them together for every long job:
 
-1. **One folder per job, cleaned first.** The job calls :func:`begin` on its folder: it creates it,
-   removes what an interrupted write left there and finishes an interrupted folder swap
-   (:func:`interplab.core.storage.atomic.clean_leftovers`). Leftovers never block a resume.
-2. **Inputs recorded, differences refused.** The job describes everything its result depends on
-   (model and its weights, corpus, store, SAE, settings) as a JSON dict of ``inputs``. The first
-   checkpoint records it; a resume compares (:func:`check_inputs`) and refuses with a message that
-   names every key that differs, before any work.
-3. **A corpus is checked by its tokens.** A resume skips the tokens already used; a
-   :class:`TokenDigest` of them (a running sha256, the same however they are chunked) is recorded
-   with each checkpoint and compared while skipping, so another corpus is refused whatever form it
-   takes (a list, a file, a generator).
-4. **State in one file, written last.** Data files a job produces (store shards) are written first,
-   each atomically; then the state that refers to them (:func:`save_state`: one safetensors file
-   whose metadata holds the JSON skeleton, its inputs and the job name) replaces the previous one in
-   one rename. A kill at any instruction leaves the previous state or the new one, so a resume gives
-   the same result as an uninterrupted run.
-5. **Validated before use.** :func:`load_state` reads the header first (names, dtypes and shapes
-   against the file size and the memory budget) and only then the tensors; nothing is unpickled.
+* :func:`begin`: a job's folder exists and what interrupted writes left there is gone
+  (:func:`interplab.core.storage.atomic.clean_leftovers`); leftovers never block a resume.
+* :func:`check_inputs`: the inputs a state was made with (model and weights, corpus, store, SAE, settings, as
+  JSON) against this call's; a difference is refused naming every key with both values, before any work.
+* :class:`TokenDigest` and :func:`check_tokens`: a running sha256 of the tokens a run used (the same however
+  they are chunked), recorded with each state and compared while a resume skips them, so another corpus is
+  refused whatever form it takes (a list, a file, a generator).
+* :func:`save_state` / :func:`read_state_file`: a job's state as one safetensors file whose metadata holds the
+  JSON skeleton, its inputs and the job name; written last, after the data files it refers to, in one rename
+  (a kill leaves the previous state or the new one); read header first (names, dtypes and shapes against the
+  file size and the memory budget), then the tensors; nothing is unpickled.
 
 Example
 -------
 >>> folder = begin("ckpt/")                                   # created, leftovers cleaned
->>> inputs = {"model": model.fingerprint(), "n_tokens": 10_000}
->>> state = load_state(folder / "checkpoint.safetensors", "train", inputs)   # None the first time
->>> save_state(folder / "checkpoint.safetensors", "train", inputs, {"step": 10, "weights": w})
+>>> save_state(folder / "checkpoint.safetensors", "train", {"n_tokens": 10_000}, {"step": 10, "weights": w})
+>>> inputs, state = read_state_file(folder / "checkpoint.safetensors", "train")
 """
 
 from __future__ import annotations
@@ -218,16 +209,3 @@ def read_state_file(path: str | os.PathLike[str], job: str) -> tuple[dict[str, A
     if not isinstance(inputs, dict):
         raise FileError(path, "inputs", "is not a JSON object")
     return inputs, _unflatten(skeleton, tensors, path)
-
-
-def load_state(path: str | os.PathLike[str], job: str, inputs: Mapping[str, Any]) -> Any:
-    """A job's saved state when its file exists and was made with the same ``inputs``; None when there is none.
-
-    A checkpoint of other inputs is refused (see :func:`check_inputs`) and left as it is.
-    """
-    path = Path(path)
-    if not path.exists():
-        return None
-    recorded, state = read_state_file(path, job)
-    check_inputs(recorded, inputs, path, job)
-    return state

@@ -7,6 +7,7 @@ import pytest
 import torch
 from interplab.core.evals import memorization as mem_module
 from interplab.core.evals import planted as tiny_module
+from interplab.core.storage import resumable
 
 import interplab as ilab
 
@@ -117,7 +118,7 @@ def test_a_resumed_run_equals_an_uninterrupted_one(stream, tmp_path, monkeypatch
     kwargs = dict(steps=12, every=4, batch_size=2, lr=1e-2, prefix=4, progress=False)
     whole = ev.train_planted(_lm(), stream, planted, controls, **kwargs)
     calls = []
-    real_save = tiny_module.save_state
+    real_save = resumable.save_state
 
     def save_then_die(*args, **kw):
         real_save(*args, **kw)
@@ -125,10 +126,10 @@ def test_a_resumed_run_equals_an_uninterrupted_one(stream, tmp_path, monkeypatch
         if len(calls) == 2:
             raise KeyboardInterrupt  # killed right after the second checkpoint (step 8)
 
-    monkeypatch.setattr(tiny_module, "save_state", save_then_die)
+    monkeypatch.setattr(resumable, "save_state", save_then_die)
     with pytest.raises(KeyboardInterrupt):
         ev.train_planted(_lm(), stream, planted, controls, folder=tmp_path / "job", **kwargs)
-    monkeypatch.setattr(tiny_module, "save_state", real_save)
+    monkeypatch.setattr(resumable, "save_state", real_save)
     resumed = ev.train_planted(_lm(seed=9), stream, planted, controls, folder=tmp_path / "job", **kwargs)
     np.testing.assert_allclose(resumed.history.ce.to_numpy(), whole.history.ce.to_numpy(), rtol=1e-5, atol=1e-6)
     for (n, a), b in zip(whole.lm.named_parameters(), resumed.lm.parameters(), strict=True):

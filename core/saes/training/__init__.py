@@ -1,5 +1,5 @@
-"""SAE training: several SAEs from one activation stream (``trainer``), one SAE (``single``), and the
-in-memory fit of a tensor (``in_memory``).
+"""SAE training: several SAEs from one activation stream (``trainer``, with what a call asks for checked in
+``specs``), one SAE (``single``), and the in-memory fit of a tensor (``in_memory``).
 
 Example
 -------

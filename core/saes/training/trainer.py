@@ -4,11 +4,12 @@ One activation stream feeds every SAE given (different widths, k values, archite
 sites). Inputs are scaled so that E||x|| = sqrt(d_in) while training; the scale is folded into
 the weights at the end, so the returned SAEs read raw activations.
 
-With ``checkpoint_dir`` training follows the crash-safety contract (:mod:`interplab.core.storage.checkpoint`):
+The source is an :class:`~interplab.core.data.sources.ActivationSource` (a store, or a model over a
+corpus). With ``checkpoint_dir`` training is a :class:`~interplab.core.storage.resumable.ResumableJob`:
 the state is saved every ``checkpoint_every`` steps as one file, with the inputs it depends on (the
-store, or the model's weights and the corpus's tokens, the specs and every setting); the same call
-resumes from it and ends with the same weights as an uninterrupted run, and a call with other inputs
-is refused. A loss or weights that stop being finite stop training, the last good checkpoint kept.
+source's identity, the specs and every setting); the same call resumes from it and ends with the same
+weights as an uninterrupted run, and a call with other inputs or another corpus is refused. A loss or
+weights that stop being finite stop training, the last good checkpoint kept.
 
 Example
 -------
@@ -20,70 +21,30 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterator, Sequence
-from itertools import islice
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 from tqdm.auto import tqdm
 
-from ...checks import check_int, check_number, check_positive_int
-from ...data.corpus import CorpusCount, describe_corpus, token_windows
-from ...data.store import ActivationStore
-from ...memory.budget import check_memory
-from ...model.model import Model
-from ...storage.checkpoint import TokenDigest, begin, check_tokens, load_state, save_state
+from ...checks import check_int
+from ...data.sources import activation_source
+from ...data.streams import BUFFER_BATCHES as BUFFER_BATCHES
+from ...data.streams import ModelStream
+from ...data.streams import buffer_sizes as buffer_sizes
+from ...storage.checkpoint import read_state_file, save_state
 from ...storage.readers import FileError
-from ..base import SAE, SAEConfig, arch_class
+from ...storage.resumable import ResumableJob
+from ..base import SAE
 from ..quality import warn_quality
+from .specs import check_settings, create_sae, plan_training
 
 logger = logging.getLogger(__name__)
 
 CHECKPOINT = "checkpoint.safetensors"
 JOB = "SAE training"
 DEFAULT_LR = 4e-4
-_SPEC_KEYS = {
-    "arch",
-    "width",
-    "k",
-    "l1_coefficient",
-    "l0_coefficient",
-    "site",
-    "lr",
-    "apply_b_dec_to_input",
-    "site_out",
-    "skip",
-    "matryoshka_widths",
-}
-
-
-def _check_spec(spec: dict[str, Any], default_site: str | None, sites: Sequence[str]) -> dict[str, Any]:
-    unknown = set(spec) - _SPEC_KEYS
-    if unknown:
-        raise ValueError(f"Unknown SAE settings {sorted(unknown)}; valid ones are {sorted(_SPEC_KEYS)}.")
-    arch = spec.get("arch", "batchtopk")
-    cls = arch_class(arch)
-    spec = cls.with_defaults({**spec, "arch": arch})
-    spec.setdefault("width", 4096)
-    spec.setdefault("site", default_site)
-    if spec["site"] not in sites:
-        raise ValueError(f"site={spec['site']!r} is not available from this source; it has {list(sites)}.")
-    if spec.get("site_out") is not None and spec["site_out"] not in sites:
-        raise ValueError(f"site_out={spec['site_out']!r} is not available from this source; it has {list(sites)}.")
-    settings = {
-        k: spec[k]
-        for k in ("k", "l1_coefficient", "l0_coefficient", "site_out", "skip", "matryoshka_widths")
-        if k in spec
-    }
-    if spec.get("site_out"):
-        settings["apply_b_dec_to_input"] = spec.get("apply_b_dec_to_input", False)
-    cls.validate(SAEConfig(arch=arch, d_in=1, d_sae=spec["width"], **settings))
-    if "lr" in spec:
-        lr = check_number(spec["lr"], "lr")
-        if lr <= 0:
-            raise ValueError(f"lr must be a positive number, got {spec['lr']!r}.")
-    return spec
 
 
 def train_step(
@@ -121,151 +82,11 @@ def _lr_factor(step: int, n_steps: int, warmup: float = 0.05, decay: float = 0.2
     return 1.0 if step < start else max(0.0, (n_steps - step) / max(1, n_steps - start))
 
 
-def _store_stream(store: ActivationStore, sites: list[str], batch_size: int, seed: int) -> Iterator[dict[str, Any]]:
-    """Batches for every site, aligned (same shuffle), cycling through the store as often as needed."""
-    epoch = 0
-    while True:
-        iters = [store.batches(batch_size, site=s, seed=seed + epoch) for s in sites]
-        got = False
-        for parts in zip(*iters):
-            if len(parts[0]) < batch_size:
-                break
-            got = True
-            yield dict(zip(sites, parts))
-        if not got:
-            raise ValueError(f"The store holds {store.n_tokens} tokens, fewer than one batch of {batch_size}.")
-        epoch += 1
-
-
-#: A model stream shuffles tokens within buffers of at most this many batches.
-BUFFER_BATCHES = 8
-
-
-def buffer_sizes(n_steps: int | None = None) -> Iterator[int]:
-    """Batches per shuffle buffer of a model stream: 1, 2, 4, then ``BUFFER_BATCHES``, never past ``n_steps``.
-
-    The first buffer is one batch, so training starts after one batch of forward passes (not eight);
-    the schedule depends only on ``n_steps``, so a resumed run meets the same buffers.
-
-    >>> list(buffer_sizes(20))
-    [1, 2, 4, 8, 5]
-    """
-    index, done = 0, 0
-    while n_steps is None or done < n_steps:
-        size = min(2**index, BUFFER_BATCHES)
-        if n_steps is not None:
-            size = min(size, n_steps - done)
-        yield size
-        index, done = index + 1, done + size
-
-
-class ModelStream:
-    """Batches straight from the model, shuffled within buffers sized by :func:`buffer_sizes`.
-
-    The corpus's windows (BOS dropped) make one stream of tokens; each buffer takes the next
-    ``size * batch_size`` of them, running only the windows they lie in (a window split between two
-    buffers runs twice), and is shuffled by its own seed. So the stream from ``start_step`` on is the
-    same as an uninterrupted one: the windows of earlier buffers are skipped (tokenised, not run, when
-    the stream is built) and the batches already used from the current buffer are dropped.
-    ``on_tokens(n)`` is called after each forward pass with the tokens it gave (for a progress bar).
-    A :class:`~interplab.core.storage.checkpoint.TokenDigest` of the windows read is kept at each buffer's start,
-    so a resume can check that the corpus starts with the tokens the interrupted run used.
-    """
-
-    def __init__(
-        self, model: Model, corpus: Any, sites: list[str], batch_size: int, seed: int, start_step: int = 0,
-        context_size: int = 128, n_steps: int | None = None, on_tokens: Callable[[int], None] | None = None,
-    ) -> None:  # fmt: skip
-        self.model, self.sites, self.batch_size, self.seed = model, sites, batch_size, seed
-        self.parsed = model.parse_sites(sites)
-        self.skip = 1 if model.tokenizer.bos_token_id is not None else 0
-        self.body = context_size - self.skip
-        self.context_size, self.on_tokens, self.start_step = context_size, on_tokens, start_step
-        self.count = CorpusCount()
-        self.windows = token_windows(model.tokenizer, corpus, context_size, self.count)
-        self.digest = TokenDigest()
-        self.last: list[int] = []  # the last window read: the next buffer may start inside it
-        self.n_read = 0  # windows read so far
-        self.buffers = enumerate(buffer_sizes(n_steps))
-        self.sizes: dict[int, int] = {}  # buffer index -> its batches
-        self.starts: dict[int, int] = {}  # buffer index -> its first step
-        self.prefix: dict[int, dict[str, Any]] = {}  # buffer index -> digest of the windows read before it
-        self.current = self._next_buffer()
-        while self.current is not None and self.current[1] + self.current[2] <= start_step:
-            self._read(*self.current[1:], keep=False)  # used before the resume: skipped without running it
-            self.current = self._next_buffer()
-        self._batches = self._generate()
-
-    def _next_buffer(self) -> tuple[int, int, int] | None:
-        """(index, first step, size) of the next buffer, recording where it starts and what was read before it."""
-        step = sum(self.sizes.values())
-        nxt = next(self.buffers, None)
-        if nxt is None:
-            return None
-        index, size = nxt
-        self.sizes[index] = size
-        self.starts[index] = step
-        self.prefix = {i: d for i, d in self.prefix.items() if i >= index - 1}
-        self.prefix[index] = self.digest.record()
-        return index, step, size
-
-    def _read(self, step: int, size: int, keep: bool) -> tuple[list[list[int]], int, int, int]:
-        """Read the windows of the buffer covering steps ``step .. step + size`` (kept only when ``keep``)."""
-        first, end = step * self.batch_size, (step + size) * self.batch_size  # its range of the token stream
-        w0, w1 = first // self.body, -(-end // self.body)  # the windows it lies in; w0 is n_read or n_read - 1
-        chunk = [self.last] if keep and w0 < self.n_read else []
-        for window in islice(self.windows, w1 - self.n_read):
-            self.n_read, self.last = self.n_read + 1, window
-            self.digest.update(window)
-            if keep:
-                chunk.append(window)
-        if self.n_read < w1:
-            raise ValueError(
-                f"The corpus ran out: it holds {self.count.describe(self.context_size)}; training used {first:,} "
-                f"tokens before this buffer, which needs {end - first:,} more. Give a larger corpus or fewer n_tokens."
-            )
-        return chunk, first, end, w0
-
-    def prefix_for(self, step: int) -> dict[str, Any]:
-        """The digest of the windows read before the buffer that holds batch ``step`` (what a resume there skips)."""
-        index = max(i for i, start in self.starts.items() if start <= step)
-        if step >= self.starts[index] + self.sizes[index]:  # it starts the next buffer: all read so far precedes it
-            return self.digest.record()
-        return self.prefix[index]
-
-    def __iter__(self) -> ModelStream:
-        return self
-
-    def __next__(self) -> dict[str, torch.Tensor]:
-        return next(self._batches)
-
-    def _generate(self) -> Iterator[dict[str, torch.Tensor]]:
-        while self.current is not None:
-            index, step, size = self.current
-            chunk, first, end, w0 = self._read(step, size, keep=True)
-            parts: dict[str, list[torch.Tensor]] = {s: [] for s in self.sites}
-            for start in range(0, len(chunk), 8):
-                ids = torch.tensor(chunk[start : start + 8])
-                values = self.model.run_sites({"input_ids": ids, "attention_mask": torch.ones_like(ids)}, self.parsed)
-                for s, v in zip(self.sites, values, strict=True):
-                    parts[s].append(v[:, self.skip :].reshape(-1, v.shape[-1]).float())
-                if self.on_tokens is not None:
-                    self.on_tokens(len(ids) * self.body)
-            offset = first - w0 * self.body
-            pool = {s: torch.cat(v)[offset : offset + end - first] for s, v in parts.items()}
-            gen = torch.Generator().manual_seed(self.seed * 1_000_003 + index)
-            perm = torch.randperm(end - first, generator=gen)
-            for j in range(max(0, self.start_step - step), size):
-                idx = perm[j * self.batch_size : (j + 1) * self.batch_size]
-                yield {s: p[idx] for s, p in pool.items()}
-            self.current = self._next_buffer()
-
-
 def _model_stream(
-    model: Model, corpus: Any, sites: list[str], batch_size: int, seed: int, start_step: int = 0,
+    model: Any, corpus: Any, sites: list[str], batch_size: int, seed: int, start_step: int = 0,
     context_size: int = 128, n_steps: int | None = None, on_tokens: Callable[[int], None] | None = None,
 ) -> ModelStream:  # fmt: skip
-    """The batches of a :class:`ModelStream` (kept under this name for callers of the generator)."""
+    """The training batches of ``model`` over ``corpus`` from batch ``start_step`` on (a :class:`ModelStream`)."""
     return ModelStream(model, corpus, sites, batch_size, seed, start_step, context_size, n_steps, on_tokens)
 
 
@@ -308,7 +129,7 @@ def _resample(
     return len(idx)
 
 
-def train_saes(  # noqa: C901  (split by the resumable-job step)
+def train_saes(
     source: Any,
     specs: Sequence[dict[str, Any]],
     *,
@@ -323,213 +144,156 @@ def train_saes(  # noqa: C901  (split by the resumable-job step)
     seed: int = 0,
     progress: bool = True,
 ) -> list[SAE]:
-    """Train one SAE per spec from one activation stream; :func:`~.single.train_sae` trains one."""
-    check_positive_int("batch_size", batch_size)
-    check_positive_int("checkpoint_every", checkpoint_every)
-    check_int("seed", seed, minimum=0)
-    for name, value in (("dead_tokens", dead_tokens), ("resample_every", resample_every)):
-        if value is not None:
-            check_positive_int(name, value)
-    if isinstance(specs, dict) or not isinstance(specs, Sequence) or not all(isinstance(x, dict) for x in specs):
-        raise TypeError(f"specs must be a list of dicts, e.g. [dict(arch='topk', k=32)], got {specs!r:.100}.")
-    if isinstance(source, (str, Path)):
-        source = ActivationStore(source)
-    if isinstance(source, ActivationStore):
-        available, model_name = source.sites, source.model_name
-        dims = {s: source.d(s) for s in available}
-    elif isinstance(source, Model):
-        if site is None and not any("site" in s for s in specs):
-            raise ValueError("Training from a model needs site=, e.g. 'blocks.6.hook_resid_post'.")
-        wanted = [site] if site else []
-        wanted += [s["site"] for s in specs if s.get("site")] + [s["site_out"] for s in specs if s.get("site_out")]
-        available = [p.name for p in source.parse_sites(wanted)]
-        model_name, dims = source.name, {s: source.site_dim(s) for s in available}
-    else:
-        raise TypeError(f"source must be an ActivationStore, a store path or a Model, got {type(source).__name__}.")
-    default_site = site or (available[0] if len(available) == 1 else None)
-    if default_site is None and any("site" not in spec for spec in specs):
-        raise ValueError(f"This source holds several sites; pass site= (or a site per spec), one of {available}.")
-    if not specs:
-        raise ValueError("Give at least one SAE spec, e.g. dict(arch='batchtopk', width=4096, k=32).")
-    specs = [_check_spec(s, default_site, available) for s in specs]
-    # after the specs: a wrong architecture or k is the error to see first
-    check_int(f"n_tokens (at least one batch: >= batch_size={batch_size})", n_tokens, minimum=batch_size)
-    if isinstance(source, ActivationStore) and source.n_tokens < batch_size:
-        raise ValueError(f"The store holds {source.n_tokens} tokens, fewer than one batch of {batch_size}.")
-    check_memory(f"Training {len(specs)} SAE(s)", sum(
-        4 * (4 * (2 * dims[sp["site"]] + 3) * sp["width"] + 3 * batch_size * (sp["width"] + dims[sp["site"]]))
-        for sp in specs), "Train fewer or narrower SAEs at once, or use a smaller batch_size.")  # fmt: skip
-    outs = {s["site_out"] for s in specs if s.get("site_out")}  # a transcoder's output: from the same pass
-    sites = sorted({s["site"] for s in specs} | outs, key=available.index)
+    """Train one SAE per spec from one activation stream; :func:`~.single.train_sae` trains one.
+
+    ``source``: an :class:`~interplab.core.data.store.ActivationStore` (or its path), or a model read over
+    ``corpus`` at ``site`` (and the sites the specs name).
+
+    >>> saes = train_saes(store, [dict(arch="topk", k=32), dict(arch="batchtopk", k=32)], n_tokens=500_000)
+    """
+    check_settings(specs, batch_size, checkpoint_every, seed, dead_tokens, resample_every)
+    source = activation_source(source, corpus)
+    specs, sites, dims = plan_training(source, specs, site, n_tokens, batch_size)
     n_steps = n_tokens // batch_size
     dead_tokens = dead_tokens or max(batch_size, min(10_000_000, n_tokens // 4))
     resample_every = resample_every or max(1, n_steps // 5)
-    inputs = {
-        "source": source.identity() if isinstance(source, ActivationStore) else {
-            "model": model_name, "model_sha": source.fingerprint(), "corpus": describe_corpus(corpus),
-            "context_size": 128},
-        "specs": specs, "n_tokens": n_tokens, "batch_size": batch_size, "seed": seed, "dead_tokens": dead_tokens,
-        "resample_every": resample_every,
-    }  # fmt: skip
-
-    saes = []
-    for i, spec in enumerate(specs):
-        extra = {
-            k: spec[k]
-            for k in ("k", "l1_coefficient", "l0_coefficient", "apply_b_dec_to_input", "skip", "matryoshka_widths")
-            if k in spec
-        }
-        if spec.get("site_out"):
-            extra.update(site_out=spec["site_out"], d_out=dims[spec["site_out"]])
-        sae = SAE.create(
-            spec["arch"],
-            d_in=dims[spec["site"]],
-            d_sae=spec["width"],
-            site=spec["site"],
-            model_name=model_name,
-            **extra,
-        )
-        sae.init_weights(seed + i)
-        saes.append(sae)
-    opts = [
-        torch.optim.Adam(s.parameters(), lr=spec.get("lr", DEFAULT_LR), betas=(0.9, 0.999))
-        for s, spec in zip(saes, specs)
-    ]
-    since_fired = [torch.zeros(s.d_sae, dtype=torch.long) for s in saes]
-    scales: dict[str, float] = {}
-    step = 0
-    ckpt = Path(checkpoint_dir) / CHECKPOINT if checkpoint_dir is not None else None
-    state = None
-    if ckpt is not None:
-        begin(ckpt.parent)
-        state = load_state(ckpt, JOB, inputs)
+    inputs = {"source": source.identity(), "specs": specs, "n_tokens": n_tokens, "batch_size": batch_size,
+              "seed": seed, "dead_tokens": dead_tokens, "resample_every": resample_every}  # fmt: skip
+    run = _Training(specs, dims, source.model_name, seed, n_steps, dead_tokens, resample_every)
+    job = ResumableJob(JOB, checkpoint_dir, inputs, write=_save_checkpoint)
+    state = job.start()
     if state is not None:
-        _restore(ckpt, state, saes, opts)
-        since_fired, scales, step = list(state["since_fired"]), dict(state["scales"]), int(state["step"])
-        logger.warning("Resuming training from %s at step %d of %d.", ckpt, step, n_steps)
-
-    if isinstance(source, ActivationStore):
-        stream: Iterator[dict[str, Any]] = _store_stream(source, sites, batch_size, seed)
-        for _ in range(step):
-            next(stream)
-    else:
-        # the model's forward passes, counted as they run: progress shows from the first second
-        feed = tqdm(desc="activations from the model", unit="tok", unit_scale=True, disable=not progress)
-        stream = ModelStream(source, corpus, sites, batch_size, seed, start_step=step, n_steps=n_steps,
-                             on_tokens=feed.update)  # fmt: skip
-        if state is not None:
-            check_tokens(state.get("corpus"), stream.digest, ckpt)
-
-    def save(at: int) -> None:
-        assert ckpt is not None
-        _check_finite(saes, specs, at)
-        corpus_record = stream.prefix_for(at) if isinstance(stream, ModelStream) else None
-        _save_checkpoint(ckpt, inputs, {
-            "saes": [s.state_dict() for s in saes], "opts": [o.state_dict() for o in opts],
-            "since_fired": since_fired, "scales": scales, "step": at, "corpus": corpus_record,
-            "tail": tail,  # per SAE: summed squared error and variance over the last 10% of steps
-        })  # fmt: skip
-
-    bar = tqdm(
-        total=n_steps * batch_size,
-        initial=step * batch_size,
-        desc="train SAE",
-        unit="tok",
-        unit_scale=True,
-        disable=not progress,
-    )
-    tail_start = n_steps - max(1, n_steps // 10)  # explained variance is measured on the last 10% of steps
-    tail = [[0.0, 0.0] for _ in saes] if state is None else [list(map(float, t)) for t in state["tail"]]
+        run.restore(job.where, state)
+        logger.warning("Resuming training from %s at step %d of %d.", job.where, run.step, n_steps)
+    feed = tqdm(desc="activations from the model", unit="tok", unit_scale=True,
+                disable=not (progress and source.reads_corpus))  # fmt: skip
     try:
-        while step < n_steps:
-            batch = next(stream)
-            for s, x in batch.items():
-                if not torch.isfinite(x).all():
-                    row = int((~torch.isfinite(x)).any(-1).nonzero()[0])
-                    raise ValueError(f"Activations at {s} hold NaN or inf (batch {step}, row {row}); training stopped.")
-                if s not in scales:
-                    scales[s] = math.sqrt(x.shape[-1]) / float(x.norm(dim=-1).mean())
-            factor = _lr_factor(step, n_steps)
-            postfix = {}
-            for i, (sae, opt) in enumerate(zip(saes, opts)):
-                x = batch[sae.site].float() * scales[sae.site]
-                y = batch[sae.site_out].float() * scales[sae.site_out] if sae.site_out else None
-                if step == 0 and sae.b_dec.abs().sum() == 0:
-                    with torch.no_grad():
-                        sae.b_dec.copy_((x if y is None else y).mean(0))
-                for group in opt.param_groups:
-                    group["lr"] = specs[i].get("lr", DEFAULT_LR) * factor
-                dead = since_fired[i] > dead_tokens
-                try:
-                    info = train_step(sae, opt, x, dead, since_fired[i], target=y)
-                except FloatingPointError as err:
-                    raise ValueError(
-                        f"Training diverged at step {step} of {n_steps}: {err} (spec {i}: {specs[i]}). Training "
-                        "stopped; the last checkpoint (if any) is kept. Lower lr or the sparsity coefficient."
-                    ) from None
-                if type(sae).resample_dead and step and step % resample_every == 0 and step < 0.8 * n_steps:
-                    extra = {} if y is None else {"target": y}  # an SAE's resampling is called as before
-                    _resample(
-                        sae,
-                        opt,
-                        since_fired[i] > dead_tokens,
-                        x,
-                        info["recon"].detach(),
-                        seed * 1_000_003 + step * 101 + i,
-                        **extra,
-                    )
-                out = x if y is None else y
-                var = float((out - out.mean(0)).pow(2).sum(-1).mean())
-                if step >= tail_start:
-                    tail[i][0] += float(info["mse"])
-                    tail[i][1] += var
-                if i == 0:
-                    postfix = {
-                        "mse": f"{info['mse']:.3g}",
-                        "fvu": f"{info['mse'] / var:.3f}",
-                        "L0": f"{info['l0']:.1f}",
-                        "dead": f"{float(dead.float().mean()):.2%}",
-                    }
-            step += 1
-            bar.update(batch_size)
-            bar.set_postfix(postfix, refresh=False)
-            if ckpt is not None and (step % checkpoint_every == 0 or step == n_steps):
-                save(step)
+        batches = source.training_batches(sites, batch_size, seed, start_step=run.step, n_steps=n_steps,
+                                          digest=job.digest, on_tokens=feed.update)  # fmt: skip
+        job.check_corpus(state.get("corpus") if state is not None else None)
+        with job.progress(n_steps * batch_size, run.step * batch_size, "train SAE", progress, unit="tok",
+                          unit_scale=True) as bar:  # fmt: skip
+            while run.step < n_steps:
+                postfix = run.train_on(next(batches))
+                bar.update(batch_size)
+                bar.set_postfix(postfix, refresh=False)
+                if job.due(run.step, checkpoint_every, n_steps):
+                    run.check_finite()
+                    job.commit(run.state(batches.record(run.step)))
     finally:
-        bar.close()
-        if not isinstance(source, ActivationStore):
-            feed.close()
-    _check_finite(saes, specs, step)
-    for sae, fired, (err, var) in zip(saes, since_fired, tail, strict=True):
-        if sae.site_out:  # a transcoder: its output was scaled by its own site's scale
-            sae.fold_input_scale(scales[sae.site], scales[sae.site_out])
-        else:
-            sae.fold_input_scale(scales[sae.site])
-        dead_fraction = float((fired > dead_tokens).float().mean())
-        explained = 1.0 - err / var if var > 0 else None
-        sae.cfg.metadata.update(
-            {
-                "training_tokens": n_steps * batch_size,
-                "input_scale": scales[sae.site],
-                **({"output_scale": scales[sae.site_out]} if sae.site_out else {}),
+        feed.close()
+    return run.finish(batch_size)
+
+
+class _Training:
+    """The SAEs of one training run with their optimisers and running numbers: one step at a time, a state to
+    checkpoint, and the finished SAEs."""
+
+    def __init__(
+        self, specs: list[dict[str, Any]], dims: dict[str, int], model_name: str, seed: int, n_steps: int,
+        dead_tokens: int, resample_every: int,
+    ) -> None:  # fmt: skip
+        self.specs, self.seed, self.n_steps = specs, seed, n_steps
+        self.dead_tokens, self.resample_every = dead_tokens, resample_every
+        self.saes = [create_sae(spec, dims, model_name, seed + i) for i, spec in enumerate(specs)]
+        self.opts = [
+            torch.optim.Adam(s.parameters(), lr=spec.get("lr", DEFAULT_LR), betas=(0.9, 0.999))
+            for s, spec in zip(self.saes, specs)
+        ]
+        self.since_fired = [torch.zeros(s.d_sae, dtype=torch.long) for s in self.saes]
+        self.scales: dict[str, float] = {}
+        self.step = 0
+        self.tail_start = n_steps - max(1, n_steps // 10)  # explained variance is measured on the last 10% of steps
+        self.tail = [[0.0, 0.0] for _ in self.saes]  # per SAE: summed squared error and variance over the tail
+
+    def restore(self, where: Any, state: dict[str, Any]) -> None:
+        _restore(Path(where), state, self.saes, self.opts)
+        self.since_fired, self.scales = list(state["since_fired"]), dict(state["scales"])
+        self.step, self.tail = int(state["step"]), [list(map(float, t)) for t in state["tail"]]
+
+    def state(self, corpus: Mapping[str, Any] | None) -> dict[str, Any]:
+        """What a checkpoint keeps; ``corpus``: the record of the tokens a resume from here skips."""
+        return {"saes": [s.state_dict() for s in self.saes], "opts": [o.state_dict() for o in self.opts],
+                "since_fired": self.since_fired, "scales": self.scales, "step": self.step, "corpus": corpus,
+                "tail": self.tail}  # fmt: skip
+
+    def check_finite(self) -> None:
+        _check_finite(self.saes, self.specs, self.step)
+
+    def train_on(self, batch: dict[str, torch.Tensor]) -> dict[str, str]:
+        """One step of every SAE on ``batch`` ``{site: [B, d]}``; the first SAE's numbers for the progress bar."""
+        for s, x in batch.items():
+            if not torch.isfinite(x).all():
+                row = int((~torch.isfinite(x)).any(-1).nonzero()[0])
+                raise ValueError(
+                    f"Activations at {s} hold NaN or inf (batch {self.step}, row {row}); training stopped."
+                )
+            if s not in self.scales:
+                self.scales[s] = math.sqrt(x.shape[-1]) / float(x.norm(dim=-1).mean())
+        factor = _lr_factor(self.step, self.n_steps)
+        numbers = [self._train_one(i, batch, factor) for i in range(len(self.saes))]
+        self.step += 1
+        mse, var, dead, l0 = numbers[0]
+        return {"mse": f"{mse:.3g}", "fvu": f"{mse / var:.3f}", "L0": f"{l0:.1f}", "dead": f"{dead:.2%}"}
+
+    def _train_one(self, i: int, batch: dict[str, torch.Tensor], factor: float) -> tuple[Any, float, float, Any]:
+        """One step of SAE ``i``: its mse, the variance of what it reconstructs, its dead fraction and L0."""
+        sae, opt, step = self.saes[i], self.opts[i], self.step
+        x = batch[sae.site].float() * self.scales[sae.site]
+        y = batch[sae.site_out].float() * self.scales[sae.site_out] if sae.site_out else None
+        if step == 0 and sae.b_dec.abs().sum() == 0:
+            with torch.no_grad():
+                sae.b_dec.copy_((x if y is None else y).mean(0))
+        for group in opt.param_groups:
+            group["lr"] = self.specs[i].get("lr", DEFAULT_LR) * factor
+        dead = self.since_fired[i] > self.dead_tokens
+        try:
+            info = train_step(sae, opt, x, dead, self.since_fired[i], target=y)
+        except FloatingPointError as err:
+            raise ValueError(
+                f"Training diverged at step {step} of {self.n_steps}: {err} (spec {i}: {self.specs[i]}). Training "
+                "stopped; the last checkpoint (if any) is kept. Lower lr or the sparsity coefficient."
+            ) from None
+        if type(sae).resample_dead and step and step % self.resample_every == 0 and step < 0.8 * self.n_steps:
+            extra = {} if y is None else {"target": y}  # an SAE's resampling is called as before
+            _resample(sae, opt, self.since_fired[i] > self.dead_tokens, x, info["recon"].detach(),
+                      self.seed * 1_000_003 + step * 101 + i, **extra)  # fmt: skip
+        out = x if y is None else y
+        var = float((out - out.mean(0)).pow(2).sum(-1).mean())
+        if step >= self.tail_start:
+            self.tail[i][0] += float(info["mse"])
+            self.tail[i][1] += var
+        return info["mse"], var, float(dead.float().mean()), info["l0"]
+
+    def finish(self, batch_size: int) -> list[SAE]:
+        """The trained SAEs, reading raw activations (the input scales folded in), with their training numbers."""
+        _check_finite(self.saes, self.specs, self.step)
+        for sae, fired, (err, var) in zip(self.saes, self.since_fired, self.tail, strict=True):
+            if sae.site_out:  # a transcoder: its output was scaled by its own site's scale
+                sae.fold_input_scale(self.scales[sae.site], self.scales[sae.site_out])
+            else:
+                sae.fold_input_scale(self.scales[sae.site])
+            dead_fraction = float((fired > self.dead_tokens).float().mean())
+            explained = 1.0 - err / var if var > 0 else None
+            sae.cfg.metadata.update({
+                "training_tokens": self.n_steps * batch_size,
+                "input_scale": self.scales[sae.site],
+                **({"output_scale": self.scales[sae.site_out]} if sae.site_out else {}),
                 "dead_fraction": dead_fraction,
                 "explained_variance": explained,
-            }
-        )
-        sae.eval()
-        warn_quality(sae, explained, dead_fraction, n_steps * batch_size)
-    return saes
+            })  # fmt: skip
+            sae.eval()
+            warn_quality(sae, explained, dead_fraction, self.n_steps * batch_size)
+        return self.saes
 
 
-def _save_checkpoint(path: Path, inputs: dict[str, Any], state: dict[str, Any]) -> None:
+def _save_checkpoint(path: Path, inputs: Mapping[str, Any], state: dict[str, Any]) -> None:
     """One checkpoint of a training run, through the contract's single writer (one file, atomic)."""
     save_state(path, JOB, inputs, state)
 
 
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
     """The state saved in a training checkpoint file (validated; e.g. ``read_checkpoint(p)["step"]``)."""
-    from ...storage.checkpoint import read_state_file
-
     return read_state_file(path, JOB)[1]
 
 

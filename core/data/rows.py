@@ -1,8 +1,8 @@
 """Rows for the feature pass: texts or an activation store cut into batches of [BOS] + token pieces.
 
 A row is at most ``seq_len`` tokens of one document; a token's position counts BOS as 0. Both
-sources yield :class:`~interplab.core.features.stats.Batch` objects (which tokens count, where each
-row came from) with the model inputs or the stored activations.
+yield :class:`Batch` objects (which tokens count, where each row came from) with the model inputs
+or the stored activations; :mod:`interplab.core.data.sources` turns both into activations.
 
 Example
 -------
@@ -13,13 +13,25 @@ Example
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from ..data.store import ActivationStore
 from ..storage.checkpoint import TokenDigest
-from .stats import Batch
+from .store import ActivationStore
+
+
+@dataclass
+class Batch:
+    """One batch of rows: token ids, which positions count, and where each row came from."""
+
+    ids_BL: torch.Tensor  # int64 token ids (pad anywhere valid is False)
+    valid_BL: torch.Tensor  # bool: real token, not BOS, not padding
+    shown_BL: torch.Tensor  # bool: token shown in example contexts (real, not BOS)
+    doc_B: torch.Tensor  # int64 document (text or window) index of each row
+    offset_B: torch.Tensor  # int64 position of column 0 within its document
+    gid_base_B: torch.Tensor  # int64 unique id of column 0 (row number * row length)
 
 
 def text_batches(
