@@ -68,9 +68,16 @@ refs:
 	BUILD_ONLY=1 bash tests/reference/build_sae_bench.sh
 	BUILD_ONLY=1 bash tests/reference/build_circuit_tracer.sh
 
+# mypy checks the package as installed (interplab.core, interplab.widgets) through a tree of links rebuilt each
+# time: build/typecheck/interplab/ holds interplab/'s files, core -> core/ and widgets -> widgets/ ([tool.mypy]).
+TYPECHECK := build/typecheck/interplab
 lint: $(STAMPS)/venv
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)
+	cd $(TYPECHECK) && ln -s $(addprefix ../../../,$(wildcard interplab/*.py) interplab/py.typed) . \
+	  && ln -s ../../../core core && ln -s ../../../widgets widgets
+	$(PY) -m mypy
 
 test: setup chromium ndif-env refs lint
 	$(PY) -m pytest $(PYTEST_ARGS)
