@@ -79,11 +79,18 @@ $(STAMPS)/npm: package.json package-lock.json
 	npm ci --no-fund --no-audit --loglevel=error
 	@touch $@
 
+# mypy checks the package as installed (interplab.core, interplab.widgets) through a tree of links rebuilt each
+# time: build/typecheck/interplab/ holds interplab/'s files, core -> core/ and widgets -> widgets/ ([tool.mypy]).
+TYPECHECK := build/typecheck/interplab
 lint: $(STAMPS)/venv $(STAMPS)/npm
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	node_modules/.bin/eslint
 	node_modules/.bin/tsc --noEmit -p jsconfig.json
+	rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)
+	cd $(TYPECHECK) && ln -s $(addprefix ../../../,$(wildcard interplab/*.py) interplab/py.typed) . \
+	  && ln -s ../../../core core && ln -s ../../../widgets widgets
+	$(PY) -m mypy
 
 test: setup chromium ndif-env refs lint
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -72,6 +72,7 @@ def _parse_value(key: str, raw: str) -> Any:
         if raw not in SCHEMES:
             raise ValueError(f"scheme={raw!r} is not one of {SCHEMES}.")
         return raw
+    value: int | str
     try:
         value = int(raw.replace("_", ""))
     except ValueError:

@@ -55,7 +55,7 @@ class InterventionResult:
 
 def check_changes(changes: Any, tcs: list[SAE], n_pos: int) -> list[tuple[int, int | None, int, float]]:
     """``{(layer, pos, latent): factor}`` or a list of ``(layer, pos, latent, factor)``, checked."""
-    items = list(changes.items()) if isinstance(changes, Mapping) else changes
+    items: Any = list(changes.items()) if isinstance(changes, Mapping) else changes
     if isinstance(items, (str, bytes)) or not isinstance(items, Sequence) or not items:
         raise ValueError("changes must be a non-empty {(layer, pos, latent): factor} dict or list of "
                          f"(layer, pos, latent, factor), got {changes!r:.80}.")  # fmt: skip

@@ -72,7 +72,10 @@ class ReplacementPass:
 
 def _norm_params(module: torch.nn.Module, unit_offset: bool) -> tuple[torch.Tensor, float]:
     eps = getattr(module, "eps", getattr(module, "variance_epsilon", 1e-6))
-    weight = module.weight.detach().float()
+    weight = module.weight
+    if not isinstance(weight, torch.Tensor):
+        raise TypeError(f"The norm {type(module).__name__} has no weight tensor.")
+    weight = weight.detach().float()
     return (1.0 + weight if unit_offset else weight), float(eps)
 
 

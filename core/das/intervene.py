@@ -122,7 +122,7 @@ def run(model: Model, prep: Prepared, idx: torch.Tensor, Q_DK: torch.Tensor | No
     with torch.set_grad_enabled(training), model.nn.trace(inputs, **model.trace_kwargs) as tracer:
         x = read_site(envoy, io)
         base_NPD = x[rows_NP, cols_NP]
-        if training:
+        if A_DK is not None:  # training
             Q = orthonormal(A_DK)
             new_NPD = interchange(base_NPD, src_NPD, Q)
         elif Q_DK is not None:
@@ -131,7 +131,7 @@ def run(model: Model, prep: Prepared, idx: torch.Tensor, Q_DK: torch.Tensor | No
             new_NPD = src_NPD.to(x.dtype)
         write_site(envoy, io, x.index_put((rows_NP, cols_NP), new_NPD))
         logits = readout(read_site(last, "output")[arange_N, last_N]).float()
-        if training:
+        if A_DK is not None:
             loss = torch.nn.functional.cross_entropy(logits, labels_N)
             (grad,) = torch.autograd.grad(loss, [A_DK])
             out = nnsight.save((loss.detach(), grad.detach(), logits.detach()))

@@ -121,7 +121,7 @@ def knob_task(model: Model, n: int = 20, seed: int = 0) -> KnobTask:
     if len(facts) < 2:
         raise ValueError(f"Fewer than two facts of the knob task are single tokens for {model.name!r}.")
     rng = np.random.default_rng(seed)
-    items = []
+    items: list[tuple[str, str, str]] = []
     while len(items) < n:
         for i in rng.permutation(len(facts)):
             city, true = facts[i]

@@ -43,13 +43,19 @@ class CounterfactualPairs:
             idx = [idx]
         if isinstance(idx, slice):
             idx = list(range(len(self)))[idx]
-        pick = lambda xs: None if xs is None else [xs[i] for i in idx]  # noqa: E731
-        return CounterfactualPairs(pick(self.base), pick(self.source), pick(self.labels), pick(self.base_labels))
+
+        def pick(xs: list[str]) -> list[str]:
+            return [xs[i] for i in idx]
+
+        base_labels = None if self.base_labels is None else pick(self.base_labels)
+        return CounterfactualPairs(pick(self.base), pick(self.source), pick(self.labels), base_labels)
 
     def __add__(self, other: CounterfactualPairs) -> CounterfactualPairs:
-        both = self.base_labels is not None and other.base_labels is not None
+        base_labels = None
+        if self.base_labels is not None and other.base_labels is not None:
+            base_labels = self.base_labels + other.base_labels
         return CounterfactualPairs(self.base + other.base, self.source + other.source, self.labels + other.labels,
-                                   self.base_labels + other.base_labels if both else None)  # fmt: skip
+                                   base_labels)  # fmt: skip
 
     def __repr__(self) -> str:
         first = f", first={self.base[0]!r} <- {self.source[0]!r} -> {self.labels[0]!r}" if self.base else ""

@@ -75,7 +75,7 @@ def token_surprisal(model: Model, enc: dict[str, torch.Tensor], site: str | None
     step = max(1, SCORED_ROWS // ids.shape[0])
     inputs = {k: v.to(model.device) for k, v in enc.items()}
     with torch.no_grad(), model.nn.trace(inputs, **model.trace_kwargs) as tracer:
-        if envoy is not None:
+        if envoy is not None and io is not None:
             write_site(envoy, io, value)
         scores = nnsight.save(next_token_scores(readout, read_site(last, "output"), targets, None, step))
         tracer.stop()
@@ -200,12 +200,12 @@ def correlate(sae: SAE, model: Model, texts: str | Sequence[str], signal: Any = 
         keep = enc["attention_mask"].bool().clone()
         keep[:, 0] = False
         zs.append(encode_rows(sae, x.float()[keep]).numpy())
-        if checked == "surprisal":
-            ss.append(token_surprisal(model, enc)[keep].numpy())
-        elif checked == "position":
-            ss.append(torch.arange(keep.shape[1]).expand_as(keep)[keep].numpy())
-        else:
+        if not isinstance(checked, str):  # one array per text
             ss.extend(checked[b * batch_size : b * batch_size + len(chunk)])
+        elif checked == "surprisal":
+            ss.append(token_surprisal(model, enc)[keep].numpy())
+        else:  # "position"
+            ss.append(torch.arange(keep.shape[1]).expand_as(keep)[keep].numpy())
     Z, s = np.concatenate(zs).astype(np.float64), np.concatenate(ss).astype(np.float64)
     r = pearson(Z, s)
     low, high = fisher_interval(r, len(s))

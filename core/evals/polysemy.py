@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 import pandas as pd
@@ -189,9 +189,23 @@ class PolysemyResult:
         return f"PolysemyResult({self.site}, {int(self.metrics.get('n_pairs', 0))} pairs: {m})"
 
 
+@overload
+def polysemy(
+    sae: SAE, model: Model, words: list[PolyWord] | str | os.PathLike[str] | None = None,
+    site: str | None = None, batch_size: int = 32, progress: bool = True,
+) -> PolysemyResult: ...  # fmt: skip
+
+
+@overload
+def polysemy(
+    sae: list[SAE] | tuple[SAE, ...], model: Model, words: list[PolyWord] | str | os.PathLike[str] | None = None,
+    site: str | None = None, batch_size: int = 32, progress: bool = True,
+) -> list[PolysemyResult]: ...  # fmt: skip
+
+
 @scope()
 def polysemy(
-    sae: SAE | Sequence[SAE], model: Model, words: list[PolyWord] | str | os.PathLike[str] | None = None,
+    sae: SAE | list[SAE] | tuple[SAE, ...], model: Model, words: list[PolyWord] | str | os.PathLike[str] | None = None,
     site: str | None = None, batch_size: int = 32, progress: bool = True,
 ) -> PolysemyResult | list[PolysemyResult]:  # fmt: skip
     """PS-Eval of ``sae`` on ``model``: the built-in polysemous words, or ``words`` (a list or a file).
@@ -202,7 +216,7 @@ def polysemy(
     >>> [r.metrics["accuracy"] for r in polysemy([sae0, sae6, sae12], model)]
     """
     many = isinstance(sae, (list, tuple))
-    saes = list(sae) if many else [sae]
+    saes = list(sae) if isinstance(sae, (list, tuple)) else [sae]
     if not saes:
         raise ValueError("sae is an empty list; give an SAE or a list of SAEs.")
     for s in saes:

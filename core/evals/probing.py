@@ -248,7 +248,8 @@ def sparse_probing(
         raise ValueError(f"convention must be one of {CONVENTIONS}, got {convention!r}.")
     site = sae.check_fits(model, site)
     X, Z = pooled(sae, model, texts, site, max_tokens, batch_size, progress)
-    rows, selected = {}, {}
+    rows: dict[str, dict[str, float]] = {}
+    selected: dict[str, dict[int, list[int]]] = {}
     for cls in classes.tolist():
         task = sae_bench_task if convention == "sae-bench" else balanced_task
         train, y_train, test, y_test = task(labels_arr, cls, test_fraction, seed)

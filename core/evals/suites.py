@@ -30,11 +30,11 @@ import pandas as pd
 
 from ..checks import check_texts
 from ..views.charts import offline
-from .absorption import absorption
-from .correlation import check_signal, correlate
+from .absorption import AbsorptionResult, absorption
+from .correlation import CorrelationResult, check_signal, correlate
 from .labelled import brown_genres
-from .polysemy import polysemy
-from .probing import sparse_probing
+from .polysemy import PolysemyResult, polysemy
+from .probing import ProbingResult, sparse_probing
 from .reconstruction import SAEEvaluation
 from .reconstruction import evaluate as evaluate_reconstruction
 from .tidy import check_choices, check_sae, tidy
@@ -90,6 +90,7 @@ def evaluate(
     if "sparse_probing" in suites and labels is not None and len(labels) != len(texts):
         raise ValueError(f"labels must give one label per text: {len(texts)} texts, got {len(labels)} labels.")
     tables, results = [], {}
+    res: SAEEvaluation | PolysemyResult | ProbingResult | AbsorptionResult | CorrelationResult
     for name in suites:
         opts = dict(options.get(name, {}))
         if name == "reconstruction":

@@ -76,12 +76,14 @@ class Job:
         args = self.record["args"]
         try:
             if self.record["kind"] == "cache":
-                out = cache_activations(self.model, args["corpus"], args["sites"], args["path"],
-                                        progress=self.bar, **args["kwargs"])  # fmt: skip
+                self._result = cache_activations(self.model, args["corpus"], args["sites"], args["path"],
+                                                 progress=self.bar, **args["kwargs"])  # fmt: skip
+            elif self.sae is None:
+                raise ValueError(f"Job {self.id} scans features and needs its SAE.")
             else:
-                out = run_feature_data(self.sae, self.model, args["texts"], path=args["path"],
-                                       progress=self.bar, **args["kwargs"])  # fmt: skip
-            self._result, self.record["state"] = out, "done"
+                self._result = run_feature_data(self.sae, self.model, args["texts"], path=args["path"],
+                                                progress=self.bar, **args["kwargs"])  # fmt: skip
+            self.record["state"] = "done"
         except BaseException as err:  # reported by result(); the thread must not die silently
             self.error = err
             self.record["state"] = "failed"

@@ -218,6 +218,7 @@ def _hosted_for(server: Any, name: str | None) -> Any:
     if name is not None and server.find(str(name)) is not None:
         return server.find(str(name))
     if name is None or Path(name).is_dir():
+        wanted: tuple[Any, ...] | None
         if name is None:
             wanted, what = EMBEDDED_SIGNATURE, "The embedded Gemma 3 270M"
         else:

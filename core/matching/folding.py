@@ -169,7 +169,8 @@ def _nearest_both(va: torch.Tensor, na: torch.Tensor, vb: torch.Tensor, nb: torc
     for i in tqdm(range(0, len(va), BLOCK), desc="match", disable=not progress, leave=False):
         c = cost_block(va[i : i + BLOCK], na[i : i + BLOCK], vb, nb)
         v, j = torch.topk(c, k, dim=1, largest=False)
-        vals.append(v), idx.append(j)
+        vals.append(v)
+        idx.append(j)
         cv, ci = torch.topk(c, min(k, len(c)), dim=0, largest=False)
         merged_v, pick = torch.topk(torch.cat([col_vals, cv]), k, dim=0, largest=False)
         col_idx = torch.gather(torch.cat([col_idx, ci + i]), 0, pick)
@@ -188,7 +189,8 @@ def _sparse_assignment(
     band_r, band_c, band_v = [], [], []
     for shift in range(-BAND, BAND + 1):  # a band of neighbours by rank of norm, the pairing itself at 0
         other = by_b.roll(shift)
-        band_r.append(by_a.numpy()), band_c.append(other.numpy())
+        band_r.append(by_a.numpy())
+        band_c.append(other.numpy())
         band_v.append((va[by_a] - vb[other]).pow(2).mean(1).numpy())
     rows = np.concatenate([np.repeat(np.arange(n), k), row_ba.numpy().ravel(), *band_r])
     cols = np.concatenate([col_ab.numpy().ravel(), np.repeat(np.arange(n), k), *band_c])

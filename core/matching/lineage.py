@@ -55,7 +55,7 @@ def lineage(chain: Sequence[Match], latent: int) -> list[dict[str, Any]]:
     """Latent ``latent`` of the first SAE and the latent it matches at each later SAE, with each hop's error."""
     _check_chain(chain)
     latent = check_latent(latent, len(chain[0].perm))
-    out = [{"step": 0, "site": chain[0].site_a, "latent": latent, "error": 0.0}]
+    out: list[dict[str, Any]] = [{"step": 0, "site": chain[0].site_a, "latent": latent, "error": 0.0}]
     for s, m in enumerate(chain):
         latent = int(m.perm[latent])
         out.append({"step": s + 1, "site": m.site_b, "latent": latent, "error": float(m.error[out[-1]["latent"]])})

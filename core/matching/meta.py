@@ -11,6 +11,7 @@ Example
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -74,7 +75,7 @@ def decompose(meta: SAE, sae: SAE, latent: int, siblings: int = 5, labels: Any =
     return out
 
 
-def _namer(labels: Any):  # type: ignore[no-untyped-def]
+def _namer(labels: Any) -> Callable[[int], str]:
     if labels is None:
         return lambda i: ""
     getter = getattr(labels, "get", None)

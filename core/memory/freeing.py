@@ -50,6 +50,5 @@ class scope(ContextDecorator):  # a decorator and a ``with``, like contextlib's
         release(self.threshold, collect=self.collect)
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: Any) -> None:
         release(self.threshold, collect=self.collect)
-        return False

@@ -103,7 +103,7 @@ def page_unembedding(module: torch.nn.Module) -> bool:
     return True
 
 
-def _release_weight_pages(module: torch.nn.Module, inputs: Any, output: Any) -> None:
+def _release_weight_pages(module: torch.nn.Embedding, inputs: Any, output: Any) -> None:
     release_pages(module.weight)
 
 
@@ -119,5 +119,5 @@ def page_embedding(module: torch.nn.Module) -> bool:
     if getattr(module, "_interplab_paged", False):
         return False
     module.register_forward_hook(_release_weight_pages)
-    module._interplab_paged = True
+    module._interplab_paged = True  # type: ignore[assignment]  # torch types Module.__setattr__ as Tensor | Module
     return True

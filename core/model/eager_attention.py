@@ -24,14 +24,16 @@ import torch
 def eager_attention(module: torch.nn.Module, needed: bool = True) -> Iterator[None]:
     """Inside the block ``module`` (a transformers model) runs eager attention, then its own again."""
     before = getattr(getattr(module, "config", None), "_attn_implementation", None)
-    switch = needed and before not in (None, "eager") and hasattr(module, "set_attn_implementation")
-    if switch:
-        module.set_attn_implementation("eager")
+    switch = needed and before not in (None, "eager")
+    # transformers models only; None: nothing to switch
+    set_implementation = getattr(module, "set_attn_implementation", None) if switch else None
+    if set_implementation is not None:
+        set_implementation("eager")
     try:
         yield
     finally:
-        if switch:
-            module.set_attn_implementation(before)
+        if set_implementation is not None:
+            set_implementation(before)
 
 
 def check_patterns(saved: Sequence[Any], config: Any) -> None:

@@ -135,7 +135,7 @@ class Model:
         self.remote = remote
         #: What :func:`interplab.core.model.remote.connect` learnt about the NDIF server (remote models only).
         self.server = server
-        self._model_key = None
+        self._model_key: str | None = None
         config = getattr(nn, "config", None)
         self.config = config
         self.family: Family | None = None
@@ -437,7 +437,9 @@ class Model:
                      (vectors + patterns) * 4, "Collect fewer texts at a time, or stream them to disk "
                      "with model.cache(...).")  # fmt: skip
         batch_size = self.fit_batch(batch_size, max(lengths_all), "collect")
-        tokens, masks, per_site = [], [], {s.name: [] for s in parsed}
+        tokens: list[torch.Tensor] = []
+        masks: list[torch.Tensor] = []
+        per_site: dict[str, list[torch.Tensor]] = {s.name: [] for s in parsed}
         for chunk in self.batches(texts, batch_size, "collect"):
             enc = self.to_tokens(chunk)
             lengths = enc["attention_mask"].sum(1).tolist()

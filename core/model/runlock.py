@@ -56,4 +56,4 @@ def _lock_interleave() -> None:
 
     interleave.__doc__ = run.__doc__
     interleave._interplab_locked = True  # type: ignore[attr-defined]
-    Envoy.interleave = interleave  # type: ignore[method-assign]
+    Envoy.interleave = interleave

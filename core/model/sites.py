@@ -226,8 +226,8 @@ def parse_sites(
     return sorted({parse_site(n, n_layers, kinds, why_missing) for n in names})
 
 
-def resolve(root: object, path: str) -> object:
-    """Walk a dotted module path (``model.layers.3.mlp``) from an nnsight envoy."""
+def resolve(root: Any, path: str) -> Any:
+    """Walk a dotted module path (``model.layers.3.mlp``) from an nnsight envoy or a torch module."""
     node = root
     for part in path.split("."):
         node = node[int(part)] if part.isdigit() else getattr(node, part)

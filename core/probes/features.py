@@ -59,7 +59,8 @@ def _batches(model: Model, texts: list[str], batch_size: int, desc: str, progres
 
 def sequence_features(model: Model, texts: list[str], sites: list[str], position: int | str = -1,
                       batch_size: int = 8, progress: bool = True) -> dict[str, torch.Tensor]:  # fmt: skip
-    """``{site: [n_texts, d]}`` float32: each text's vector at ``position`` (-1: its last token) or its mean."""
+    """``{site: [n_texts, d]}`` float32: each text's vector at ``position`` (-1: its last token) or its mean
+    (``"mean"``, the only string it takes)."""
     check_positive_int("batch_size", batch_size)
     out: dict[str, list[torch.Tensor]] = {s: [] for s in sites}
     bos = model.tokenizer.bos_token_id
@@ -69,13 +70,13 @@ def sequence_features(model: Model, texts: list[str], sites: list[str], position
         values = model.run_sites(enc, sites)
         for site, v in zip(sites, values, strict=True):
             v = v.float()
-            if position == "mean":
+            if isinstance(position, int):
+                cols = lengths + position if position < 0 else torch.full_like(lengths, position)
+                out[site].append(v[torch.arange(len(cols)), cols])
+            else:  # "mean"
                 keep = mask & (enc["input_ids"] != bos) if bos is not None else mask.clone()
                 keep |= mask & (keep.sum(1, keepdim=True) == 0)
                 out[site].append((v * keep[..., None]).sum(1) / keep.sum(1, keepdim=True))
-            else:
-                cols = lengths + position if position < 0 else torch.full_like(lengths, position)
-                out[site].append(v[torch.arange(len(cols)), cols])
     return {s: torch.cat(v) for s, v in out.items()}
 
 

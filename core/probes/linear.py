@@ -171,10 +171,11 @@ class ProbeResult:
         if not sites or not all(isinstance(s, str) for s in sites) or len(classes) < 2:
             raise FileError(path, "sites", "must name at least one site, and classes at least two")
         rows = 1 if len(classes) == 2 else len(classes)
-        d = header.tensors.get("W.0").shape[-1] if "W.0" in header.tensors else None
-        expected = {}
+        first = header.tensors.get("W.0")  # None: expect_arrays names it missing
+        w_shape = None if first is None else (rows, first.shape[-1])
+        expected: dict[str, tuple[tuple[int, ...] | None, Sequence[str]]] = {}
         for i in range(len(sites)):
-            expected[f"W.{i}"] = ((rows, d), FLOATS)
+            expected[f"W.{i}"] = (w_shape, FLOATS)
             expected[f"b.{i}"] = ((rows,), FLOATS)
         expect_arrays(path, header.tensors, expected)
         _, tensors = read_safetensors(path, " (a probe result)")
@@ -287,7 +288,7 @@ def train(
     if level == "sequence":
         classes, y_N = _classes(labels)
         groups_N = torch.arange(len(texts))
-        if position != "mean":
+        if isinstance(position, int):  # not "mean"
             shortest = min(int(model.to_tokens(t)["attention_mask"].sum()) for t in texts)
             if not -shortest <= position < shortest:
                 raise ValueError(f"position={position} is outside a text of {shortest} tokens.")

@@ -88,6 +88,7 @@ class LogitLensResult(torch.Tensor):
     model: Model
     texts: list[str]
     positions: list[int] | None
+    _views: dict[tuple[int, int, tuple[str | int, ...]], LensView]  # view_data's results by its arguments
 
     @staticmethod
     def wrap(logits: torch.Tensor, model: Model, texts: list[str], positions: list[int] | None) -> LogitLensResult:
@@ -116,7 +117,8 @@ class LogitLensResult(torch.Tensor):
             self._views[key] = lens_view(self.model, self.texts[text], top_k=top_k, tokens=tokens)
         return self._views[key]
 
-    def __repr__(self) -> str:
+    # mypy reads Tensor.__repr__'s keyword-only argument without its name, so no override can match it
+    def __repr__(self) -> str:  # type: ignore[override]
         where = "every position" if self.positions is None else f"positions {self.positions}"
         return (f"LogitLensResult({len(self.texts)} text(s), {self.model.n_layers} layers, {where}; "
                 f"logits {list(self.shape)})")  # fmt: skip

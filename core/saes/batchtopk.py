@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import SAE
+from .base import SAE, SAEConfig
 from .topk import TopKSAE
 
 THRESHOLD_RATE = 0.01
@@ -24,7 +24,9 @@ class BatchTopKSAE(TopKSAE):
     saelens_transcoder_arch = "jumprelu_transcoder"
     batch_topk = True
 
-    def __init__(self, cfg):  # type: ignore[no-untyped-def]
+    topk_threshold: torch.Tensor  # a buffer: the estimated inference threshold
+
+    def __init__(self, cfg: SAEConfig):
         super().__init__(cfg)
         self.register_buffer("topk_threshold", torch.zeros(()))
 

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from .base import SAE
+from .base import SAE, SAEConfig
 
 
 class GatedSAE(SAE):
@@ -24,7 +24,7 @@ class GatedSAE(SAE):
     defaults: ClassVar[dict[str, Any]] = {"l1_coefficient": 2.0}
     resample_dead = True
 
-    def __init__(self, cfg):  # type: ignore[no-untyped-def]
+    def __init__(self, cfg: SAEConfig):
         super().__init__(cfg)
         self.r_mag = nn.Parameter(torch.zeros(cfg.d_sae))
         self.b_mag = nn.Parameter(torch.zeros(cfg.d_sae))
@@ -58,8 +58,9 @@ class GatedSAE(SAE):
         gate = pre_gate.relu()
         sparsity = gate.sum(-1).mean()
         aux_recon = gate @ self.W_dec.detach() + self.b_dec.detach()
-        if self.cfg.skip:
-            aux_recon = aux_recon + self.skip_out(x).detach()
+        skip = self.skip_out(x)
+        if isinstance(skip, torch.Tensor):  # a transcoder with a skip connection
+            aux_recon = aux_recon + skip.detach()
         aux = (aux_recon - y).pow(2).sum(-1).mean()
         loss = mse + (self.cfg.l1_coefficient or 0.0) * sparsity + aux
         active = acts > 0

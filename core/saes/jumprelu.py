@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from .base import SAE
+from .base import SAE, SAEConfig
 from .kernels.dense import jumprelu_l0
 
 INITIAL_THRESHOLD = 0.001
@@ -26,7 +26,7 @@ class JumpReLUSAE(SAE):
     saelens_transcoder_arch = "jumprelu_transcoder"
     defaults: ClassVar[dict[str, Any]] = {"l0_coefficient": 0.5}
 
-    def __init__(self, cfg):  # type: ignore[no-untyped-def]
+    def __init__(self, cfg: SAEConfig):
         super().__init__(cfg)
         self.log_threshold = nn.Parameter(torch.full((cfg.d_sae,), math.log(INITIAL_THRESHOLD)))
 

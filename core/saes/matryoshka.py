@@ -53,7 +53,7 @@ class MatryoshkaSAE(BatchTopKSAE):
             raise ValueError(f"The last matryoshka width must be the width of the SAE ({cfg.d_sae}), got "
                              f"{list(widths)}.")  # fmt: skip
 
-    def __init__(self, cfg):  # type: ignore[no-untyped-def]
+    def __init__(self, cfg: SAEConfig):
         if cfg.matryoshka_widths is None:
             cfg.matryoshka_widths = default_widths(cfg.d_sae)
         cfg.matryoshka_widths = [int(w) for w in cfg.matryoshka_widths]
@@ -61,11 +61,20 @@ class MatryoshkaSAE(BatchTopKSAE):
 
     @property
     def widths(self) -> list[int]:
-        return list(self.cfg.matryoshka_widths)
+        widths = self.cfg.matryoshka_widths
+        assert widths is not None  # __init__ fills in the defaults
+        return list(widths)
 
-    def training_loss(self, x: torch.Tensor, dead: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, Any]]:
+    def training_loss(
+        self, x: torch.Tensor, dead: torch.Tensor | None = None, target: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        if target is not None:
+            raise NotImplementedError(
+                "A matryoshka SAE reconstructs its input; train a transcoder (target=) with another architecture, "
+                "e.g. 'batchtopk' or 'topk'."
+            )
         x = self._check_input(x)
-        vals, rows, cols = select_active(x, self.W_enc, self.b_enc, self._b_dec_in(), self.cfg.k, True)
+        vals, rows, cols = select_active(x, self.W_enc, self.b_enc, self._b_dec_in(), self.k, True)
         acts = vals.relu()
         recon = decode_pairs(acts, rows, cols, self.W_dec, self.b_dec, x.shape[0])
         mse = (recon - x).pow(2).sum(-1).mean()

@@ -33,15 +33,21 @@ class TopKSAE(SAE):
         super().validate(cfg)
         check_int(f"k of a {cls.arch} SAE of width={cfg.d_sae}", cfg.k, 1, cfg.d_sae)
 
+    @property
+    def k(self) -> int:
+        """Latents kept per token (``cfg.k``; :meth:`validate` refuses a config without one)."""
+        assert self.cfg.k is not None
+        return self.cfg.k
+
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         pre = self.pre_acts(x)
-        vals, idx = torch.topk(pre, self.cfg.k, dim=-1)
+        vals, idx = torch.topk(pre, self.k, dim=-1)
         return torch.zeros_like(pre).scatter_(-1, idx, vals.relu())
 
     per_latent = False
 
     def trace_tensors(self) -> dict[str, Any]:
-        return {**super().trace_tensors(), "k": int(self.cfg.k)}
+        return {**super().trace_tensors(), "k": self.k}
 
     def _b_dec_in(self) -> torch.Tensor:
         return self.b_dec if self.cfg.apply_b_dec_to_input else self.W_enc.new_zeros(self.d_in)
@@ -51,7 +57,7 @@ class TopKSAE(SAE):
     ) -> tuple[torch.Tensor, dict[str, Any]]:
         x = self._check_input(x)
         y = self.target_of(x, target)
-        vals, rows, cols = select_active(x, self.W_enc, self.b_enc, self._b_dec_in(), self.cfg.k, self.batch_topk)
+        vals, rows, cols = select_active(x, self.W_enc, self.b_enc, self._b_dec_in(), self.k, self.batch_topk)
         acts = vals.relu()
         recon = decode_pairs(acts, rows, cols, self.W_dec, self.b_dec, x.shape[0]) + self.skip_out(x)
         mse = (recon - y).pow(2).sum(-1).mean()

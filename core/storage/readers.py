@@ -25,6 +25,7 @@ Example
 
 from __future__ import annotations
 
+import builtins
 import itertools
 import json
 import math
@@ -130,8 +131,8 @@ class Fields:
             raise self._bad(key, f"a number >= {minimum}", value)
         return float(value)
 
-    def str(self, key: str, default: Any = _MISSING, choices: Sequence[str] | None = None,
-            max_len: int = 100_000) -> Any:  # fmt: skip
+    def str(self, key: builtins.str, default: Any = _MISSING, choices: Sequence[builtins.str] | None = None,
+            max_len: builtins.int = 100_000) -> Any:  # fmt: skip
         value = self.raw(key, default)
         if value is default and default is not _MISSING:
             return value
@@ -141,7 +142,7 @@ class Fields:
             raise self._bad(key, f"one of {list(choices)}", value)
         return value
 
-    def bool(self, key: str, default: Any = _MISSING) -> Any:
+    def bool(self, key: builtins.str, default: Any = _MISSING) -> Any:
         value = self.raw(key, default)
         if value is default and default is not _MISSING:
             return value
@@ -149,11 +150,11 @@ class Fields:
             raise self._bad(key, "true or false", value)
         return value
 
-    def obj(self, key: str, default: Any = _MISSING) -> Fields:
+    def obj(self, key: builtins.str, default: Any = _MISSING) -> Fields:
         value = self.raw(key, {} if default is not _MISSING else _MISSING)
         return Fields(self.file, value, self.name(key))
 
-    def list(self, key: str, default: Any = _MISSING) -> Any:
+    def list(self, key: builtins.str, default: Any = _MISSING) -> Any:
         value = self.raw(key, default)
         if value is default and default is not _MISSING:
             return value
@@ -161,14 +162,14 @@ class Fields:
             raise self._bad(key, "a list", value)
         return value
 
-    def str_map(self, key: str, default: Any = _MISSING) -> dict[int, str]:
+    def str_map(self, key: builtins.str, default: Any = _MISSING) -> dict[builtins.int, builtins.str]:
         """A ``{"123": "text"}`` object as ``{123: "text"}``: keys integer ids, values strings."""
         value = self.raw(key, default)
         if not isinstance(value, dict):
             raise self._bad(key, "an object of strings", value)
         return _int_str_map(self.file, self.name(key), value)
 
-    def str_map_all(self) -> dict[int, str]:
+    def str_map_all(self) -> dict[builtins.int, builtins.str]:
         """The whole object as ``{int id: text}`` (a labels file)."""
         return _int_str_map(self.file, self.where, self.data)
 

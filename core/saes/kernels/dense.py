@@ -41,7 +41,7 @@ class _ReLUL1(torch.autograd.Function):
     """recon = relu(x_c W_enc + b_enc) W_dec + b_dec, and l1 = mean over rows of the summed activations."""
 
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         ctx: Any,
         x: torch.Tensor,
         W_enc: torch.Tensor,
@@ -61,7 +61,7 @@ class _ReLUL1(torch.autograd.Function):
         return recon, l1, mask
 
     @staticmethod
-    def backward(ctx: Any, g_recon: torch.Tensor, g_l1: torch.Tensor, _: Any) -> tuple[Any, ...]:  # type: ignore[override]
+    def backward(ctx: Any, g_recon: torch.Tensor, g_l1: torch.Tensor, _: Any) -> tuple[Any, ...]:
         x_c, acts, mask, W_enc, W_dec = ctx.saved_tensors
         g_recon = g_recon.contiguous()
         g_pre = torch.mm(g_recon, W_dec.T).add_(g_l1 / x_c.shape[0]).mul_(mask)
@@ -88,7 +88,7 @@ class _JumpReLUL0(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         ctx: Any,
         x: torch.Tensor,
         W_enc: torch.Tensor,
@@ -112,7 +112,7 @@ class _JumpReLUL0(torch.autograd.Function):
         return recon, l0, mask
 
     @staticmethod
-    def backward(ctx: Any, g_recon: torch.Tensor, g_l0: torch.Tensor, _: Any) -> tuple[Any, ...]:  # type: ignore[override]
+    def backward(ctx: Any, g_recon: torch.Tensor, g_l0: torch.Tensor, _: Any) -> tuple[Any, ...]:
         x_c, pre, acts, mask, W_enc, W_dec, t = ctx.saved_tensors
         bw, n_rows = ctx.bandwidth, x_c.shape[0]
         g_recon = g_recon.contiguous()

@@ -26,7 +26,7 @@ class _SelectActive(torch.autograd.Function):
     """(vals, rows, cols) of the selected pre-activations; gradients only for those pairs."""
 
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         ctx: Any, x: torch.Tensor, W_enc: torch.Tensor, b_enc: torch.Tensor, b_dec: torch.Tensor, k: int, batch: bool
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         x_c = x - b_dec
@@ -42,7 +42,7 @@ class _SelectActive(torch.autograd.Function):
         return vals, rows, cols
 
     @staticmethod
-    def backward(ctx: Any, g_vals: torch.Tensor, *_: Any) -> tuple[Any, ...]:  # type: ignore[override]
+    def backward(ctx: Any, g_vals: torch.Tensor, *_: Any) -> tuple[Any, ...]:
         x_c, W_enc, rows, cols = ctx.saved_tensors
         g_b_enc = torch.zeros(W_enc.shape[1], dtype=g_vals.dtype, device=g_vals.device).index_add_(0, cols, g_vals)
         g_W_enc = None
@@ -108,14 +108,14 @@ class _DecodePairs(torch.autograd.Function):
     """sum_j vals_j * W_dec[cols_j] per row; backward through sparse products, not gathers."""
 
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         ctx: Any, vals: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, W_dec: torch.Tensor, crow: torch.Tensor
     ) -> torch.Tensor:
         ctx.save_for_backward(vals, rows, cols, W_dec, crow)
         return F.embedding_bag(cols, W_dec, crow[:-1], mode="sum", per_sample_weights=vals)
 
     @staticmethod
-    def backward(ctx: Any, g_out: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+    def backward(ctx: Any, g_out: torch.Tensor) -> tuple[Any, ...]:
         vals, rows, cols, W_dec, crow = ctx.saved_tensors
         g_out = g_out.contiguous()
         g_vals = g_W_dec = None
