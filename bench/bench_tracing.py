@@ -147,7 +147,9 @@ def bench_tracing(model: ilab.Model, docs: list[str], rounds: int) -> dict:
     # Same values on both sides (so the comparison is of equal work).
     acts = model.collect(texts, SITES3)
     hooked = hooked_forward(hf, paths, enc, logits_to_keep=1)
-    match = all(torch.allclose(acts[s], h, atol=1e-4, rtol=1e-4) for s, h in zip(SITES3, hooked, strict=True))
+    # collect returns float32 copies of the model's bfloat16 outputs: compared in float32
+    pairs = zip(SITES3, hooked, strict=True)
+    match = all(torch.allclose(acts[s].float(), h.float(), atol=1e-4, rtol=1e-4) for s, h in pairs)
     log(f"(a, b) batch {BATCH} x {SEQ} tokens, {rounds} rounds; values match: {match}")
     t = interleaved(variants, rounds)
     ms = {k: med_ms(v) for k, v in t.items()}
