@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anywidget
 import numpy as np
@@ -138,6 +138,10 @@ class ScaleOptions:
     Each option set alone is checked against the others (a ``TraitError`` names the bad value);
     :meth:`_set_scale_options` sets several at once, checked once.
     """
+
+    if TYPE_CHECKING:  # given by the traitlets widget this is mixed into
+
+        def hold_trait_notifications(self) -> Any: ...
 
     def _set_scale_options(
         self, scale: str, vmin: float | None, vmax: float | None, center: float | None, **more: Any

@@ -316,7 +316,8 @@ class FeatureDashboard(Widget):
 
     def _send_bundle(self, kind: str, ids: list[int], **extra: Any) -> None:
         bundle, strings = self._bundle(ids)
-        meta, buffers = {}, []
+        meta: dict[str, Any] = {}
+        buffers: list[Any] = []
         for name, value in bundle.items():
             if isinstance(value, dict):
                 meta[name] = {"dtype": value["dtype"], "shape": value["shape"], "buffer": len(buffers)}

@@ -116,7 +116,7 @@ class FeatureHeatmap(ScaleOptions, Widget):
             values=array_payload(data.values[:, sent].T, "float32"),
             sent_columns=sent,
             scales=array_payload(scales_payload(data.color_scales(scale, vmin, vmax, center, exclude_bos)), "float32"),
-            bos_tokens=array_payload(np.flatnonzero(data.bos), "int32"),
+            bos_tokens=array_payload(np.flatnonzero(data.bos if data.bos is not None else []), "int32"),
             **top,
             feature_ids=data.feature_ids,
             labels=data.labels,

@@ -210,6 +210,8 @@ def attribute(
         run = replacement_pass(model, ids_1P, skips, batch_size)
     src = find_sources(run, tcs, skip_bos, bos_error)
     _, unembed = model.readout_modules()
+    if not isinstance(unembed.weight, torch.Tensor):
+        raise TypeError(f"The unembedding's weight is a {type(unembed.weight).__name__}, not a tensor.")
     W_U = unembed.weight.detach()  # [V, D] in the model's dtype: read in float32 chunks, never copied whole
     logits, mean_D = final_logits(model, W_U, run.final[0, -1])
     logit_ids, logit_probs = top_logits(logits, max_n_logits, desired_logit_prob)

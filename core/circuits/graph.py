@@ -264,12 +264,12 @@ class Graph:
 def _int_list(m: Fields, key: str) -> list[int]:
     value = m.data.get(key)
     if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        raise FileError(m.source, m.name(key), "must be a list of integers")
+        raise FileError(m.file, m.name(key), "must be a list of integers")
     return value
 
 
 def _str_list(m: Fields, key: str) -> list[str]:
     value = m.data.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise FileError(m.source, m.name(key), "must be a list of strings")
+        raise FileError(m.file, m.name(key), "must be a list of strings")
     return value

@@ -153,7 +153,9 @@ class ActivationStore:
         if index not in self._checked:
             header = safetensors_header(file)
             n, dtypes = entry["n_tokens"], _ST_DTYPES[self.manifest["dtype"]]
-            wanted = {s: ((n, self.d(s)), dtypes) for s in self.sites}
+            wanted: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
+                s: ((n, self.d(s)), dtypes) for s in self.sites
+            }
             wanted["tokens"] = ((n,), ("I64", "I32"))
             expect_arrays(file, header.tensors, wanted)
             self._checked.add(index)

@@ -95,10 +95,11 @@ def check_sequences(lm: torch.nn.Module, seqs: torch.Tensor, name: str = "sequen
         raise ValueError(f"{name} must be an integer tensor [n_sequences, length], got {shape}.")
     if seqs.shape[0] == 0 and not empty_ok:
         raise ValueError(f"{name} is empty: give at least one sequence.")
-    n_ctx = lm.config.n_positions
+    config: Any = lm.config  # a transformers config (GPT-2 names: n_positions, vocab_size)
+    n_ctx = config.n_positions
     if seqs.shape[1] < 2 or seqs.shape[1] > n_ctx:
         raise ValueError(f"{name} have length {seqs.shape[1]}; the model reads 2..{n_ctx} tokens (its context).")
-    vocab = lm.config.vocab_size
+    vocab = config.vocab_size
     if seqs.numel() and (int(seqs.min()) < 0 or int(seqs.max()) >= vocab):
         raise ValueError(f"{name} hold ids outside the vocabulary 0..{vocab - 1}.")
 

@@ -285,7 +285,7 @@ class FeatureData:
         known = {key: config.int(key, None, minimum=1) for key in ("n_top", "n_quantile", "n_bins", "n_logit")}
         infos = _check_arrays(root, d_sae, context, {k: v for k, v in known.items() if v is not None})
         check_memory(f"Loading feature data from {str(root)!r}", sum(i.nbytes for i in infos.values()))
-        arrays = {name: load_npy(root / f"{name}.npy", info) for name, info in infos.items()}
+        arrays: dict[str, Any] = {name: load_npy(root / f"{name}.npy", info) for name, info in infos.items()}
         strings = meta.str_map("token_strings")
         labels = meta.str_map("labels", {})
         data = cls(
@@ -324,7 +324,7 @@ def _check_arrays(root: Path, d_sae: int, context: int, known: dict[str, int]) -
 
     def shape(name: str, *dims: Any) -> None:
         got = infos[name].shape
-        want = []
+        want: list[int] = []
         for dim in dims:
             if isinstance(dim, str):  # a size named by the first array that has it
                 sizes.setdefault(dim, got[len(want)] if len(got) > len(want) else -1)

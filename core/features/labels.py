@@ -53,7 +53,7 @@ def labels_path(sae: SAE) -> Path:
         raise TypeError(f"Labels belong to an interplab SAE, got {type(sae).__name__}: {sae!r:.60}.")
     folder = sae_folder(sae)
     writable = folder is not None and folder.exists() and os.access(folder, os.W_OK)
-    if writable and not folder.resolve().is_relative_to(_ENGINE):
+    if writable and folder is not None and not folder.resolve().is_relative_to(_ENGINE):
         return folder / FILE
     return cache_dir() / LABELS_DIR / f"{sae_fingerprint(sae)}.json"
 

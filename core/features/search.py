@@ -75,6 +75,8 @@ def decoder_through_norm(sae: SAE, model: Model) -> torch.Tensor:
 def _unembed_row(model: Model, token: int) -> torch.Tensor:
     """Row ``token`` of the unembedding [d_model] (read from the server for a remote model)."""
     weight = model.readout_modules()[1].weight
+    if not isinstance(weight, torch.Tensor):
+        raise TypeError(f"The unembedding's weight is a {type(weight).__name__}, not a tensor.")
     return (_server_weight(model, model.check_mapped().unembed, token) if weight.is_meta else weight[token]).detach()
 
 
@@ -97,9 +99,12 @@ def logit_effects(sae: SAE, model: Model, n: int = 10, chunk: int = 2048) -> dic
     """
     d_MD = decoder_through_norm(sae, model)
     _, unembed = model.readout_modules()
-    n = min(check_positive_int("top", n), unembed.weight.shape[0])
-    if not unembed.weight.is_meta:
-        parts = [top_logits_paged(d_MD, unembed.weight.detach(), n, chunk)]
+    W_U = unembed.weight
+    if not isinstance(W_U, torch.Tensor):
+        raise TypeError(f"The unembedding's weight is a {type(W_U).__name__}, not a tensor.")
+    n = min(check_positive_int("top", n), W_U.shape[0])
+    if not W_U.is_meta:
+        parts = [top_logits_paged(d_MD, W_U.detach(), n, chunk)]
     else:
         envoy = resolve(model.nn, model.check_mapped().unembed)
         ids = torch.tensor([[model.tokenizer.bos_token_id or 0]])

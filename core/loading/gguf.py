@@ -163,7 +163,8 @@ def gguf_config(path: Path) -> dict:
     config: dict = {}
     for key, value in metadata.items():
         prefix, _, rest = key.partition(".")
-        renamed = GGUF_CONFIG_MAPPING.get(arch if prefix == arch else prefix, {}).get(rest)
+        section: Any = GGUF_CONFIG_MAPPING.get(arch if prefix == arch else prefix, {})  # a dict of names
+        renamed = section.get(rest)
         if renamed not in (None, -1):
             config[renamed] = value
     config["model_type"] = f"{arch}_text"  # a GGUF holds only the text backbone
@@ -224,7 +225,10 @@ def save_fast_tokenizer(gguf_path: Path, out: Path, model_type: str) -> None:
     from tokenizers import Tokenizer
     from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING_NAMES, tokenizer_class_from_name
 
-    cls = tokenizer_class_from_name(TOKENIZER_MAPPING_NAMES[model_type])
+    class_name = TOKENIZER_MAPPING_NAMES[model_type]
+    cls = tokenizer_class_from_name(class_name) if class_name is not None else None
+    if cls is None:
+        raise ValueError(f"transformers has no tokenizer class for {model_type!r} (found {class_name!r}).")
     tok = cls.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
     tok.save_pretrained(out)
     cfg_path = out / "tokenizer_config.json"

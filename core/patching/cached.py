@@ -53,11 +53,16 @@ def supported(model: Model) -> bool:
 
 def new_cache(model: Model) -> Any:
     """An empty transformers ``DynamicCache`` for this model, keeping every position of sliding-window layers."""
-    from transformers import DynamicCache
+    from transformers import DynamicCache, PreTrainedModel
+    from transformers.cache_utils import DynamicSlidingWindowLayer, LinearAttentionCacheLayerMixin
 
-    cache = DynamicCache(config=model.module.config)
+    lm = model.module
+    if not isinstance(lm, PreTrainedModel):
+        raise TypeError(f"A cache needs a transformers model, got {type(lm).__name__}.")
+    cache = DynamicCache(config=lm.config)
     for layer in cache.layers:
-        if getattr(layer, "is_sliding", False):
+        sliding = getattr(layer, "is_sliding", False)
+        if sliding and isinstance(layer, (DynamicSlidingWindowLayer, LinearAttentionCacheLayerMixin)):
             layer.activate_past_recording()  # a pass may start anywhere: keep all keys, not only the last window
     return cache
 
@@ -149,7 +154,7 @@ class Passes:
         full_logits = parts[0].detach().float().cpu()
         logits = torch.zeros(len(rows), full_logits.shape[-1])
         logits[full_idx.cpu()] = full_logits
-        if len(parts) > 1:
+        if len(parts) > 1 and self.token_ids is not None:
             logits[part_idx.cpu()[:, None], self.token_ids[None, :]] = parts[1].detach().float().cpu()
         return logits
 

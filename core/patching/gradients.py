@@ -229,8 +229,8 @@ def grads_for(
 
         return _site_path_gradients(model, prep, base_ids, site_sides, kinds, layers, steps)
     if resid0 is None:
-        resid0 = collect(model, torch.cat([prep.ids_clean, prep.ids_corrupt]), ["resid_pre"], layers=[0])[0]
-        resid0 = resid0["resid_pre"][:, 0]
+        first = collect(model, torch.cat([prep.ids_clean, prep.ids_corrupt]), ["resid_pre"], layers=[0])[0]
+        resid0 = first["resid_pre"][:, 0]
     _, base_emb, src_emb = sides(prep, direction, resid0)
     return _path_gradients(model, prep, base_ids, base_emb, src_emb, kinds, layers, steps)
 
@@ -261,7 +261,7 @@ def attribution(
     >>> ig = ilab.patching.attribution(model, pairs, sites="resid_pre", steps=8)
     """
     single = isinstance(sites, str)
-    names = [sites] if single else list(sites)
+    names = [sites] if isinstance(sites, str) else list(sites)
     bad = [s for s in names if s not in SITES]
     if bad or not names:
         raise ValueError(f"sites {bad or names} must be among {SITES}.")
@@ -278,7 +278,7 @@ def attribution(
     grads = grads_for(model, prep, direction, base_logits, names, range(model.n_layers), steps, path,
                        lambda kind, layer: acts[kind][:, layer], resid0)  # fmt: skip
     pos = torch.tensor(positions_)
-    out = {}
+    out: dict[str, PatchingResult] = {}
     for site in names:
         _, base_acts, src_acts = sides(prep, direction, acts[site])
         rows = []

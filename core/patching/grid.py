@@ -85,7 +85,8 @@ def grid(
     positions_ = check_positions(positions, prep.n_pos)
     check_int("top_k", top_k, minimum=0)
     batch = batch_size or auto_batch_size(model, prep.n_pos)
-    k = min(top_k, int(model.module.config.vocab_size) if hasattr(model.module, "config") else top_k)
+    config: Any = getattr(model.module, "config", None)  # a transformers config, when the model has one
+    k = min(top_k, int(config.vocab_size) if config is not None else top_k)
     if reuse_cache is None:
         reuse_cache = model.remote in (False, "local")
     run_cells = cached_cells if reuse_cache and cached.supported(model) else full_cells

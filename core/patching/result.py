@@ -67,7 +67,7 @@ class PatchingResult:
     # ------------------------------------------------------------- derived
     @property
     def shape(self) -> tuple[int, int]:
-        return tuple(self.values.shape)  # type: ignore[return-value]
+        return tuple(self.values.shape)
 
     @property
     def normalized(self) -> np.ndarray:
@@ -125,7 +125,7 @@ class PatchingResult:
         """Write an ``.npz`` (arrays + JSON metadata) atomically; read it back with :meth:`load`."""
         path = Path(path)
         meta = json.dumps({k: getattr(self, k) for k in self._META})
-        arrays = {"values": self.values, "meta": np.frombuffer(meta.encode(), dtype=np.uint8)}
+        arrays: dict[str, Any] = {"values": self.values, "meta": np.frombuffer(meta.encode(), dtype=np.uint8)}
         if self.top_ids is not None and self.top_probs is not None:
             arrays.update(top_ids=self.top_ids.astype(np.int64), top_probs=self.top_probs.astype(np.float32))
         with atomic_path(path, suffix=".npz") as tmp:
@@ -208,5 +208,5 @@ def load_result(file: Path) -> PatchingResult:
     }  # fmt: skip
     if has_top and len(fields["top_tokens"]) != rows * cols * k:
         raise FileError(file, "meta.top_tokens", f"must hold {rows * cols * k} strings (one per top token)")
-    top = {name: arrays[name] for name in ("top_ids", "top_probs") if name in arrays}
+    top: dict[str, Any] = {name: arrays[name] for name in ("top_ids", "top_probs") if name in arrays}
     return PatchingResult(values=arrays["values"], **fields, **top)

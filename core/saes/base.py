@@ -77,6 +77,8 @@ class SAE(nn.Module):
     defaults: ClassVar[dict[str, Any]] = {}
     #: Whether the trainer re-initialises dead latents (Bricken et al.); TopK-style SAEs use AuxK instead.
     resample_dead: ClassVar[bool] = False
+    #: The folder it was loaded from, when known (labels and dashboards are kept beside it).
+    source_path: Path | None = None
 
     def __init__(self, cfg: SAEConfig):
         super().__init__()
@@ -331,7 +333,7 @@ class SAE(nn.Module):
     @torch.no_grad()
     def normalize_decoder(self) -> None:
         """Keep decoder rows at unit norm (called after each optimiser step)."""
-        self.W_dec /= self.W_dec.norm(dim=1, keepdim=True).clamp_min(1e-8)
+        self.W_dec.div_(self.W_dec.norm(dim=1, keepdim=True).clamp_min(1e-8))
 
     @torch.no_grad()
     def remove_parallel_grad(self) -> None:
@@ -346,11 +348,11 @@ class SAE(nn.Module):
 
         A transcoder trained to predict ``y * out_scale`` then predicts raw ``y``."""
         out_scale = scale if out_scale is None else out_scale
-        self.W_enc *= scale
-        self.W_dec /= out_scale
-        self.b_dec /= out_scale
+        self.W_enc.mul_(scale)
+        self.W_dec.div_(out_scale)
+        self.b_dec.div_(out_scale)
         if self.cfg.skip:
-            self.W_skip *= scale / out_scale
+            self.W_skip.mul_(scale / out_scale)
 
     def extra_state(self) -> dict[str, torch.Tensor]:
         """Tensors beyond the four shared ones, keyed by their SAELens name."""

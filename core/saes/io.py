@@ -144,9 +144,9 @@ def load_saelens(path: str | Path) -> SAE:
         # SAELens scales latents by decoder norms; fold that into the weights (same outputs).
         with torch.no_grad():
             norms = sae.W_dec.norm(dim=1)
-            sae.W_enc *= norms
-            sae.b_enc *= norms
-            sae.W_dec /= norms[:, None]
+            sae.W_enc.mul_(norms)
+            sae.b_enc.mul_(norms)
+            sae.W_dec.div_(norms[:, None])
     return sae
 
 
@@ -285,7 +285,8 @@ def load_dictionary_learning(path: str | Path) -> SAE:
         t["W_dec"] = state["decoder.weight"].T
         if t["W_enc"].ndim != 2:
             raise FileError(weights, "encoder.weight", f"must be 2-D, got shape {list(state['encoder.weight'].shape)}")
-        t["b_dec"] = state.get("b_dec", state.get("bias", torch.zeros(t["W_enc"].shape[0])))
+        bias: torch.Tensor = state.get("bias", torch.zeros(t["W_enc"].shape[0]))
+        t["b_dec"] = state.get("b_dec", bias)
     else:
         t.update({k: state[k] for k in ("W_enc", "b_enc", "W_dec", "b_dec") if k in state})
     if "W_enc" not in t or t["W_enc"].ndim != 2:

@@ -27,6 +27,8 @@ from ..model.sites import site_module_path
 from .plans import SitePlan, Steering, plan, start_mask, steer_value
 
 if TYPE_CHECKING:
+    from transformers import GenerationMixin
+
     from ..model.model import Model
 
 
@@ -116,6 +118,16 @@ class _Streamer:
         pass
 
 
+def _generator(model: Model) -> GenerationMixin:
+    """The torch model as a transformers generator (a clear error for a model that cannot generate)."""
+    from transformers import GenerationMixin
+
+    lm = model.module
+    if not isinstance(lm, GenerationMixin):
+        raise TypeError(f"Steered generation needs a transformers generator model, got {type(lm).__name__}.")
+    return lm
+
+
 def _sampling(temperature: float, seed: int | None) -> dict[str, Any]:
     temperature = check_number(temperature, "temperature")
     if temperature < 0:
@@ -160,7 +172,7 @@ def stream(
     pad = model.tokenizer.pad_token_id
     with model.lock, torch.no_grad(), apply(model, steering, mask):
         kwargs = _sampling(temperature, seed)  # seeded under the lock: no other run draws in between
-        ids = model.module.generate(
+        ids = _generator(model).generate(
             **inputs,
             max_new_tokens=max_new_tokens,
             streamer=_Streamer(on_token),
@@ -189,7 +201,7 @@ def generate_hooked(
     inputs = {k: v.to(model.device) for k, v in enc.items()}
     pad = model.tokenizer.pad_token_id
     with model.lock, torch.no_grad(), apply(model, steering, mask):
-        ids = model.module.generate(
+        ids = _generator(model).generate(
             **inputs,
             max_new_tokens=max_new_tokens,
             do_sample=do_sample,

@@ -81,7 +81,7 @@ def plan(model: Model, steering: Steering) -> list[SitePlan]:
     if isinstance(steering, (SteeringVector, Clamp)) or (
         isinstance(steering, tuple) and len(steering) == 2 and isinstance(steering[0], SteeringVector)
     ):
-        items = [steering]
+        items: list[Any] = [steering]
     elif isinstance(steering, Sequence) and not isinstance(steering, str):
         items = list(steering)
     else:

@@ -172,7 +172,7 @@ def _site_values(model: Model, site: str, texts: list[str], position: int | str,
     acts = model.collect(texts, sites=[site], batch_size=batch_size)
     values, mask = acts.values[site].float(), acts.mask
     lengths = mask.sum(1)
-    if position == "mean":
+    if isinstance(position, str):  # "mean", the one string the caller accepts
         keep = mask.clone()
         if model.tokenizer.bos_token_id is not None:
             keep &= acts.tokens != model.tokenizer.bos_token_id

@@ -134,11 +134,11 @@ def heatmap_data(
             f"Tokens must be strings (one list per document, or one flat list), not {type(tokens[0]).__name__}: "
             "these are not strings."
         )
-    docs = [list(tokens)] if isinstance(tokens[0], str) else [list(d) for d in tokens]
+    docs: list[list[Any]] = [list(tokens)] if isinstance(tokens[0], str) else [list(d) for d in tokens]
     for i, doc in enumerate(docs):
         if not all(isinstance(t, str) for t in doc):
             raise TypeError(f"Document {i} holds tokens that are not strings.")
-    flat = [t for doc in docs for t in doc]
+    flat: list[str] = [t for doc in docs for t in doc]  # strings: checked above
     if not flat:
         raise ValueError("tokens is empty: give at least one token.")
     arr = _as_float_matrix(values, len(flat))
