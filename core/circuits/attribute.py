@@ -107,7 +107,7 @@ def find_sources(run: ReplacementPass, tcs: list[SAE], skip_bos: bool, bos_error
             for pos in range(n_pos):
                 idx = a[pos].nonzero().flatten()
                 vals = a[pos, idx]
-                ids = torch.arange(count, count + len(idx))
+                ids = torch.arange(count, count + len(idx), device=idx.device)
                 count += len(idx)
                 feats.append(torch.stack([torch.full_like(idx, layer), torch.full_like(idx, pos), idx], 1))
                 acts.append(vals)
@@ -138,7 +138,8 @@ class RowBuilder:
 
     def _chunk(self, chunk: list[tuple[str, Any]]) -> torch.Tensor:
         run, n = self.run, len(chunk)
-        value = torch.zeros((), dtype=torch.float32)
+        device = run.embed_leaf.device  # computed where the replacement pass ran, returned on the CPU
+        value = torch.zeros((), dtype=torch.float32, device=device)
         for row, (kind, what) in enumerate(chunk):
             if kind == "feature":
                 layer, pos, latent = (int(v) for v in self.src.features[what])
@@ -149,7 +150,7 @@ class RowBuilder:
         self.backward_passes += 1
         g = [torch.zeros_like(leaf[:n], dtype=torch.float32) if gr is None else gr[:n].float()
              for leaf, gr in zip(run.leaves, grads, strict=True)]  # fmt: skip
-        rows = torch.zeros(n, self.n_sources)
+        rows = torch.zeros(n, self.n_sources, device=device)
         f, p = self.n_features, self.n_pos
         for layer in range(self.n_layers):
             g_l = g[layer + 1]  # [n, P, D]
@@ -158,7 +159,7 @@ class RowBuilder:
                     rows[:, ids] = g_l[:, pos] @ dec.T
             rows[:, f + layer * p : f + (layer + 1) * p] = (g_l * self.src.errors[layer]).sum(-1)
         rows[:, f + self.n_layers * p :] = (g[0] * self.src.embeds).sum(-1)
-        return rows
+        return rows.to("cpu")
 
 
 def top_logits(
@@ -168,7 +169,7 @@ def top_logits(
     ``max_n_logits``): (token ids, probabilities)."""
     probs = torch.softmax(logits_V.float(), -1)
     top_p, top_i = torch.topk(probs, max_n_logits)
-    cut = int(torch.searchsorted(torch.cumsum(top_p, 0), torch.tensor(desired_logit_prob))) + 1
+    cut = int(torch.searchsorted(torch.cumsum(top_p, 0), torch.tensor(desired_logit_prob, device=top_p.device))) + 1
     cut = max(1, min(cut, max_n_logits))
     return top_i[:cut], top_p[:cut]
 
