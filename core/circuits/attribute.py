@@ -55,6 +55,9 @@ def check_transcoders(model: Model, transcoders: Any) -> list[SAE]:
             raise ValueError(f"Attribution needs MLP transcoders (blocks.L.hook_mlp_in -> blocks.L.hook_mlp_out); "
                              f"{tc!r} reads {tc.site!r} and writes {tc.site_out!r}.")  # fmt: skip
         tc.check_fits(model)
+        if tc.W_dec.device != model.device:
+            raise ValueError(f"{tc!r} is on {tc.W_dec.device} and the model on {model.device}; move the transcoders "
+                             "there first: [tc.to(model.device) for tc in transcoders].")  # fmt: skip
         if layer in by_layer:
             raise ValueError(f"Two transcoders for layer {layer}.")
         by_layer[layer] = tc
@@ -215,6 +218,7 @@ def attribute(
     logits, mean_D = final_logits(model, W_U, run.final[0, -1])
     logit_ids, logit_probs = top_logits(logits, max_n_logits, desired_logit_prob)
     directions = W_U[logit_ids].float() - mean_D
+    logit_ids, logit_probs = logit_ids.cpu(), logit_probs.cpu()  # rows are assembled on the CPU
     builder = RowBuilder(run, src, [_reader(tc) for tc in tcs], model.n_layers)
     wanted = builder.n_features if max_feature_nodes is None else min(builder.n_features, max_feature_nodes)
     bar = tqdm(total=len(logit_ids) + wanted, desc="attribution rows", unit="row", disable=not progress)
@@ -227,7 +231,8 @@ def attribute(
     tokens = model.to_str_tokens(ids_1P[0])
     return Graph(
         prompt=prompt, token_ids=ids_1P[0].tolist(), tokens=tokens, n_layers=model.n_layers,
-        features=src.features[selected], activations=src.activations[selected].float(),
+        features=src.features[selected.to(src.features.device)].cpu(),
+        activations=src.activations[selected.to(src.activations.device)].float().cpu(),
         logit_ids=logit_ids.tolist(), logit_tokens=[model.tokenizer.decode([i]) for i in logit_ids.tolist()],
         logit_probs=logit_probs.float(),
         adjacency=graph, model_name=model.name, transcoders=[tc.fingerprint() for tc in tcs],

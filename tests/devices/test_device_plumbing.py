@@ -163,3 +163,15 @@ def test_interchange_returns_on_the_base_device_and_dtype():
     Q = torch.linalg.qr(torch.randn(8, 2))[0]
     out = trace_ops.interchange(base, source, Q)
     assert out.device == base.device and out.dtype == torch.float64
+
+
+def test_attribution_refuses_transcoders_on_another_device_than_the_model():
+    from interplab.core.circuits import attribute
+
+    from tests.circuits.test_attribute import transcoders
+
+    model = calls.model_on(CPU, "gemma3")
+    tcs = transcoders(model.d_model)
+    tcs[1].to(META)
+    with pytest.raises(ValueError, match="is on meta and the model on cpu"):
+        attribute(model, tcs, "the cat sat", progress=False)
