@@ -2,7 +2,9 @@
 
 Run ``python bench/bench_sae.py`` (3-4 minutes on 2 busy cores). It prints ONE JSON object
 on stdout; progress goes to stderr. ``--quick`` (about 2 minutes) runs 3 timed rounds and checks
-only the TopK gradients; ``--steps N`` sets the number of timed rounds.
+only the TopK gradients; ``--steps N`` sets the number of timed rounds; ``--device cuda`` runs every
+variant, the matmul reference and the gradient check on that device (default ``cpu``), each timed step
+followed by a synchronisation of the device.
 
 Setting: fp32 on CPU, d_in 640, width 8192, k 32, batch 4096 (the anchors in
 ``shared/research/style-and-tooling.md``). All variants train on the SAME in-memory batch:
@@ -75,6 +77,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 D_IN, WIDTH, K, BATCH = 640, 8192, 32, 4096
+DEVICE = torch.device("cpu")  # set by --device before anything is built
 SITE = "blocks.6.hook_resid_post"
 LR = 4e-4  # interplab's DEFAULT_LR
 GOALS = {
@@ -87,6 +90,12 @@ GOALS = {
 
 def log(msg: str) -> None:
     print(f"[bench_sae {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def sync() -> None:
+    """Wait for the device's queued work (a CUDA step returns before it has run)."""
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize(DEVICE)
 
 
 def load_avg() -> list[float]:
@@ -120,7 +129,7 @@ def make_batch(acts: str | None, seed: int = 0) -> tuple[torch.Tensor, dict[str,
         gen = torch.Generator().manual_seed(seed)
         x = torch.randn(BATCH, D_IN, generator=gen)
         info["source"] = "randn"
-    x = x.float().contiguous()
+    x = x.float().contiguous().to(DEVICE)
     x *= math.sqrt(D_IN) / float(x.norm(dim=-1).mean())
     info["mean_norm"] = round(float(x.norm(dim=-1).mean()), 3)
     return x, info
@@ -138,12 +147,12 @@ class InterplabStep:
             if arch in ("topk", "batchtopk")
             else ({"l1_coefficient": 2.0} if arch == "standard" else {"l0_coefficient": 0.5})
         )
-        self.sae = SAE.create(arch, d_in=D_IN, d_sae=WIDTH, site=SITE, **extra)
+        self.sae = SAE.create(arch, d_in=D_IN, d_sae=WIDTH, site=SITE, **extra).to(DEVICE)
         self.sae.train()
         with torch.no_grad():
             self.sae.b_dec.copy_(x.mean(0))  # as train_saes does at step 0
         self.opt = torch.optim.Adam(self.sae.parameters(), lr=LR, betas=(0.9, 0.999))
-        self.since_fired = torch.zeros(WIDTH, dtype=torch.long)
+        self.since_fired = torch.zeros(WIDTH, dtype=torch.long, device=DEVICE)
         self.dead_tokens = 10_000_000
         self.x = x
 
@@ -165,13 +174,13 @@ class SAELensStep:
 
         cls, cfg_cls = _saelens_classes(arch)
         extra = {"k": K} if arch in ("topk", "batchtopk") else {}
-        self.sae = cls(cfg_cls(d_in=D_IN, d_sae=WIDTH, dtype="float32", device="cpu", **extra, **cfg_kwargs))
+        self.sae = cls(cfg_cls(d_in=D_IN, d_sae=WIDTH, dtype="float32", device=str(DEVICE), **extra, **cfg_kwargs))
         trainer_cfg = SAETrainerConfig(
             total_training_samples=BATCH * 100_000,
             train_batch_size_samples=BATCH,
             lr=LR,
             lr_end=LR,
-            device="cpu",
+            device=str(DEVICE),
             autocast=False,
         )
         self.trainer = SAETrainer(trainer_cfg, self.sae, data_provider=iter(()))
@@ -208,9 +217,9 @@ class MatmulStep:
 
     def __init__(self) -> None:
         gen = torch.Generator().manual_seed(1)
-        self.a = torch.randn(BATCH, D_IN, generator=gen)
-        self.b = torch.randn(D_IN, WIDTH, generator=gen)
-        self.out = torch.empty(BATCH, WIDTH)
+        self.a = torch.randn(BATCH, D_IN, generator=gen).to(DEVICE)
+        self.b = torch.randn(D_IN, WIDTH, generator=gen).to(DEVICE)
+        self.out = torch.empty(BATCH, WIDTH, device=DEVICE)
 
     def __call__(self) -> float:
         torch.matmul(self.a, self.b, out=self.out)
@@ -227,6 +236,7 @@ def gradient_check(x: torch.Tensor, batch_topk: bool) -> dict[str, Any]:
     with torch.no_grad():
         sae.b_dec.copy_(x.mean(0))
         sae.b_enc.normal_(0, 0.01, generator=torch.Generator().manual_seed(2))
+    sae.to(x.device)  # initialised on the CPU: the same weights on any device
     loss, _ = sae.training_loss(x)
     loss.backward()
     sparse = {n: p.grad.detach().clone() for n, p in sae.named_parameters()}
@@ -336,6 +346,7 @@ def run(n_steps: int, acts: str | None, quick: bool = False) -> dict[str, Any]:
         for _, members in schedule(groups, rnd):
             t0 = time.perf_counter()
             matmul()
+            sync()
             t_mm = time.perf_counter() - t0
             for name in members:
                 if name in errors:
@@ -343,6 +354,7 @@ def run(n_steps: int, acts: str | None, quick: bool = False) -> dict[str, Any]:
                 t0 = time.perf_counter()
                 try:
                     variants[name]()
+                    sync()
                 except Exception as err:
                     if rnd > 0:
                         raise
@@ -420,7 +432,7 @@ def run(n_steps: int, acts: str | None, quick: bool = False) -> dict[str, Any]:
             "k": K,
             "batch": BATCH,
             "dtype": "float32",
-            "device": "cpu",
+            "device": str(DEVICE),
             "timed_rounds": n_steps,
             "warmup_rounds": 1,
             "schedule": "per round: groups of compared variants back to back, each group after one matmul; "
@@ -471,7 +483,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="3 timed rounds; gradient check of TopK only")
     parser.add_argument("--acts", default="/tmp/suite/acts", help="an interplab store to take a real batch from")
     parser.add_argument("--random", action="store_true", help="use torch.randn activations even if a store exists")
+    parser.add_argument("--device", default="cpu", help="where every variant runs: cpu (default), cuda, cuda:1")
     args = parser.parse_args()
+    global DEVICE
+    try:
+        DEVICE = torch.device(args.device)
+        torch.empty(0, device=DEVICE)
+    except RuntimeError as err:
+        parser.error(f"--device {args.device!r} is not usable here ({err}); use cpu or cuda")
     n_steps = args.steps if args.steps is not None else (3 if args.quick else 4)
     if n_steps < 1:
         parser.error("--steps must be at least 1")

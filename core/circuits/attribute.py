@@ -55,6 +55,9 @@ def check_transcoders(model: Model, transcoders: Any) -> list[SAE]:
             raise ValueError(f"Attribution needs MLP transcoders (blocks.L.hook_mlp_in -> blocks.L.hook_mlp_out); "
                              f"{tc!r} reads {tc.site!r} and writes {tc.site_out!r}.")  # fmt: skip
         tc.check_fits(model)
+        if tc.W_dec.device != model.device:
+            raise ValueError(f"{tc!r} is on {tc.W_dec.device} and the model on {model.device}; move the transcoders "
+                             "there first: [tc.to(model.device) for tc in transcoders].")  # fmt: skip
         if layer in by_layer:
             raise ValueError(f"Two transcoders for layer {layer}.")
         by_layer[layer] = tc
@@ -107,7 +110,7 @@ def find_sources(run: ReplacementPass, tcs: list[SAE], skip_bos: bool, bos_error
             for pos in range(n_pos):
                 idx = a[pos].nonzero().flatten()
                 vals = a[pos, idx]
-                ids = torch.arange(count, count + len(idx))
+                ids = torch.arange(count, count + len(idx), device=idx.device)
                 count += len(idx)
                 feats.append(torch.stack([torch.full_like(idx, layer), torch.full_like(idx, pos), idx], 1))
                 acts.append(vals)
@@ -138,7 +141,8 @@ class RowBuilder:
 
     def _chunk(self, chunk: list[tuple[str, Any]]) -> torch.Tensor:
         run, n = self.run, len(chunk)
-        value = torch.zeros((), dtype=torch.float32)
+        device = run.embed_leaf.device  # computed where the replacement pass ran, returned on the CPU
+        value = torch.zeros((), dtype=torch.float32, device=device)
         for row, (kind, what) in enumerate(chunk):
             if kind == "feature":
                 layer, pos, latent = (int(v) for v in self.src.features[what])
@@ -149,7 +153,7 @@ class RowBuilder:
         self.backward_passes += 1
         g = [torch.zeros_like(leaf[:n], dtype=torch.float32) if gr is None else gr[:n].float()
              for leaf, gr in zip(run.leaves, grads, strict=True)]  # fmt: skip
-        rows = torch.zeros(n, self.n_sources)
+        rows = torch.zeros(n, self.n_sources, device=device)
         f, p = self.n_features, self.n_pos
         for layer in range(self.n_layers):
             g_l = g[layer + 1]  # [n, P, D]
@@ -158,7 +162,7 @@ class RowBuilder:
                     rows[:, ids] = g_l[:, pos] @ dec.T
             rows[:, f + layer * p : f + (layer + 1) * p] = (g_l * self.src.errors[layer]).sum(-1)
         rows[:, f + self.n_layers * p :] = (g[0] * self.src.embeds).sum(-1)
-        return rows
+        return rows.to("cpu")
 
 
 def top_logits(
@@ -168,7 +172,7 @@ def top_logits(
     ``max_n_logits``): (token ids, probabilities)."""
     probs = torch.softmax(logits_V.float(), -1)
     top_p, top_i = torch.topk(probs, max_n_logits)
-    cut = int(torch.searchsorted(torch.cumsum(top_p, 0), torch.tensor(desired_logit_prob))) + 1
+    cut = int(torch.searchsorted(torch.cumsum(top_p, 0), torch.tensor(desired_logit_prob, device=top_p.device))) + 1
     cut = max(1, min(cut, max_n_logits))
     return top_i[:cut], top_p[:cut]
 
@@ -216,6 +220,7 @@ def attribute(
     logits, mean_D = final_logits(model, W_U, run.final[0, -1])
     logit_ids, logit_probs = top_logits(logits, max_n_logits, desired_logit_prob)
     directions = W_U[logit_ids].float() - mean_D
+    logit_ids, logit_probs = logit_ids.cpu(), logit_probs.cpu()  # rows are assembled on the CPU
     builder = RowBuilder(run, src, [_reader(tc) for tc in tcs], model.n_layers)
     wanted = builder.n_features if max_feature_nodes is None else min(builder.n_features, max_feature_nodes)
     bar = tqdm(total=len(logit_ids) + wanted, desc="attribution rows", unit="row", disable=not progress)
@@ -228,7 +233,8 @@ def attribute(
     tokens = model.to_str_tokens(ids_1P[0])
     return Graph(
         prompt=prompt, token_ids=ids_1P[0].tolist(), tokens=tokens, n_layers=model.n_layers,
-        features=src.features[selected], activations=src.activations[selected].float(),
+        features=src.features[selected.to(src.features.device)].cpu(),
+        activations=src.activations[selected.to(src.activations.device)].float().cpu(),
         logit_ids=logit_ids.tolist(), logit_tokens=[model.tokenizer.decode([i]) for i in logit_ids.tolist()],
         logit_probs=logit_probs.float(),
         adjacency=graph, model_name=model.name, transcoders=[tc.fingerprint() for tc in tcs],

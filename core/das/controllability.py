@@ -150,8 +150,8 @@ def controllability(model: Model, pairs: PromptPairs, attrs: list[dict[str, str]
                             supervised_codes(features, [c for *_, c in todo]))}  # fmt: skip
     for name, sae in saes.items():
         with torch.no_grad():
-            code_MF, target_MF = (sae.encode(v.to(sae.W_dec.dtype)).float() for v in (x_MD, cf_MD))
-        codes[name] = (code_MF, (target_MF, sae.W_dec.detach().float()))
+            code_MF, target_MF = (sae.encode(v.to(sae.W_dec.dtype)).float().to(v.device) for v in (x_MD, cf_MD))
+        codes[name] = (code_MF, (target_MF, sae.W_dec.detach().float().to(x_MD.device)))
     out = []
     for name, (code_MF, (target_MF, W_FD)) in codes.items():
         for k in ks:

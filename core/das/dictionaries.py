@@ -163,7 +163,7 @@ def compare_dictionaries(model: Model, pairs: PromptPairs, site: str, saes: Mapp
     recons = {"supervised": sup.reconstruct(attrs)}
     for name, sae in saes.items():
         with torch.no_grad():
-            recons[name] = sae.decode(sae.encode(x_ND.to(sae.W_dec.dtype))).float()
+            recons[name] = sae.decode(sae.encode(x_ND.to(sae.W_dec.dtype))).float().to(x_ND.device)
     rows = []
     for name, r in recons.items():
         suff = _logit_diff(model, pairs, sup.site, position, r) / clean

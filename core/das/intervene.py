@@ -113,12 +113,16 @@ def run(model: Model, prep: Prepared, idx: torch.Tensor, Q_DK: torch.Tensor | No
     rows_NP = torch.arange(len(idx))[:, None].expand_as(cols_NP)
     last_N = lengths - 1
     arange_N = torch.arange(len(idx))
-    src_NPD = prep.source_NPD[idx]
-    labels_N = prep.labels_N[idx]
+    device = model.device  # what the trace body mixes with the model's activations lives there too
+    rows_NP, cols_NP, last_N, arange_N = (t.to(device) for t in (rows_NP, cols_NP, last_N, arange_N))
+    src_NPD, labels_N = prep.source_NPD[idx].to(device), prep.labels_N[idx].to(device)
+    Q_DK = None if Q_DK is None else Q_DK.to(device)
     envoy, io = model.envoy(prep.site)
     last, readout = model.block(model.n_layers - 1), model.readout
-    inputs = {k: v.to(model.device) for k, v in enc.items()}
+    inputs = {k: v.to(device) for k, v in enc.items()}
     training = A_DK is not None
+    leaf_DK = A_DK  # the gradient is taken with respect to the caller's leaf, wherever it lives
+    A_DK = None if A_DK is None else A_DK.to(device)
     with torch.set_grad_enabled(training), model.nn.trace(inputs, **model.trace_kwargs) as tracer:
         x = read_site(envoy, io)
         base_NPD = x[rows_NP, cols_NP]
@@ -133,7 +137,7 @@ def run(model: Model, prep: Prepared, idx: torch.Tensor, Q_DK: torch.Tensor | No
         logits = readout(read_site(last, "output")[arange_N, last_N]).float()
         if A_DK is not None:
             loss = torch.nn.functional.cross_entropy(logits, labels_N)
-            (grad,) = torch.autograd.grad(loss, [A_DK])
+            (grad,) = torch.autograd.grad(loss, [leaf_DK])
             out = nnsight.save((loss.detach(), grad.detach(), logits.detach()))
         else:
             out = nnsight.save(logits)

@@ -62,13 +62,16 @@ class ActivationSource(Protocol):
 
     ``model`` is the model (a store's only when given: for token strings and logits); ``n_tokens`` the tokens
     it holds (None: as many as the corpus gives); ``reads_corpus`` whether it tokenises a corpus and runs the
-    model over it (a store holds its tokens).
+    model over it (a store holds its tokens). ``device`` is where its consumers compute by default: the model's
+    device for a model, the CPU for a store (activations are read onto the CPU; a consumer moves them to its
+    own device).
     """
 
     model_name: str
     model: Any
     n_tokens: int | None
     reads_corpus: bool
+    device: torch.device
 
     def sites_for(self, wanted: Sequence[str]) -> list[str]:
         """The sites it can give a job that names ``wanted``: a store's own, a model's the ones named."""
@@ -120,6 +123,7 @@ class ModelSource:
         self.model, self.corpus, self.context_size = model, corpus, context_size
         self.model_name = model.name
         self.docs = iter_texts(corpus)
+        self.device = torch.device(getattr(model, "device", "cpu"))
 
     def __repr__(self) -> str:
         return f"ModelSource({self.model_name!r}, {describe_corpus(self.corpus)})"
@@ -179,6 +183,7 @@ class StoreSource:
     def __init__(self, store: ActivationStore, model: Any = None) -> None:
         self.store, self.model = store, model
         self.model_name = store.model_name
+        self.device = torch.device("cpu")
         self.n_tokens: int | None = store.n_tokens
 
     def __repr__(self) -> str:

@@ -290,6 +290,6 @@ def absorption(
     X = torch.cat(xs)
     Z = encode_rows(sae, X).numpy()
     letters = np.array([w[0].lower() for w in words])
-    scores, main = absorption_scores(X.numpy(), Z, sae.W_dec.detach().float().numpy(), letters, test_fraction,
+    scores, main = absorption_scores(X.numpy(), Z, sae.W_dec.detach().float().cpu().numpy(), letters, test_fraction,
                                      seed, k_max, f1_jump, cos_threshold, min_words, min_share, convention)  # fmt: skip
     return AbsorptionResult(site=site, scores=scores, main=main)

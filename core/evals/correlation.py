@@ -162,7 +162,7 @@ def ablation_changes(sae: SAE, model: Model, texts: list[str], site: str, latent
     """Mean change of per-token surprisal (BOS and padding left out) when each set of ``latents`` is ablated at
     ``site``; one clean pass per batch serves every set."""
     totals, n = [0.0] * len(latent_sets), 0
-    Ws = [sae.W_dec.detach().float()[latents] for latents in latent_sets]
+    Ws = [sae.W_dec.detach().float()[latents].cpu() for latents in latent_sets]  # with the CPU activations
     for chunk in model.batches(texts, batch_size, "ablate"):
         enc = model.to_tokens(chunk)
         (x,) = model.run_sites(enc, [site])

@@ -141,7 +141,7 @@ def score_batch(
     with torch.no_grad():
         latents = sae.encode(x[keep])
         recon = x.clone()
-        recon[keep] = sae.decode(latents).to(recon.dtype)
+        recon[keep] = sae.decode(latents).to(recon.device, recon.dtype)
     zeros = x.clone()
     zeros[keep] = 0.0
     for name, replacement, clean in (("spliced", recon, clean_hidden), ("zero", zeros, None)):

@@ -78,11 +78,11 @@ def sites_batches(
 
 
 def encode_rows(sae: SAE, x_TD: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
-    """``sae.encode`` of token rows, ``chunk`` at a time, without gradients (float32 [T, d_sae])."""
+    """``sae.encode`` of token rows, ``chunk`` at a time, no gradients (float32 [T, d_sae], on ``x_TD``'s device)."""
     out = []
     with torch.no_grad():
         for start in range(0, x_TD.shape[0], chunk):
-            out.append(sae.encode(x_TD[start : start + chunk]).float())
+            out.append(sae.encode(x_TD[start : start + chunk]).float().to(x_TD.device))
     return torch.cat(out) if out else torch.zeros(0, sae.d_sae)
 
 

@@ -226,7 +226,7 @@ class _Scan:
                         raise ValueError(
                             f"NaN or inf activations at {site} in documents {sorted(set(batch.doc_B.tolist()))[:5]}."
                         )
-                    acts_TM = sae.encode(x_TD)
+                    acts_TM = sae.encode(x_TD).to("cpu")  # encoded on the SAE's device, counted on the CPU
                 t1 = time.perf_counter()
                 consistent = False
                 self.acc.update(acts_TM, batch)

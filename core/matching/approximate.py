@@ -44,8 +44,8 @@ def approximate(x_TD: torch.Tensor, sae_from: SAE, sae_to: SAE, perm: np.ndarray
     ff, ft = fold(sae_from), fold(sae_to)
     acts = sae_from.encode(x_TD.float()) / ff.scale  # folded activations
     moved = torch.zeros_like(acts)
-    moved[:, torch.as_tensor(perm)] = acts
-    return moved @ ft.W_dec + sae_to.b_dec.detach()
+    moved[:, torch.as_tensor(perm, device=acts.device)] = acts
+    return moved.to(ft.W_dec.device) @ ft.W_dec + sae_to.b_dec.detach()
 
 
 def _flat(acts: Any, site: str) -> torch.Tensor:

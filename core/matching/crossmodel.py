@@ -132,7 +132,7 @@ def aligned_latents(
     if not rows_a:
         raise ValueError("No token of these texts ends at the same character for both tokenizers.")
     with torch.no_grad():
-        return sae_a.encode(torch.cat(rows_a)), sae_b.encode(torch.cat(rows_b))
+        return sae_a.encode(torch.cat(rows_a)).cpu(), sae_b.encode(torch.cat(rows_b)).cpu()  # compared on the CPU
 
 
 def similarity(

@@ -56,7 +56,7 @@ def thresholds(sae: SAE) -> torch.Tensor:
     """Each latent's activation threshold [M]: the SAE's own (JumpReLU, BatchTopK), else ones (ReLU, TopK)."""
     t = sae.threshold
     if t is None:
-        return torch.ones(sae.d_sae)
+        return torch.ones(sae.d_sae, device=sae.W_dec.device)
     t = t.detach().float().clone()
     return torch.where(t > 0, t, torch.ones_like(t))
 

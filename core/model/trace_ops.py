@@ -65,8 +65,8 @@ def write_site(envoy: Any, io: str, value: Any) -> None:
 
 
 def sae_encode(p: dict[str, Any], x: torch.Tensor) -> torch.Tensor:
-    """Latent activations [..., d_sae] of ``x`` [..., d_in] under an SAE's ``trace_params()``."""
-    x = x.to(p["W_enc"].dtype) - p["b_in"]
+    """Latent activations [..., d_sae] of ``x`` [..., d_in] under an SAE's ``trace_params()`` (on their device)."""
+    x = x.to(p["W_enc"].device, p["W_enc"].dtype) - p["b_in"]
     pre = x @ p["W_enc"] + p["b_enc"]
     if "W_mag" in p:
         magnitude = (x @ p["W_mag"] + p["b_mag"]).relu()
@@ -81,7 +81,7 @@ def sae_encode(p: dict[str, Any], x: torch.Tensor) -> torch.Tensor:
 
 def sae_decode(p: dict[str, Any], acts: torch.Tensor) -> torch.Tensor:
     """Reconstruction [..., d_in] from latent activations under an SAE's ``trace_params()``."""
-    return acts @ p["W_dec"] + p["b_dec"]
+    return acts.to(p["W_dec"].device) @ p["W_dec"] + p["b_dec"]
 
 
 def clamp_delta(p: dict[str, Any], x: torch.Tensor, latent: int, value: float, dir_D: torch.Tensor) -> torch.Tensor:
@@ -90,7 +90,7 @@ def clamp_delta(p: dict[str, Any], x: torch.Tensor, latent: int, value: float, d
     Encode, set the latent, decode and add back the reconstruction error is exactly this,
     because decoding is linear.
     """
-    a = sae_encode(p, x)[..., latent : latent + 1].to(x.dtype)
+    a = sae_encode(p, x)[..., latent : latent + 1].to(x.device, x.dtype)
     return (value - a) * dir_D.to(x.device, x.dtype)
 
 
@@ -132,10 +132,10 @@ def orthonormal(A_DK: torch.Tensor) -> torch.Tensor:
 
 def interchange(base: torch.Tensor, source: torch.Tensor, Q_DK: torch.Tensor) -> torch.Tensor:
     """DAS's interchange intervention: ``base`` with its coordinates in the subspace of ``Q_DK`` (orthonormal
-    columns) replaced by ``source``'s, ``base + (source - base) Q Q^T``, computed in ``Q_DK``'s dtype and
-    returned in ``base``'s."""
-    b = base.to(Q_DK.dtype)
-    return (b + ((source.to(Q_DK.dtype) - b) @ Q_DK) @ Q_DK.T).to(base.dtype)
+    columns) replaced by ``source``'s, ``base + (source - base) Q Q^T``, computed in ``Q_DK``'s dtype on its device
+    and returned in ``base``'s."""
+    b = base.to(Q_DK.device, Q_DK.dtype)
+    return (b + ((source.to(Q_DK.device, Q_DK.dtype) - b) @ Q_DK) @ Q_DK.T).to(base.device, base.dtype)
 
 
 def top_logits(d_MD: torch.Tensor, W_VD: torch.Tensor, n: int, chunk: int = 8192) -> tuple[torch.Tensor, ...]:

@@ -119,7 +119,7 @@ def latent_deltas(sae: SAE, base_x: torch.Tensor, src_x: torch.Tensor) -> torch.
     with torch.no_grad():
         f_base = sae.encode(base_x.to(torch.float32)).float()  # [N, P, S]
         f_src = sae.encode(src_x.to(torch.float32)).float()
-    return f_src - f_base
+    return (f_src - f_base).cpu()  # encoded on the SAE's device; patching combines them on the CPU
 
 
 def patch_latents(

@@ -236,7 +236,7 @@ class SAE(nn.Module):
             raise ValueError(
                 f"This SAE reads d_in={self.d_in} activations ({self.site or 'no site'}); got last dim {x.shape[-1]}."
             )
-        return x.to(self.W_enc.dtype)
+        return x.to(self.W_enc.device, self.W_enc.dtype)  # activations meet the weights on their device
 
     def pre_acts(self, x: torch.Tensor) -> torch.Tensor:
         x = self._check_input(x)
@@ -258,7 +258,7 @@ class SAE(nn.Module):
 
     def skip_out(self, x: torch.Tensor) -> torch.Tensor | float:
         """A transcoder's affine skip term ``x @ W_skip`` [..., d_out] (0 without one)."""
-        return x.to(self.W_skip.dtype) @ self.W_skip if self.cfg.skip else 0.0
+        return x.to(self.W_skip.device, self.W_skip.dtype) @ self.W_skip if self.cfg.skip else 0.0
 
     def target_of(self, x: torch.Tensor, target: torch.Tensor | None) -> torch.Tensor:
         """What the loss compares the output with: ``x`` for an SAE, the checked ``target`` for a transcoder."""
@@ -271,13 +271,13 @@ class SAE(nn.Module):
                 f"target must have shape {[*x.shape[:-1], self.d_out]} (the rows of x, d_out={self.d_out}); "
                 f"got {list(target.shape)}."
             )
-        return target.to(self.W_dec.dtype)
+        return target.to(self.W_dec.device, self.W_dec.dtype)
 
     def decode(self, acts: torch.Tensor) -> torch.Tensor:
         """Reconstruction [..., d_out] from latent activations (a transcoder's skip term is added by forward)."""
         if acts.shape[-1] != self.d_sae:
             raise ValueError(f"This SAE has {self.d_sae} latents; decode got activations of last dim {acts.shape[-1]}.")
-        return acts @ self.W_dec + self.b_dec
+        return acts.to(self.W_dec.device) @ self.W_dec + self.b_dec
 
     #: Whether one latent's activation depends only on its own weights (False for TopK: on all of them).
     per_latent: ClassVar[bool] = True
@@ -311,7 +311,7 @@ class SAE(nn.Module):
             return p
         p.pop("W_dec"), p.pop("b_dec")
         if self.per_latent:
-            idx = torch.as_tensor(ids)
+            idx = torch.as_tensor(ids, device=self.W_enc.device)
             for key, axis in self.LATENT_AXIS.items():
                 if key in p:
                     p[key] = p[key].index_select(axis, idx).contiguous()

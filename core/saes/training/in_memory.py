@@ -24,7 +24,8 @@ def fit_tensor(
     x_TD: torch.Tensor, arch: str = "batchtopk", width: int = 256, k: int | None = None, steps: int = 1000,
     batch_size: int = 1024, lr: float = 1e-3, seed: int = 0, site: str = "", progress: bool = True, **settings: Any,
 ) -> SAE:  # fmt: skip
-    """An SAE of ``arch`` trained on the rows of ``x_TD`` [T, D] for ``steps`` Adam steps.
+    """An SAE of ``arch`` trained on the rows of ``x_TD`` [T, D] for ``steps`` Adam steps, on ``x_TD``'s
+    device (the SAE is initialised on the CPU, then moved there).
 
     >>> sae = fit_tensor(acts.flat("blocks.6.hook_resid_post"), arch="topk", width=512, k=16, steps=500)
     """
@@ -39,14 +40,15 @@ def fit_tensor(
     sae = SAE.create(arch, d_in=x_TD.shape[1], d_sae=check_int("width", width, minimum=1), site=site, **spec)
     sae.init_weights(seed)
     x = x_TD.detach().float()
+    sae.to(x.device)
     with torch.no_grad():
         sae.b_dec.copy_(x.median(0).values)
     opt = torch.optim.Adam(sae.parameters(), lr=lr, betas=(0.9, 0.999))
     gen = torch.Generator().manual_seed(seed)
-    last_fired = torch.zeros(sae.d_sae, dtype=torch.long)
+    last_fired = torch.zeros(sae.d_sae, dtype=torch.long, device=x.device)
     sae.train(True)
     for step in tqdm(range(steps), desc=f"fit {arch}", disable=not progress, leave=False):
-        batch = x[torch.randint(len(x), (min(batch_size, len(x)),), generator=gen)]
+        batch = x[torch.randint(len(x), (min(batch_size, len(x)),), generator=gen).to(x.device)]
         dead = (step - last_fired) > max(50, steps // 10)
         loss, out = sae.training_loss(batch, dead=dead)
         opt.zero_grad(set_to_none=True)

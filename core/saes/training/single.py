@@ -30,6 +30,7 @@ class TrainOptions(TypedDict, total=False):
     resample_every: int | None
     seed: int
     progress: bool
+    device: Any
 
 
 def train_sae(

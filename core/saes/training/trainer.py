@@ -108,13 +108,14 @@ def _resample(
         return 0
     y = x if target is None else target
     err = (y - recon).pow(2).sum(-1)
-    gen = torch.Generator().manual_seed(seed)
-    picks = torch.multinomial(err / err.sum(), len(idx), replacement=len(idx) > len(x), generator=gen)
+    gen = torch.Generator().manual_seed(seed)  # drawn on the CPU: the same picks on any device
+    weights = (err / err.sum()).cpu()
+    picks = torch.multinomial(weights, len(idx), replacement=len(idx) > len(x), generator=gen).to(x.device)
     directions = y[picks] - sae.b_dec
     directions /= directions.norm(dim=1, keepdim=True).clamp_min(1e-8)
     reads = directions if target is None else x[picks] / x[picks].norm(dim=1, keepdim=True).clamp_min(1e-8)
     alive = ~dead
-    enc_norm = sae.W_enc[:, alive].norm(dim=0).mean() if bool(alive.any()) else torch.tensor(1.0)
+    enc_norm = sae.W_enc[:, alive].norm(dim=0).mean() if bool(alive.any()) else torch.tensor(1.0, device=x.device)
     sae.W_dec[idx] = directions
     sae.W_enc[:, idx] = reads.T * enc_norm * 0.2
     sae.b_enc[idx] = 0.0
@@ -143,11 +144,13 @@ def train_saes(
     resample_every: int | None = None,
     seed: int = 0,
     progress: bool = True,
+    device: str | torch.device | None = None,
 ) -> list[SAE]:
     """Train one SAE per spec from one activation stream; :func:`~.single.train_sae` trains one.
 
     ``source``: an :class:`~interplab.core.data.store.ActivationStore` (or its path), or a model read over
-    ``corpus`` at ``site`` (and the sites the specs name).
+    ``corpus`` at ``site`` (and the sites the specs name). ``device``: where the SAEs are trained and returned
+    (default: the source's device, the model's for a model and the CPU for a store); batches are moved there.
 
     >>> saes = train_saes(store, [dict(arch="topk", k=32), dict(arch="batchtopk", k=32)], n_tokens=500_000)
     """
@@ -159,7 +162,8 @@ def train_saes(
     resample_every = resample_every or max(1, n_steps // 5)
     inputs = {"source": source.identity(), "specs": specs, "n_tokens": n_tokens, "batch_size": batch_size,
               "seed": seed, "dead_tokens": dead_tokens, "resample_every": resample_every}  # fmt: skip
-    run = _Training(specs, dims, source.model_name, seed, n_steps, dead_tokens, resample_every)
+    device = torch.device(device) if device is not None else getattr(source, "device", torch.device("cpu"))
+    run = _Training(specs, dims, source.model_name, seed, n_steps, dead_tokens, resample_every, device)
     job = ResumableJob(JOB, checkpoint_dir, inputs, write=_save_checkpoint)
     state = job.start()
     if state is not None:
@@ -191,16 +195,17 @@ class _Training:
 
     def __init__(
         self, specs: list[dict[str, Any]], dims: dict[str, int], model_name: str, seed: int, n_steps: int,
-        dead_tokens: int, resample_every: int,
+        dead_tokens: int, resample_every: int, device: str | torch.device = "cpu",
     ) -> None:  # fmt: skip
-        self.specs, self.seed, self.n_steps = specs, seed, n_steps
+        self.specs, self.seed, self.n_steps, self.device = specs, seed, n_steps, torch.device(device)
         self.dead_tokens, self.resample_every = dead_tokens, resample_every
-        self.saes = [create_sae(spec, dims, model_name, seed + i) for i, spec in enumerate(specs)]
+        # initialised on the CPU (the same weights for a seed on any device), then moved
+        self.saes = [create_sae(spec, dims, model_name, seed + i).to(device) for i, spec in enumerate(specs)]
         self.opts = [
             torch.optim.Adam(s.parameters(), lr=spec.get("lr", DEFAULT_LR), betas=(0.9, 0.999))
             for s, spec in zip(self.saes, specs)
         ]
-        self.since_fired = [torch.zeros(s.d_sae, dtype=torch.long) for s in self.saes]
+        self.since_fired = [torch.zeros(s.d_sae, dtype=torch.long, device=device) for s in self.saes]
         self.scales: dict[str, float] = {}
         self.step = 0
         self.tail_start = n_steps - max(1, n_steps // 10)  # explained variance is measured on the last 10% of steps
@@ -208,7 +213,8 @@ class _Training:
 
     def restore(self, where: Any, state: dict[str, Any]) -> None:
         _restore(Path(where), state, self.saes, self.opts)
-        self.since_fired, self.scales = list(state["since_fired"]), dict(state["scales"])
+        self.since_fired = [t.to(self.device) for t in state["since_fired"]]
+        self.scales = dict(state["scales"])
         self.step, self.tail = int(state["step"]), [list(map(float, t)) for t in state["tail"]]
 
     def state(self, corpus: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -222,6 +228,7 @@ class _Training:
 
     def train_on(self, batch: dict[str, torch.Tensor]) -> dict[str, str]:
         """One step of every SAE on ``batch`` ``{site: [B, d]}``; the first SAE's numbers for the progress bar."""
+        batch = {s: x.to(self.device) for s, x in batch.items()}
         for s, x in batch.items():
             if not torch.isfinite(x).all():
                 row = int((~torch.isfinite(x)).any(-1).nonzero()[0])
