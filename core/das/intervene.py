@@ -121,7 +121,7 @@ def run(model: Model, prep: Prepared, idx: torch.Tensor, Q_DK: torch.Tensor | No
     last, readout = model.block(model.n_layers - 1), model.readout
     inputs = {k: v.to(device) for k, v in enc.items()}
     training = A_DK is not None
-    leaf_DK = A_DK  # the gradient is taken with respect to the caller's leaf, wherever it lives
+    leaves = [] if A_DK is None else [A_DK]  # the gradient is taken with respect to the caller's leaf
     A_DK = None if A_DK is None else A_DK.to(device)
     with torch.set_grad_enabled(training), model.nn.trace(inputs, **model.trace_kwargs) as tracer:
         x = read_site(envoy, io)
@@ -137,7 +137,7 @@ def run(model: Model, prep: Prepared, idx: torch.Tensor, Q_DK: torch.Tensor | No
         logits = readout(read_site(last, "output")[arange_N, last_N]).float()
         if A_DK is not None:
             loss = torch.nn.functional.cross_entropy(logits, labels_N)
-            (grad,) = torch.autograd.grad(loss, [leaf_DK])
+            (grad,) = torch.autograd.grad(loss, leaves)
             out = nnsight.save((loss.detach(), grad.detach(), logits.detach()))
         else:
             out = nnsight.save(logits)
