@@ -36,3 +36,20 @@ def _one_thread_for_tiny_models(request):
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    """A tiny random GPT-2 Model, shared by a module's tests."""
+    return tiny_model("gpt2")
+
+
+@pytest.fixture
+def isolated_cache(tmp_path, monkeypatch):
+    """A test's own interplab cache folder, no progress bars, and the default memory budget afterwards."""
+    from interplab.core.memory.budget import set_memory_budget
+
+    monkeypatch.setenv("INTERPLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    yield
+    set_memory_budget(None)

@@ -14,18 +14,8 @@ from interplab.core.storage.readers import FileError
 
 import interplab as ilab
 from tests.contracts.test_crash_safety import CORPUS, FEATURES, SITE, _sae
-from tests.tiny import tiny_model
 
-
-@pytest.fixture(scope="module")
-def gpt2():
-    return tiny_model("gpt2")
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("INTERPLAB_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("TQDM_DISABLE", "1")
+pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 
 def test_a_tampered_dashboard_folder_writes_and_reads_only_inside_it(gpt2, tmp_path):

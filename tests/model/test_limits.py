@@ -13,20 +13,9 @@ from interplab.core.saes import SAE
 
 import interplab as ilab
 from tests.contracts.test_crash_safety import CORPUS, SITE, _sae
-from tests.tiny import TEXTS, tiny_model
+from tests.tiny import TEXTS
 
-
-@pytest.fixture(scope="module")
-def gpt2():
-    return tiny_model("gpt2")
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("INTERPLAB_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("TQDM_DISABLE", "1")
-    yield
-    set_memory_budget(None)
+pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 
 def no_forward(model, monkeypatch):  # type: ignore[no-untyped-def]

@@ -7,7 +7,6 @@ import torch
 from interplab.core.data.store import ActivationStore
 
 from tests.saes.helpers import D_A, D_B, N_STORE, SITE_A, SITE_B, planted, write_store
-from tests.tiny import tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +27,3 @@ def store(tmp_path_factory, x_a) -> ActivationStore:
 @pytest.fixture(scope="module")
 def store2(tmp_path_factory, x_a, x_b) -> ActivationStore:
     return write_store(tmp_path_factory.mktemp("store2") / "acts", {SITE_A: x_a, SITE_B: x_b})
-
-
-@pytest.fixture(scope="module")
-def gpt2():
-    return tiny_model("gpt2")

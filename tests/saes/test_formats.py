@@ -20,14 +20,8 @@ from interplab.core.saes.writer import save_saelens
 from interplab.core.storage.readers import FileError
 from safetensors.torch import load_file, save_file
 
-ARCHS = ["standard", "topk", "batchtopk", "jumprelu", "gated"]
-CLASSES = {
-    "standard": StandardSAE,
-    "topk": TopKSAE,
-    "batchtopk": BatchTopKSAE,
-    "jumprelu": JumpReLUSAE,
-    "gated": GatedSAE,
-}
+from tests.saes.helpers import ARCHS, CLASSES
+
 SAELENS_ARCH = {
     "standard": "standard",
     "topk": "topk",

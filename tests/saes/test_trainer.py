@@ -7,25 +7,12 @@ from __future__ import annotations
 import pytest
 import torch
 from interplab.core.data.store import ActivationStore
-from interplab.core.memory.budget import set_memory_budget
 from interplab.core.saes import train_sae
 from interplab.core.saes.training.trainer import CHECKPOINT, read_checkpoint, train_saes
 
 from tests.contracts.test_crash_safety import CORPUS, SITE
-from tests.tiny import tiny_model
 
-
-@pytest.fixture(scope="module")
-def gpt2():
-    return tiny_model("gpt2")
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("INTERPLAB_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("TQDM_DISABLE", "1")
-    yield
-    set_memory_budget(None)
+pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 
 @pytest.fixture
