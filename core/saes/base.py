@@ -77,6 +77,8 @@ class SAE(nn.Module):
     defaults: ClassVar[dict[str, Any]] = {}
     #: Whether the trainer re-initialises dead latents (Bricken et al.); TopK-style SAEs use AuxK instead.
     resample_dead: ClassVar[bool] = False
+    #: Whether its per-latent :attr:`threshold` is saved beside the weights (as ``threshold`` [d_sae]).
+    saves_threshold: ClassVar[bool] = False
     #: The folder it was loaded from, when known (labels and dashboards are kept beside it).
     source_path: Path | None = None
 
@@ -140,7 +142,8 @@ class SAE(nn.Module):
     @classmethod
     def tensor_shapes(cls, d_in: int, d_sae: int) -> dict[str, tuple[int, ...]]:
         """The tensors a saved SAE of this architecture holds, by their SAELens name, with their shapes."""
-        return {"W_enc": (d_in, d_sae), "b_enc": (d_sae,), "W_dec": (d_sae, d_in), "b_dec": (d_in,)}
+        shapes = {"W_enc": (d_in, d_sae), "b_enc": (d_sae,), "W_dec": (d_sae, d_in), "b_dec": (d_in,)}
+        return {**shapes, "threshold": (d_sae,)} if cls.saves_threshold else shapes
 
     @classmethod
     def file_shapes(cls, cfg: SAEConfig) -> dict[str, tuple[int, ...]]:
@@ -356,7 +359,8 @@ class SAE(nn.Module):
 
     def extra_state(self) -> dict[str, torch.Tensor]:
         """Tensors beyond the four shared ones, keyed by their SAELens name."""
-        return {}
+        threshold = self.threshold
+        return {"threshold": threshold.detach().clone()} if self.saves_threshold and threshold is not None else {}
 
     def check_fits(self, model: Any, site: str | None = None) -> str:
         """The site this SAE reads on ``model``; a clear error if its site or width does not fit."""

@@ -19,12 +19,15 @@ THRESHOLD_RATE = 0.01
 
 
 class BatchTopKSAE(TopKSAE):
-    arch = "batchtopk"
-    saelens_arch = "jumprelu"
-    saelens_transcoder_arch = "jumprelu_transcoder"
     batch_topk = True
-
+    per_latent = True
+    encode = SAE.encode  # inference: the estimated threshold, not TopK's per-token selection
+    trace_tensors = SAE.trace_tensors  # the same threshold rule inside a trace
     topk_threshold: torch.Tensor  # a buffer: the estimated inference threshold
+    arch = "batchtopk"
+    saves_threshold = True
+    saelens_arch = "jumprelu"  # saved with its threshold, SAELens reads it as JumpReLU
+    saelens_transcoder_arch = "jumprelu_transcoder"
 
     def __init__(self, cfg: SAEConfig):
         super().__init__(cfg)
@@ -33,10 +36,6 @@ class BatchTopKSAE(TopKSAE):
     @property
     def threshold(self) -> torch.Tensor:
         return self.topk_threshold.expand(self.d_sae)
-
-    encode = SAE.encode  # inference: the estimated threshold, not TopK's per-token selection
-    trace_tensors = SAE.trace_tensors  # the same threshold rule inside a trace
-    per_latent = True
 
     @torch.no_grad()
     def _after_select(self, acts: torch.Tensor, active: torch.Tensor) -> None:
@@ -47,13 +46,6 @@ class BatchTopKSAE(TopKSAE):
             self.topk_threshold.copy_(smallest)
         else:
             self.topk_threshold.lerp_(smallest, THRESHOLD_RATE)
-
-    @classmethod
-    def tensor_shapes(cls, d_in: int, d_sae: int) -> dict[str, tuple[int, ...]]:
-        return {**super().tensor_shapes(d_in, d_sae), "threshold": (d_sae,)}
-
-    def extra_state(self) -> dict[str, torch.Tensor]:
-        return {"threshold": self.threshold.detach().clone()}
 
     @torch.no_grad()
     def load_extra(self, tensors: dict[str, torch.Tensor]) -> None:

@@ -22,6 +22,7 @@ INITIAL_THRESHOLD = 0.001
 
 class JumpReLUSAE(SAE):
     arch = "jumprelu"
+    saves_threshold = True
     saelens_arch = "jumprelu"
     saelens_transcoder_arch = "jumprelu_transcoder"
     defaults: ClassVar[dict[str, Any]] = {"l0_coefficient": 0.5}
@@ -41,10 +42,7 @@ class JumpReLUSAE(SAE):
         y = self.target_of(x, target)
         recon, l0, active = jumprelu_l0(
             x,
-            self.W_enc,
-            self.b_enc,
-            self.W_dec,
-            self.b_dec,
+            (self.W_enc, self.b_enc, self.W_dec, self.b_dec),
             self.log_threshold,
             self.cfg.bandwidth,
             self.cfg.apply_b_dec_to_input,
@@ -53,13 +51,6 @@ class JumpReLUSAE(SAE):
         mse = (recon - y).pow(2).sum(-1).mean()
         loss = mse + (self.cfg.l0_coefficient or 0.0) * l0
         return loss, {"recon": recon, "mse": float(mse.detach()), "l0": float(l0.detach()), "fired": active.any(0)}
-
-    @classmethod
-    def tensor_shapes(cls, d_in: int, d_sae: int) -> dict[str, tuple[int, ...]]:
-        return {**super().tensor_shapes(d_in, d_sae), "threshold": (d_sae,)}
-
-    def extra_state(self) -> dict[str, torch.Tensor]:
-        return {"threshold": self.threshold.detach().clone()}
 
     @torch.no_grad()
     def set_threshold(self, threshold: torch.Tensor) -> None:

@@ -30,7 +30,7 @@ class StandardSAE(SAE):
     ) -> tuple[torch.Tensor, dict[str, Any]]:
         x = self._check_input(x)
         y = self.target_of(x, target)
-        recon, l1, active = relu_l1(x, self.W_enc, self.b_enc, self.W_dec, self.b_dec, self.cfg.apply_b_dec_to_input)
+        recon, l1, active = relu_l1(x, (self.W_enc, self.b_enc, self.W_dec, self.b_dec), self.cfg.apply_b_dec_to_input)
         recon = recon + self.skip_out(x)
         mse = (recon - y).pow(2).sum(-1).mean()
         loss = mse + (self.cfg.l1_coefficient or 0.0) * l1

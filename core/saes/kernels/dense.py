@@ -7,7 +7,7 @@ the same loss terms and gradients with the five matmuls the maths needs and as f
 
 Example
 -------
->>> recon_BD, l1, mask_BM = relu_l1(x_BD, W_enc, b_enc, W_dec, b_dec, b_dec_in=True)
+>>> recon_BD, l1, mask_BM = relu_l1(x_BD, (W_enc, b_enc, W_dec, b_dec), b_dec_in=True)
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
+#: The four tensors of a dense SAE, in this order: W_enc [D, M], b_enc [M], W_dec [M, D], b_dec [D].
+DenseWeights = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 def _center(x: torch.Tensor, b_dec: torch.Tensor, b_dec_in: bool) -> torch.Tensor:
@@ -41,15 +44,8 @@ class _ReLUL1(torch.autograd.Function):
     """recon = relu(x_c W_enc + b_enc) W_dec + b_dec, and l1 = mean over rows of the summed activations."""
 
     @staticmethod
-    def forward(
-        ctx: Any,
-        x: torch.Tensor,
-        W_enc: torch.Tensor,
-        b_enc: torch.Tensor,
-        W_dec: torch.Tensor,
-        b_dec: torch.Tensor,
-        b_dec_in: bool,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def forward(ctx: Any, x: torch.Tensor, b_dec_in: bool, *weights: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        W_enc, b_enc, W_dec, b_dec = weights
         x_c = _center(x, b_dec, b_dec_in)
         acts = torch.addmm(b_enc, x_c, W_enc).relu_()
         mask = acts > 0
@@ -65,19 +61,12 @@ class _ReLUL1(torch.autograd.Function):
         x_c, acts, mask, W_enc, W_dec = ctx.saved_tensors
         g_recon = g_recon.contiguous()
         g_pre = torch.mm(g_recon, W_dec.T).add_(g_l1 / x_c.shape[0]).mul_(mask)
-        return None, *_weight_grads(x_c, acts, g_pre, g_recon, W_enc, ctx.b_dec_in), None
+        return None, None, *_weight_grads(x_c, acts, g_pre, g_recon, W_enc, ctx.b_dec_in)
 
 
-def relu_l1(
-    x: torch.Tensor,
-    W_enc: torch.Tensor,
-    b_enc: torch.Tensor,
-    W_dec: torch.Tensor,
-    b_dec: torch.Tensor,
-    b_dec_in: bool,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def relu_l1(x: torch.Tensor, weights: DenseWeights, b_dec_in: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(recon [B, D], L1 per row averaged over rows, active mask [B, M]) of a ReLU SAE, with fused gradients."""
-    return _ReLUL1.apply(x, W_enc, b_enc, W_dec, b_dec, b_dec_in)
+    return _ReLUL1.apply(x, b_dec_in, *weights)
 
 
 class _JumpReLUL0(torch.autograd.Function):
@@ -88,17 +77,8 @@ class _JumpReLUL0(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(
-        ctx: Any,
-        x: torch.Tensor,
-        W_enc: torch.Tensor,
-        b_enc: torch.Tensor,
-        W_dec: torch.Tensor,
-        b_dec: torch.Tensor,
-        log_t: torch.Tensor,
-        bandwidth: float,
-        b_dec_in: bool,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def forward(ctx: Any, x: torch.Tensor, b_dec_in: bool, bandwidth: float, *tensors: torch.Tensor) -> Any:
+        log_t, W_enc, b_enc, W_dec, b_dec = tensors
         x_c = _center(x, b_dec, b_dec_in)
         t = log_t.exp()
         pre = torch.addmm(b_enc, x_c, W_enc)
@@ -122,18 +102,11 @@ class _JumpReLUL0(torch.autograd.Function):
         near = g_acts[rows, cols] * t[cols] + g_l0 / n_rows
         g_t = -torch.zeros_like(t).index_add_(0, cols, near) / bw
         g_pre = g_acts.mul_(mask)
-        return None, *_weight_grads(x_c, acts, g_pre, g_recon, W_enc, ctx.b_dec_in), g_t * t, None, None
+        return None, None, None, g_t * t, *_weight_grads(x_c, acts, g_pre, g_recon, W_enc, ctx.b_dec_in)
 
 
 def jumprelu_l0(
-    x: torch.Tensor,
-    W_enc: torch.Tensor,
-    b_enc: torch.Tensor,
-    W_dec: torch.Tensor,
-    b_dec: torch.Tensor,
-    log_threshold: torch.Tensor,
-    bandwidth: float,
-    b_dec_in: bool,
+    x: torch.Tensor, weights: DenseWeights, log_threshold: torch.Tensor, bandwidth: float, b_dec_in: bool
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(recon [B, D], mean L0, active mask [B, M]) of a JumpReLU SAE, with fused straight-through gradients."""
-    return _JumpReLUL0.apply(x, W_enc, b_enc, W_dec, b_dec, log_threshold, bandwidth, b_dec_in)
+    return _JumpReLUL0.apply(x, b_dec_in, bandwidth, log_threshold, *weights)
