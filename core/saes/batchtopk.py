@@ -34,7 +34,7 @@ class BatchTopKSAE(TopKSAE):
     def threshold(self) -> torch.Tensor:
         return self.topk_threshold.expand(self.d_sae)
 
-    encode = SAE.encode  # inference: the estimated threshold, not TopK's per-token selection
+    _encode = SAE._encode  # inference: the estimated threshold, not TopK's per-token selection
     trace_tensors = SAE.trace_tensors  # the same threshold rule inside a trace
     per_latent = True
 
