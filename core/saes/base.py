@@ -66,10 +66,10 @@ class SAEConfig:
         return asdict(self)
 
 
-
 def _keeps_graph(x: torch.Tensor) -> bool:
     """Whether work on ``x`` records an autograd graph: grad mode is on and ``x`` itself requires grad."""
     return torch.is_grad_enabled() and x.requires_grad
+
 
 class SAE(nn.Module):
     """A sparse autoencoder over one site's activations. Subclasses implement ``encode`` and the loss."""

@@ -30,7 +30,6 @@ def test_shapes_and_class_for_every_arch(arch):
     assert (sae.encode(x2) >= 0).all()
 
 
-
 @pytest.mark.parametrize("arch", ARCHS)
 def test_encode_outside_training_gives_plain_tensors(arch):
     """Encoding, decoding and the forward pass of plain activations build no autograd graph (``float()`` of a latent
@@ -50,6 +49,7 @@ def test_encode_outside_training_gives_plain_tensors(arch):
     loss, _ = sae.training_loss(torch.randn(64, 8) * 3)
     loss.backward()
     assert sae.W_enc.grad is not None and sae.W_dec.grad is not None
+
 
 def test_direction_is_decoder_row_and_bad_index_names_range():
     sae = randomize(SAE.create("topk", d_in=8, d_sae=16, k=2))
