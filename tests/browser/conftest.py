@@ -28,6 +28,8 @@ from typing import Any, NoReturn
 import pytest
 from playwright.sync_api import Locator, Page
 
+from lab.command import lab_command
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -169,9 +171,9 @@ def lab_server(lab_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
         home=home,
     )
     cmd = [
-        sys.executable, "-m", "jupyter", "lab",
-        "--no-browser", "--allow-root",
-        "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
+        # the command of `make lab` (its server config; --allow-root as root), then this harness's own settings
+        *lab_command(sys.executable),
+        "--no-browser", f"--port={port}", "--ServerApp.port_retries=0",
         f"--IdentityProvider.token={token}",
         f"--ServerApp.root_dir={server.root}",
         "--LabApp.expose_app_in_browser=True",
