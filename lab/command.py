@@ -20,7 +20,8 @@ def lab_command(python: str = sys.executable, uid: int | None = None) -> list[st
     """JupyterLab with the lab's server config (``lab/jupyter_server_config.py``) on 127.0.0.1.
 
     ``--allow-root`` only for ``uid`` 0 (default: this process's effective user id): Jupyter refuses to start
-    as root without it (a container, a cloud notebook), and a user does not need it. ``-P`` keeps the
+    as root without it (a container, a cloud notebook), and a user does not need it. The ``--config`` file
+    takes the place of ``jupyter_server_config.py`` from Jupyter's config folders for this server. ``-P`` keeps the
     repository root off the server's import path, where ``interplab/`` would shadow the installed package.
     """
     uid = os.geteuid() if uid is None else uid
