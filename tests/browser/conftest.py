@@ -1,5 +1,8 @@
 """Browser harness: a real JupyterLab server driven by Playwright in Debian's Chromium.
 
+The server is the one ``make lab`` starts (``lab/command.py`` and its config: the repository root, the
+shipped notebooks saved without outputs) with this harness's port, token and temporary folders.
+
 Fixtures: ``lab_root``, ``lab_server``, ``run_notebook`` (plus the pytest-playwright
 overrides ``browser_type_launch_args`` and ``browser_context_args``).  A failing test that
 used ``page`` gets a screenshot in its ``tmp_path`` and the server log tail in its report.
