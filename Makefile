@@ -95,8 +95,11 @@ lint: $(STAMPS)/venv $(STAMPS)/npm
 test: setup chromium ndif-env refs lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# JupyterLab serving the repository root, its printed URL opening the tour: `python -m lab` (lab/command.py, with
+# --allow-root only when run as root, and lab/jupyter_server_config.py, which saves the shipped notebooks without
+# outputs). The browser tests start their server from the same command.
 lab: setup
-	$(VENV)/bin/jupyter lab --ip=127.0.0.1 nbs/00_tour.ipynb
+	$(PY) -m lab
 
 # The documentation site in build/site/ (mkdocs.yml; open build/site/index.html, it works offline over file://):
 # the guides in docs/, the API reference from the docstrings, and every notebook in nbs/ executed and exported as

@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import platform
+import runpy
 import shutil
 import statistics
 import subprocess
@@ -90,7 +91,8 @@ def notebook_peak(path: Path) -> dict:
 
 def bench_notebooks(stems: list[str] | None) -> dict:
     out = {}
-    for path in sorted(NBS.glob("*.ipynb")):
+    shipped = runpy.run_path(str(ROOT / "lab" / "notebooks.py"))["shipped_notebooks"](ROOT)  # not a scratch notebook
+    for path in shipped:
         if stems and path.stem not in stems:
             continue
         log(f"notebook {path.name}")

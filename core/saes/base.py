@@ -66,6 +66,11 @@ class SAEConfig:
         return asdict(self)
 
 
+def _keeps_graph(x: torch.Tensor) -> bool:
+    """Whether work on ``x`` records an autograd graph: grad mode is on and ``x`` itself requires grad."""
+    return torch.is_grad_enabled() and x.requires_grad
+
+
 class SAE(nn.Module):
     """A sparse autoencoder over one site's activations. Subclasses implement ``encode`` and the loss."""
 
@@ -250,9 +255,19 @@ class SAE(nn.Module):
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """Latent activations [..., d_sae] (dense; zeros where a latent does not fire).
 
-        Here: the pre-activations above :attr:`threshold` (JumpReLU inference, also BatchTopK's);
-        architectures without a threshold override it.
+        Plain activations give a plain tensor (no autograd graph); activations that require grad keep
+        theirs, for gradients with respect to the activations (attribution). The weights get their
+        gradients from :meth:`training_loss`, which the trainers call.
+
+        >>> sae.encode(x_BD).requires_grad
+        False
         """
+        with torch.set_grad_enabled(_keeps_graph(x)):
+            return self._encode(x)
+
+    def _encode(self, x: torch.Tensor) -> torch.Tensor:
+        """The activation rule. Here: the pre-activations above :attr:`threshold` (JumpReLU inference, also
+        BatchTopK's); architectures without a threshold override it."""
         threshold = self.threshold
         if threshold is None:
             raise NotImplementedError(f"{type(self).__name__} must define encode (it has no threshold).")
@@ -280,7 +295,8 @@ class SAE(nn.Module):
         """Reconstruction [..., d_out] from latent activations (a transcoder's skip term is added by forward)."""
         if acts.shape[-1] != self.d_sae:
             raise ValueError(f"This SAE has {self.d_sae} latents; decode got activations of last dim {acts.shape[-1]}.")
-        return acts.to(self.W_dec.device) @ self.W_dec + self.b_dec
+        with torch.set_grad_enabled(_keeps_graph(acts)):  # a graph only when the latents carry one, as encode
+            return acts.to(self.W_dec.device) @ self.W_dec + self.b_dec
 
     #: Whether one latent's activation depends only on its own weights (False for TopK: on all of them).
     per_latent: ClassVar[bool] = True
@@ -321,8 +337,10 @@ class SAE(nn.Module):
         return p
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """The reconstruction of ``x`` (an SAE) or the prediction of the output site (a transcoder)."""
-        return self.decode(self.encode(x)) + self.skip_out(x)
+        """The reconstruction of ``x`` (an SAE) or the prediction of the output site (a transcoder); an
+        autograd graph only when ``x`` requires grad, as :meth:`encode`."""
+        with torch.set_grad_enabled(_keeps_graph(x)):
+            return self.decode(self._encode(x)) + self.skip_out(x)
 
     # ----------------------------------------------------------- training
     def training_loss(

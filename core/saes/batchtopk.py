@@ -21,7 +21,7 @@ THRESHOLD_RATE = 0.01
 class BatchTopKSAE(TopKSAE):
     batch_topk = True
     per_latent = True
-    encode = SAE.encode  # inference: the estimated threshold, not TopK's per-token selection
+    _encode = SAE._encode  # inference: the estimated threshold, not TopK's per-token selection
     trace_tensors = SAE.trace_tensors  # the same threshold rule inside a trace
     topk_threshold: torch.Tensor  # a buffer: the estimated inference threshold
     arch = "batchtopk"

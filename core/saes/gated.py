@@ -42,7 +42,7 @@ class GatedSAE(SAE):
             mag = {"W_mag": (self.W_enc * self.r_mag.exp()).detach().clone(), "b_mag": self.b_mag.detach().clone()}
         return {**super().trace_tensors(), **mag}
 
-    def encode(self, x: torch.Tensor) -> torch.Tensor:
+    def _encode(self, x: torch.Tensor) -> torch.Tensor:
         pre_gate, magnitude = self._paths(x)
         return (pre_gate > 0).to(magnitude.dtype) * magnitude
 

@@ -22,7 +22,7 @@ class StandardSAE(SAE):
     defaults: ClassVar[dict[str, Any]] = {"l1_coefficient": 2.0}
     resample_dead = True
 
-    def encode(self, x: torch.Tensor) -> torch.Tensor:
+    def _encode(self, x: torch.Tensor) -> torch.Tensor:
         return self.pre_acts(x).relu()
 
     def training_loss(

@@ -39,7 +39,7 @@ class TopKSAE(SAE):
         assert self.cfg.k is not None
         return self.cfg.k
 
-    def encode(self, x: torch.Tensor) -> torch.Tensor:
+    def _encode(self, x: torch.Tensor) -> torch.Tensor:
         pre = self.pre_acts(x)
         vals, idx = torch.topk(pre, self.k, dim=-1)
         return torch.zeros_like(pre).scatter_(-1, idx, vals.relu())

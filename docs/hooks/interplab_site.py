@@ -5,8 +5,9 @@ Three jobs, each at its build event:
 * ``on_config``: the link tree ``build/api-source/interplab/`` (links to ``interplab/*``, ``core/`` and
   ``widgets/``) that mkdocstrings reads as the ``interplab`` package: the source folders are installed under
   other names (``core/`` as ``interplab.core``), which griffe cannot map by itself.
-* ``on_files``: every notebook in ``nbs/`` exported by :func:`interplab.export.export_html` (executed, so its
-  widgets render offline) into ``notebooks/html/``, and one page per notebook framing it. The environment variable
+* ``on_files``: every shipped notebook of ``nbs/`` (``lab/notebooks.py``'s list, not a user's scratch notebook)
+  exported by :func:`interplab.export.export_html` (executed, so its widgets render offline) into
+  ``notebooks/html/``, and one page per notebook framing it. The environment variable
   ``INTERPLAB_DOCS_EXECUTE`` chooses which notebooks run: unset or ``all`` every one, ``none`` none, or a comma
   separated list of names (``01_heatmaps,02_saes``); the others are exported with their code and text only.
 * ``on_page_markdown``: the table of the face's names (``interplab.__all__``) on the page that asks for it with
@@ -22,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import runpy
 import shutil
 import tempfile
 import time
@@ -36,7 +38,6 @@ from mkdocs.structure.files import File, Files
 log = logging.getLogger("mkdocs.hooks.interplab")
 
 ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOKS = ROOT / "nbs"
 API_SOURCE = ROOT / "build" / "api-source"
 #: Folders installed under the interplab package (setup.py's ROOTS) besides interplab/ itself.
 SUBPACKAGES = {"core": ROOT / "core", "widgets": ROOT / "widgets"}
@@ -128,12 +129,19 @@ def notebook_page(path: Path, executed: bool) -> str:
     )
 
 
+def shipped_notebooks(root: Path = ROOT) -> list[Path]:
+    """The shipped notebooks of ``root/nbs`` in order: ``lab/notebooks.py``'s list, loaded by path (the hook is not
+    run from a package), so a notebook a user makes in ``nbs/`` is neither executed nor published."""
+    paths: list[Path] = runpy.run_path(str(root / "lab" / "notebooks.py"))["shipped_notebooks"](root)
+    return paths
+
+
 def export_notebooks(out: Path, execute: set[str]) -> dict[Path, bool]:
-    """Export every notebook of ``nbs/`` into ``out`` (scripts in ``out/interplab-static``); which ran."""
+    """Export every shipped notebook into ``out`` (scripts in ``out/interplab-static``); which ran."""
     from interplab.export import export_html
 
     done: dict[Path, bool] = {}
-    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+    for path in shipped_notebooks():
         run = path.stem in execute
         started = time.perf_counter()
         try:
@@ -148,8 +156,7 @@ def export_notebooks(out: Path, execute: set[str]) -> dict[Path, bool]:
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
-    notebooks = sorted(NOTEBOOKS.glob("*.ipynb"))
-    execute = notebooks_to_execute(notebooks, os.environ.get(EXECUTE_VAR))
+    execute = notebooks_to_execute(shipped_notebooks(), os.environ.get(EXECUTE_VAR))
     staging = Path(tempfile.mkdtemp(prefix="interplab-docs-"))
     _staging.append(staging)
     for path, executed in export_notebooks(staging, execute).items():

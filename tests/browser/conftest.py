@@ -1,5 +1,8 @@
 """Browser harness: a real JupyterLab server driven by Playwright in Debian's Chromium.
 
+The server is the one ``make lab`` starts (``lab/command.py`` and its config: the repository root, the
+shipped notebooks saved without outputs) with this harness's port, token and temporary folders.
+
 Fixtures: ``lab_root``, ``lab_server``, ``run_notebook`` (plus the pytest-playwright
 overrides ``browser_type_launch_args`` and ``browser_context_args``).  A failing test that
 used ``page`` gets a screenshot in its ``tmp_path`` and the server log tail in its report.
@@ -27,6 +30,8 @@ from typing import Any, NoReturn
 
 import pytest
 from playwright.sync_api import Locator, Page
+
+from lab.command import lab_command
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -169,9 +174,9 @@ def lab_server(lab_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
         home=home,
     )
     cmd = [
-        sys.executable, "-m", "jupyter", "lab",
-        "--no-browser", "--allow-root",
-        "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
+        # the command of `make lab` (its server config; --allow-root as root), then this harness's own settings
+        *lab_command(sys.executable),
+        "--no-browser", f"--port={port}", "--ServerApp.port_retries=0",
         f"--IdentityProvider.token={token}",
         f"--ServerApp.root_dir={server.root}",
         "--LabApp.expose_app_in_browser=True",

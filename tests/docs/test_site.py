@@ -17,10 +17,12 @@ from typing import Any
 import pytest
 import yaml
 
+from lab.notebooks import shipped_notebooks
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 CONFIG = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
-NOTEBOOKS = sorted((ROOT / "nbs").glob("*.ipynb"))
+NOTEBOOKS = shipped_notebooks()  # the shipped ones, not a scratch notebook a user made in nbs/
 
 
 def nav_pages(nav: Any) -> list[str]:

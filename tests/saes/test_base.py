@@ -30,6 +30,27 @@ def test_shapes_and_class_for_every_arch(arch):
     assert (sae.encode(x2) >= 0).all()
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_encode_outside_training_gives_plain_tensors(arch):
+    """Encoding, decoding and the forward pass of plain activations build no autograd graph (``float()`` of a latent
+    does not warn); activations that require grad keep theirs, so attribution through an SAE still gets gradients;
+    training's loss still reaches every parameter."""
+    sae = randomize(SAE.create(arch, d_in=8, d_sae=24, k=3 if "topk" in arch else None), scale=0.5)
+    assert all(p.requires_grad for p in sae.parameters())  # the control: the weights are trainable
+    x = torch.randn(5, 8)
+    latents = sae.encode(x)
+    assert not latents.requires_grad and latents.grad_fn is None
+    assert not sae.decode(latents).requires_grad and not sae(x).requires_grad
+    x_grad = x.clone().requires_grad_(True)
+    sae.encode(x_grad).sum().backward()
+    assert x_grad.grad is not None and x_grad.grad.abs().sum() > 0
+    with torch.no_grad():
+        assert not sae.encode(x_grad).requires_grad
+    loss, _ = sae.training_loss(torch.randn(64, 8) * 3)
+    loss.backward()
+    assert sae.W_enc.grad is not None and sae.W_dec.grad is not None
+
+
 def test_direction_is_decoder_row_and_bad_index_names_range():
     sae = randomize(SAE.create("topk", d_in=8, d_sae=16, k=2))
     for i in (0, 7, 15):
