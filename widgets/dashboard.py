@@ -20,6 +20,7 @@ import numpy as np
 import traitlets
 from interplab.core.checks import check_latent
 from interplab.core.features.cards import TOP_LATENTS, histogram_chart, text_latents
+from interplab.core.features.density import MAX_DENSITY, check_max_density
 from interplab.core.features.labels import check_label
 from interplab.core.views.charts import offline
 
@@ -51,6 +52,9 @@ class FeatureDashboard(Widget):
     sort, scores, score_name
         The list's order: "density", "max_act", "score" or "id" (default: "score" when ``scores``,
         [d_sae] numbers of your own, are given, else "density").
+    max_density
+        "Try your text" lists each token's top latents leaving out those firing on more than this fraction of the
+        data's tokens (default 0.1; None keeps them all).
     """
 
     _esm = esm("dashboard")
@@ -87,8 +91,10 @@ class FeatureDashboard(Widget):
         scores: Any = None,
         score_name: str = "score",
         selected: int | None = None,
+        max_density: float | None = MAX_DENSITY,
         **feature_kwargs: Any,
     ) -> None:
+        self._max_density = check_max_density(max_density)
         sort = ("density" if scores is None else "score") if sort is None else sort
         if sort not in SORTS:
             raise ValueError(f"sort={sort!r} is not one of {SORTS}.")
@@ -226,12 +232,16 @@ class FeatureDashboard(Widget):
     def try_text(self, text: str, latent: int | None = None, top: int = TRY_TOP) -> dict[str, Any]:
         """Run ``text`` through the model and SAE: per-token activation of ``latent`` and top latents.
 
-        Returns ``{"tokens": [str], "acts": [n_tok], "top_ids": [n_tok, top], "top_values": [n_tok, top]}``
-        (BOS left out), what the box in the widget shows (:func:`interplab.core.features.cards.text_latents`).
+        Returns ``{"tokens": [str], "acts": [n_tok], "top_ids": [n_tok, top], "top_values": [n_tok, top],
+        "density_filter": str}`` (BOS left out; latents denser than the dashboard's ``max_density`` on its data
+        left out of the lists), what the box in the widget shows (:func:`interplab.core.features.cards.text_latents`).
         """
         if self._sae is None or self._model is None:
             raise RuntimeError("try_text needs the SAE and the model: FeatureDashboard(data, sae=sae, model=model).")
-        return text_latents(self._sae, self._model, text, self.selected if latent is None else latent, top)
+        latent = self.selected if latent is None else latent
+        return text_latents(
+            self._sae, self._model, text, latent, top, max_density=self._max_density, density=self._data
+        )
 
     # ------------------------------------------------------------ internals
     @traitlets.validate("selected")
@@ -334,7 +344,13 @@ class FeatureDashboard(Widget):
             return
         shapes = {k: list(out[k].shape) for k in ("acts", "top_ids", "top_values")}
         self.send(
-            {"type": "try", "tokens": out["tokens"], "latent": self._check_latent(latent), "shapes": shapes},
+            {
+                "type": "try",
+                "tokens": out["tokens"],
+                "latent": self._check_latent(latent),
+                "shapes": shapes,
+                "density_filter": out["density_filter"],
+            },
             buffers=[out["acts"].tobytes(), out["top_ids"].tobytes(), out["top_values"].tobytes()],
         )
 

@@ -29,6 +29,7 @@ from ..model.remote import REQUEST_BYTES
 from ..model.sites import resolve
 from ..model.trace_ops import top_logits
 from .data import FeatureData
+from .density import MAX_DENSITY, check_max_density, latent_density, top_latents
 
 if TYPE_CHECKING:
     from ..model.model import Model
@@ -40,7 +41,8 @@ class ActiveLatents(NamedTuple):
 
     tokens: list[str]
     ids: np.ndarray  # [n_tok, top] int64
-    values: np.ndarray  # [n_tok, top] float32
+    values: np.ndarray  # [n_tok, top] float32 (0: a slot no latent fills)
+    density_filter: str = "no density filter"  # which latents the lists leave out
 
 
 class RankedLatents(NamedTuple):
@@ -195,15 +197,23 @@ def latents_for_token(data_or_sae: SAE | FeatureData, model: Model, token_str: s
     return RankedLatents(idx.numpy().astype(np.int64), v.numpy().astype(np.float32))
 
 
-def active_latents(sae: SAE, model: Model, text: str, top: int = 5) -> ActiveLatents:
+def active_latents(
+    sae: SAE, model: Model, text: str, top: int = 5, *, max_density: float | None = MAX_DENSITY, density: Any = None
+) -> ActiveLatents:
     """Which latents fire where on ``text``: for each token (BOS left out), its ``top`` latents.
+
+    Latents firing on more than ``max_density`` of tokens are left out (None: keep them); the density is
+    ``density`` (FeatureData or one fraction per latent) or the SAE's stored firing rates
+    (:mod:`interplab.core.features.density`); unknown, nothing is left out. ``density_filter`` says which.
 
     >>> found = active_latents(sae, model, "Paris is in France"); found.tokens, found.ids[:, 0]
     """
     check_positive_int("top", top)
+    max_density = check_max_density(max_density)
+    dens = latent_density(sae, density)
     tokens, acts = latent_activations(sae, model, text)
-    v, idx = torch.from_numpy(acts).topk(min(top, sae.d_sae), dim=1)
-    return ActiveLatents(tokens, idx.numpy().astype(np.int64), v.numpy().astype(np.float32))
+    idx, v = top_latents(acts, top, dens.dense(max_density))
+    return ActiveLatents(tokens, idx.astype(np.int64), v, dens.describe(max_density))
 
 
 def latent_activations(sae: SAE, model: Model, text: str, latents: Any = None) -> tuple[list[str], np.ndarray]:
