@@ -22,6 +22,7 @@ from interplab.core.checks import check_latent
 from interplab.core.features.cards import TOP_LATENTS, histogram_chart, text_latents
 from interplab.core.features.density import MAX_DENSITY, check_max_density
 from interplab.core.features.labels import check_label
+from interplab.core.features.search_index import search_index
 from interplab.core.views.charts import offline
 
 from ._kit import Widget, array_payload, css, esm
@@ -73,6 +74,7 @@ class FeatureDashboard(Widget):
     cards = traitlets.Dict().tag(sync=True)  # binary bundle of the cards sent up front
     token_strings = traitlets.Dict().tag(sync=True)  # {str(token id): string} for those cards and max_tokens
     max_tokens = traitlets.Dict().tag(sync=True)  # int32 [d_sae, n_top]: the token at each top example's max (-1: none)
+    search_index = traitlets.Dict().tag(sync=True)  # what the search box looks in (core/features/search_index.py)
     selected = traitlets.Int(0).tag(sync=True)
     sort = traitlets.Enum(SORTS, "density").tag(sync=True)
     query = traitlets.Unicode("").tag(sync=True)
@@ -144,6 +146,7 @@ class FeatureDashboard(Widget):
             cards=bundle,
             token_strings=strings,
             max_tokens=array_payload(max_tokens, "int32"),
+            search_index=_index_payload(data),
             selected=int(order[0] if first is None else first),
             sort=sort,
             live=sae is not None and model is not None,
@@ -357,3 +360,16 @@ class FeatureDashboard(Widget):
     def __repr__(self) -> str:
         d = self._data
         return f"{type(self).__name__}({d.site}, {d.d_sae} latents, {d.n_tokens} tokens, {len(self.sent)} cards sent)"
+
+
+def _index_payload(data: Any) -> dict[str, Any]:
+    """The search index of ``data`` for the browser: its texts, where each latent's entries start, the entries
+    and their kinds (0: fires on, 1: promotes), and what a search looks in, in words."""
+    index = search_index(data)
+    return {
+        "texts": index.texts,
+        "starts": array_payload(index.starts, "int32"),
+        "entries": array_payload(index.entries, "int32"),
+        "kinds": array_payload(index.kinds, "uint8"),
+        "searched": index.searched,
+    }

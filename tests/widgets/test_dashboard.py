@@ -265,3 +265,17 @@ def test_computes_feature_data_from_an_sae() -> None:
     assert arr(w.cards["tokens"]).shape == (5, d.n_top + d.n_quantile, 6)
     with pytest.raises(TypeError, match="only sae= and model="):
         FeatureDashboard(d, model, TEXTS)
+
+
+def test_the_search_index_is_shipped_to_the_browser(data: FeatureData) -> None:
+    """The search box looks in the index Python builds: the same texts, entries and kinds, and says what it
+    searched."""
+    from interplab.core.features.search_index import search_index
+
+    w = FeatureDashboard(data, n_cards=2)
+    index = search_index(data)
+    sent = w.search_index
+    assert sent["texts"] == index.texts and sent["searched"] == index.searched
+    for name in ("starts", "entries", "kinds"):
+        np.testing.assert_array_equal(arr(sent[name]), getattr(index, name))
+    assert "promotes most" in sent["searched"]
