@@ -115,13 +115,13 @@ def latent_density(sae: Any, density: Any = None) -> Density:
     'feature data over 16000 tokens'
     """
     d_sae = getattr(sae, "d_sae", None)  # anything with ``encode`` may stand for an SAE (it may not say)
-    if d_sae is None:
-        return Density(None, "unknown") if density is None else check_density(density, len(density))  # type: ignore
-    given = check_density(density, int(d_sae))
+    if d_sae is None and density is not None:
+        d_sae = getattr(density, "d_sae", None) or len(density)
+    given = None if d_sae is None else check_density(density, int(d_sae))
     if given is not None:
         return given
     rates = getattr(sae, "firing_rates", None)
-    if isinstance(rates, torch.Tensor) and rates.shape == (int(d_sae),):
+    if isinstance(rates, torch.Tensor) and rates.shape == (d_sae,):
         return Density(rates.detach().cpu().double().numpy(), "the SAE's stored firing rates")
     return Density(None, "unknown")
 
