@@ -20,7 +20,9 @@ import numpy as np
 import traitlets
 from interplab.core.checks import check_latent
 from interplab.core.features.cards import TOP_LATENTS, histogram_chart, text_latents
+from interplab.core.features.density import MAX_DENSITY, check_max_density
 from interplab.core.features.labels import check_label
+from interplab.core.features.search_index import search_index
 from interplab.core.views.charts import offline
 
 from ._kit import Widget, array_payload, css, esm
@@ -51,6 +53,9 @@ class FeatureDashboard(Widget):
     sort, scores, score_name
         The list's order: "density", "max_act", "score" or "id" (default: "score" when ``scores``,
         [d_sae] numbers of your own, are given, else "density").
+    max_density
+        "Try your text" lists each token's top latents leaving out those firing on more than this fraction of the
+        data's tokens (default 0.1; None keeps them all).
     """
 
     _esm = esm("dashboard")
@@ -69,6 +74,7 @@ class FeatureDashboard(Widget):
     cards = traitlets.Dict().tag(sync=True)  # binary bundle of the cards sent up front
     token_strings = traitlets.Dict().tag(sync=True)  # {str(token id): string} for those cards and max_tokens
     max_tokens = traitlets.Dict().tag(sync=True)  # int32 [d_sae, n_top]: the token at each top example's max (-1: none)
+    search_index = traitlets.Dict().tag(sync=True)  # what the search box looks in (core/features/search_index.py)
     selected = traitlets.Int(0).tag(sync=True)
     sort = traitlets.Enum(SORTS, "density").tag(sync=True)
     query = traitlets.Unicode("").tag(sync=True)
@@ -87,8 +93,10 @@ class FeatureDashboard(Widget):
         scores: Any = None,
         score_name: str = "score",
         selected: int | None = None,
+        max_density: float | None = MAX_DENSITY,
         **feature_kwargs: Any,
     ) -> None:
+        self._max_density = check_max_density(max_density)
         sort = ("density" if scores is None else "score") if sort is None else sort
         if sort not in SORTS:
             raise ValueError(f"sort={sort!r} is not one of {SORTS}.")
@@ -138,6 +146,7 @@ class FeatureDashboard(Widget):
             cards=bundle,
             token_strings=strings,
             max_tokens=array_payload(max_tokens, "int32"),
+            search_index=_index_payload(data),
             selected=int(order[0] if first is None else first),
             sort=sort,
             live=sae is not None and model is not None,
@@ -226,12 +235,16 @@ class FeatureDashboard(Widget):
     def try_text(self, text: str, latent: int | None = None, top: int = TRY_TOP) -> dict[str, Any]:
         """Run ``text`` through the model and SAE: per-token activation of ``latent`` and top latents.
 
-        Returns ``{"tokens": [str], "acts": [n_tok], "top_ids": [n_tok, top], "top_values": [n_tok, top]}``
-        (BOS left out), what the box in the widget shows (:func:`interplab.core.features.cards.text_latents`).
+        Returns ``{"tokens": [str], "acts": [n_tok], "top_ids": [n_tok, top], "top_values": [n_tok, top],
+        "density_filter": str}`` (BOS left out; latents denser than the dashboard's ``max_density`` on its data
+        left out of the lists), what the box in the widget shows (:func:`interplab.core.features.cards.text_latents`).
         """
         if self._sae is None or self._model is None:
             raise RuntimeError("try_text needs the SAE and the model: FeatureDashboard(data, sae=sae, model=model).")
-        return text_latents(self._sae, self._model, text, self.selected if latent is None else latent, top)
+        latent = self.selected if latent is None else latent
+        return text_latents(
+            self._sae, self._model, text, latent, top, max_density=self._max_density, density=self._data
+        )
 
     # ------------------------------------------------------------ internals
     @traitlets.validate("selected")
@@ -334,10 +347,29 @@ class FeatureDashboard(Widget):
             return
         shapes = {k: list(out[k].shape) for k in ("acts", "top_ids", "top_values")}
         self.send(
-            {"type": "try", "tokens": out["tokens"], "latent": self._check_latent(latent), "shapes": shapes},
+            {
+                "type": "try",
+                "tokens": out["tokens"],
+                "latent": self._check_latent(latent),
+                "shapes": shapes,
+                "density_filter": out["density_filter"],
+            },
             buffers=[out["acts"].tobytes(), out["top_ids"].tobytes(), out["top_values"].tobytes()],
         )
 
     def __repr__(self) -> str:
         d = self._data
         return f"{type(self).__name__}({d.site}, {d.d_sae} latents, {d.n_tokens} tokens, {len(self.sent)} cards sent)"
+
+
+def _index_payload(data: Any) -> dict[str, Any]:
+    """The search index of ``data`` for the browser: its texts, where each latent's entries start, the entries
+    and their kinds (0: fires on, 1: promotes), and what a search looks in, in words."""
+    index = search_index(data)
+    return {
+        "texts": index.texts,
+        "starts": array_payload(index.starts, "int32"),
+        "entries": array_payload(index.entries, "int32"),
+        "kinds": array_payload(index.kinds, "uint8"),
+        "searched": index.searched,
+    }

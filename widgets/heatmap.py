@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import traitlets
+from interplab.core.features.density import MAX_DENSITY, check_max_density, density_filter
 from interplab.core.features.labels import load_labels
 from interplab.core.model.activations import Activations
 from interplab.core.views.colors import SCALES, check_scale_options, scales_payload
@@ -46,6 +47,11 @@ class FeatureHeatmap(ScaleOptions, Widget):
         a label for each.
     scale, vmin, vmax, center, exclude_bos
         The colour scale (see the module doc); settable later, together, with :meth:`set_scale`.
+    max_density, density
+        With an SAE: the hover's "top features here" (and the latents offered by default) leave out latents
+        firing on more than ``max_density`` of tokens (default 0.1; None keeps them), by ``density``
+        (FeatureData or one fraction per latent) or the SAE's stored firing rates
+        (:mod:`interplab.core.features.density`).
     """
 
     _esm = esm("heatmap")
@@ -61,6 +67,7 @@ class FeatureHeatmap(ScaleOptions, Widget):
     top_features = traitlets.Dict().tag(sync=True)  # int32 [n_tokens, k] feature ids
     top_values = traitlets.Dict().tag(sync=True)
     top_labels = traitlets.Dict().tag(sync=True)  # {str(id): label} for top features that are not offered
+    top_filter = traitlets.Unicode("").tag(sync=True)  # which latents the top features leave out ("": none)
     feature_ids = traitlets.List(traitlets.Int()).tag(sync=True)
     labels = traitlets.List(traitlets.Unicode()).tag(sync=True)
     feature = traitlets.Int(0).tag(sync=True)
@@ -88,10 +95,19 @@ class FeatureHeatmap(ScaleOptions, Widget):
         vmax: float | None = None,
         center: float | None = None,
         exclude_bos: bool = True,
+        max_density: float | None = MAX_DENSITY,
+        density: Any = None,
         **kwargs: Any,
     ) -> None:
         scale, vmin, vmax, center = check_scale_options(scale, vmin, vmax, center)
-        data = as_heatmap_data(source, values, site=site, features=features, labels=labels, latent_labels=load_labels)
+        max_density = check_max_density(max_density)
+
+        def dense(sae: Any) -> tuple[Any, str]:
+            found = density_filter(sae, max_density, density)
+            return found.dense, found.short
+
+        data = as_heatmap_data(source, values, site=site, features=features, labels=labels, latent_labels=load_labels,
+                               latent_filter=dense)  # fmt: skip
         self._data = data
         first = data.feature_ids[0] if feature is None else feature
         if first not in data.feature_ids:
@@ -102,11 +118,12 @@ class FeatureHeatmap(ScaleOptions, Widget):
         beyond = sorted(set(np.unique(data.top_features).tolist()) - set(data.feature_ids))
         top = (
             {}
-            if len(sent) == data.n_features and not beyond
+            if len(sent) == data.n_features and not beyond and not data.top_filter
             else {
                 "top_features": array_payload(data.top_features, "int32"),
                 "top_values": array_payload(data.top_values, "float32"),
                 "top_labels": {str(i): t for i, t in data.top_labels.items() if i in set(beyond) and t},
+                "top_filter": data.top_filter,
             }
         )
         super().__init__(

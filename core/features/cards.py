@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from ..checks import check_latent
 from .data import FeatureData
+from .density import MAX_DENSITY, check_max_density, latent_density, top_latents
 from .search import latent_activations
 
 if TYPE_CHECKING:
@@ -58,23 +58,37 @@ def histogram_chart(data: FeatureData, latent: int, label: str = "") -> Any:
     )
 
 
-def text_latents(sae: SAE, model: Model, text: str, latent: int, top: int = TOP_LATENTS) -> dict[str, Any]:
+def text_latents(
+    sae: SAE,
+    model: Model,
+    text: str,
+    latent: int,
+    top: int = TOP_LATENTS,
+    *,
+    max_density: float | None = MAX_DENSITY,
+    density: Any = None,
+) -> dict[str, Any]:
     """Run ``text`` (its first :data:`MAX_CHARS` characters) through the model and SAE: ``latent``'s activation
-    per token and each token's ``top`` latents, BOS left out.
+    per token and each token's ``top`` latents, BOS left out, latents firing on more than ``max_density`` of
+    tokens left out of the lists (density: ``density``, FeatureData or one value per latent, else the SAE's
+    stored firing rates; see :mod:`interplab.core.features.density`).
 
     Returns ``{"tokens": [str], "acts": [n_tok] float32, "top_ids": [n_tok, top] int32, "top_values": [n_tok,
-    top] float32}``.
+    top] float32, "density_filter": str}``.
 
-    >>> text_latents(sae, model, "The cat sat", latent=3)["tokens"]
+    >>> text_latents(sae, model, "The cat sat", latent=3, density=data)["tokens"]
     """
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"try_text needs a non-empty string; got {text!r}.")
     i = check_latent(latent, int(sae.d_sae))
+    max_density = check_max_density(max_density)
+    dens = latent_density(sae, density)
     tokens, lat = latent_activations(sae, model, text[:MAX_CHARS])
-    values, top_ids = torch.from_numpy(lat).topk(min(top, lat.shape[1]), dim=1)
+    top_ids, values = top_latents(lat, top, dens.dense(max_density))
     return {
         "tokens": tokens,
         "acts": np.ascontiguousarray(lat[:, i], dtype=np.float32),
-        "top_ids": top_ids.numpy().astype(np.int32),
-        "top_values": values.numpy().astype(np.float32),
+        "top_ids": top_ids,
+        "top_values": values,
+        "density_filter": dens.describe(max_density),
     }

@@ -29,6 +29,8 @@ from ..model.remote import REQUEST_BYTES
 from ..model.sites import resolve
 from ..model.trace_ops import top_logits
 from .data import FeatureData
+from .density import MAX_DENSITY, check_max_density, latent_density, top_latents
+from .search_index import search_index
 
 if TYPE_CHECKING:
     from ..model.model import Model
@@ -40,7 +42,8 @@ class ActiveLatents(NamedTuple):
 
     tokens: list[str]
     ids: np.ndarray  # [n_tok, top] int64
-    values: np.ndarray  # [n_tok, top] float32
+    values: np.ndarray  # [n_tok, top] float32 (0: a slot no latent fills)
+    density_filter: str = "no density filter"  # which latents the lists leave out
 
 
 class RankedLatents(NamedTuple):
@@ -195,15 +198,23 @@ def latents_for_token(data_or_sae: SAE | FeatureData, model: Model, token_str: s
     return RankedLatents(idx.numpy().astype(np.int64), v.numpy().astype(np.float32))
 
 
-def active_latents(sae: SAE, model: Model, text: str, top: int = 5) -> ActiveLatents:
+def active_latents(
+    sae: SAE, model: Model, text: str, top: int = 5, *, max_density: float | None = MAX_DENSITY, density: Any = None
+) -> ActiveLatents:
     """Which latents fire where on ``text``: for each token (BOS left out), its ``top`` latents.
+
+    Latents firing on more than ``max_density`` of tokens are left out (None: keep them); the density is
+    ``density`` (FeatureData or one fraction per latent) or the SAE's stored firing rates
+    (:mod:`interplab.core.features.density`); unknown, nothing is left out. ``density_filter`` says which.
 
     >>> found = active_latents(sae, model, "Paris is in France"); found.tokens, found.ids[:, 0]
     """
     check_positive_int("top", top)
+    max_density = check_max_density(max_density)
+    dens = latent_density(sae, density)
     tokens, acts = latent_activations(sae, model, text)
-    v, idx = torch.from_numpy(acts).topk(min(top, sae.d_sae), dim=1)
-    return ActiveLatents(tokens, idx.numpy().astype(np.int64), v.numpy().astype(np.float32))
+    idx, v = top_latents(acts, top, dens.dense(max_density))
+    return ActiveLatents(tokens, idx.astype(np.int64), v, dens.describe(max_density))
 
 
 def latent_activations(sae: SAE, model: Model, text: str, latents: Any = None) -> tuple[list[str], np.ndarray]:
@@ -223,24 +234,16 @@ def latent_activations(sae: SAE, model: Model, text: str, latents: Any = None) -
 
 def search_latents(data: FeatureData, query: str) -> np.ndarray:
     """Latents a dashboard search finds, by id: an id starting with the digits typed, a label containing the
-    text, or a top token (the token at the max of one of its top examples) containing it, case and spaces
-    aside. The dashboard's search box applies the same rule in the browser (it works in exported HTML too).
+    text, a token it fires on most (the token at the max of one of its top examples) or one of the tokens it
+    promotes most (its strongest logit effects) containing it, case and spaces aside
+    (:mod:`interplab.core.features.search_index`). The dashboard's search box applies the same rule in the
+    browser (it works in exported HTML too).
 
     >>> search_latents(data, "Sunday")     # latents whose top tokens include ' Sunday'
+    >>> search_latents(data, "evening")    # ... and those promoting ' evening'
     """
     if not isinstance(data, FeatureData):
         raise TypeError(f"data must be FeatureData (from ilab.feature_data), got {type(data).__name__}.")
     if not isinstance(query, str):
         raise TypeError(f"query is a string, got {type(query).__name__}: {query!r}.")
-    q = query.strip().lower()
-    if not q:
-        return np.arange(data.d_sae, dtype=np.int64)
-    found = np.zeros(data.d_sae, dtype=bool)
-    if q.isdigit():
-        found |= np.char.startswith(np.arange(data.d_sae).astype(str), q)
-    for i, label in data.labels.items():
-        found[i] |= q in label.lower()
-    max_ids = np.where(data.top_max > 0, data.top_tokens[:, :, data.lead], -1)
-    hits = [t for t in np.unique(max_ids[max_ids >= 0]).tolist() if q in data.token_str(t).strip().lower()]
-    found |= np.isin(max_ids, hits).any(1)
-    return np.flatnonzero(found).astype(np.int64)
+    return search_index(data).find(data, query)

@@ -86,6 +86,9 @@ class SAE(nn.Module):
     saves_threshold: ClassVar[bool] = False
     #: The folder it was loaded from, when known (labels and dashboards are kept beside it).
     source_path: Path | None = None
+    #: Fraction of tokens each latent fires on [d_sae], when its files say (SAELens's ``sparsity.safetensors``);
+    #: None when unknown. ``save`` writes it back.
+    firing_rates: torch.Tensor | None = None
 
     def __init__(self, cfg: SAEConfig):
         super().__init__()
@@ -409,7 +412,9 @@ class SAE(nn.Module):
         """
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise TypeError(f"dtype must be a floating torch dtype such as torch.float32, got {dtype!r}.")
-        return save_saelens(self, path, dtype=dtype)
+        rates = self.firing_rates
+        sparsity = None if rates is None else rates.float().clamp_min(1e-10).log10()  # SAELens: log10 of the rate
+        return save_saelens(self, path, dtype=dtype, sparsity=sparsity)
 
     def fingerprint(self) -> str:
         """A stable id of this SAE's weights and site (16 hex digits): the same SAE finds its labels again."""

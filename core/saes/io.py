@@ -36,7 +36,7 @@ from ..storage.readers import (
     safetensors_header,
 )
 from .base import REGISTRY, SAE, SAEConfig, arch_class
-from .writer import CFG, WEIGHTS
+from .writer import CFG, SPARSITY, WEIGHTS
 
 _FORMATS = (
     "a SAELens folder (cfg.json + sae_weights.safetensors), a Gemma Scope params.npz, "
@@ -147,7 +147,21 @@ def load_saelens(path: str | Path) -> SAE:
             sae.W_enc.mul_(norms)
             sae.b_enc.mul_(norms)
             sae.W_dec.div_(norms[:, None])
+    sae.firing_rates = read_firing_rates(folder / SPARSITY, cfg["d_sae"])
     return sae
+
+
+def read_firing_rates(file: Path, d_sae: int) -> torch.Tensor | None:
+    """The fraction of tokens each latent fires on, from a SAELens ``sparsity.safetensors`` (log10 of the rates
+    there, one value per latent); None when the folder has none. Its header is checked before anything is read."""
+    if not file.is_file():
+        return None
+    header = safetensors_header(file)
+    expect_arrays(file, header.tensors, {"sparsity": ((d_sae,), FLOATS)})
+    log_rates = load_file(str(file))["sparsity"].float()
+    if not bool((log_rates <= 0).all()):  # NaN and log10 rates above 1 alike
+        raise FileError(file, "sparsity", "holds values above 0 or NaN: it is not log10 firing rates")
+    return (10.0**log_rates).where(log_rates > -10, torch.zeros(()))  # SAELens writes log10(rate + 1e-10)
 
 
 def _transcoder_fields(cfg: dict[str, Any]) -> dict[str, Any]:

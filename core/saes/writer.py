@@ -137,7 +137,7 @@ def save_saelens(
 ) -> Path:
     """Write ``sae`` as a SAELens v6 folder, atomically (a temporary folder renamed into place).
 
-    >>> save_saelens(sae, "my_sae/", sparsity=firing_rates_M)     # + sparsity.safetensors
+    >>> save_saelens(sae, "my_sae/", sparsity=firing_rates_M.log10())     # + sparsity.safetensors (log10 rates)
     """
     target = Path(path)
     cfg = saelens_config(sae, dtype)

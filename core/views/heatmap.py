@@ -55,6 +55,7 @@ class HeatmapData:
     top_values: np.ndarray  # float32 [n_tokens, k]
     bos: np.ndarray | None = None  # bool [n_tokens]: BOS at a document's start (left out of colour scales)
     top_labels: dict[int, str] = field(default_factory=dict)  # labels of top features that are not columns
+    top_filter: str = ""  # which features the top lists leave out, in a few words ("": none)
 
     def __post_init__(self) -> None:
         if self.bos is None:
@@ -233,13 +234,17 @@ def heatmap_data_from_sae(
     features: Sequence[int] | None = None,
     labels: Sequence[str] | None = None,
     saved_labels: Mapping[int, str] | None = None,
+    top_filter: tuple[np.ndarray | None, str] = (None, ""),
 ) -> HeatmapData:
     """Heatmap data from collected activations encoded by an SAE (anything with ``encode`` and ``site``).
 
     Its latents are the features: ``features`` picks them, default the :data:`DEFAULT_LATENTS` that fire most
-    on these tokens (BOS left out). Tokens are encoded :data:`ENCODE_ROWS` at a time and only the chosen
-    latents' columns are kept, never [tokens, d_sae]; the hover's top latents come from all of them.
+    on these tokens (BOS and the ``top_filter`` latents left out). Tokens are encoded :data:`ENCODE_ROWS` at a
+    time and only the chosen latents' columns are kept, never [tokens, d_sae]; the hover's top latents come from
+    all of them.
     ``saved_labels`` (the SAE's latent labels) label the features unless ``labels`` does, and the top latents.
+    ``top_filter`` is a mask [d_sae] of latents left out of the hover's top latents (dense ones: see
+    :func:`interplab.core.features.density.density_filter`) and that rule in a few words.
 
     >>> data = heatmap_data_from_sae(model.collect(texts, sites=[sae.site]), sae, features=[3, 17])
     """
@@ -259,7 +264,7 @@ def heatmap_data_from_sae(
         peaks, top_ids, top_vals, picked = [], [], [], []
         for i in blocks:
             latents = sae.encode(x[i : i + ENCODE_ROWS].to(torch.float32))
-            ids, vals = top_columns(latents)  # the hover lists the top latents over all of them
+            ids, vals = top_columns(_without(latents, top_filter[0]))  # the hover: top latents over all of them
             top_ids.append(ids)
             top_vals.append(vals)
             if features is None:
@@ -271,7 +276,7 @@ def heatmap_data_from_sae(
             release(HEAP_SLACK_BYTES)  # 8 MB blocks freed in turn would otherwise pile up in the heap
         top = (np.concatenate(top_ids), np.concatenate(top_vals))
         if features is None:  # default: the latents that fire most on these tokens
-            features = torch.topk(torch.stack(peaks).max(0).values, min(DEFAULT_LATENTS, width)).indices.tolist()
+            features = _strongest(torch.stack(peaks).max(0).values, top_filter[0])
             picked = [sae.encode(x[i : i + ENCODE_ROWS].to(torch.float32))[:, features] for i in blocks]
         columns = torch.cat(picked)
     release()  # the blocks' freed temporaries go back to the OS
@@ -280,7 +285,23 @@ def heatmap_data_from_sae(
         labels = [saved.get(f, "") for f in features]
     data = heatmap_data(acts.str_tokens, columns, feature_ids=features, labels=labels, top=top)
     data.top_labels = {int(i): saved[int(i)] for i in np.unique(top[0]).tolist() if int(i) in saved}
+    data.top_filter = top_filter[1] if top_filter[0] is not None else ""
     return data
+
+
+def _strongest(peak_M: torch.Tensor, left_out_M: np.ndarray | None) -> list[int]:
+    """The :data:`DEFAULT_LATENTS` latents with the highest peaks, the ``left_out_M`` ones not among them (unless
+    every latent is)."""
+    if left_out_M is not None and not left_out_M.all():
+        peak_M = peak_M.masked_fill(torch.from_numpy(np.asarray(left_out_M, dtype=bool)), -float("inf"))
+    return torch.topk(peak_M, min(DEFAULT_LATENTS, int(torch.isfinite(peak_M).sum()))).indices.tolist()
+
+
+def _without(latents_TM: torch.Tensor, left_out_M: np.ndarray | None) -> torch.Tensor:
+    """The activations with the ``left_out_M`` latents set to 0 (not among a token's top latents)."""
+    if left_out_M is None or not left_out_M.any():
+        return latents_TM
+    return latents_TM.masked_fill(torch.from_numpy(np.asarray(left_out_M, dtype=bool)), 0.0)
 
 
 def as_heatmap_data(
@@ -291,10 +312,12 @@ def as_heatmap_data(
     features: Sequence[int] | None = None,
     labels: Sequence[str] | None = None,
     latent_labels: Callable[[Any], Mapping[int, str]] | None = None,
+    latent_filter: Callable[[Any], tuple[np.ndarray | None, str]] | None = None,
 ) -> HeatmapData:
     """Heatmap data from what a heatmap widget is given: a :class:`HeatmapData` as it is; :class:`Activations`
     (``site``'s dimensions, or with an SAE as ``values`` its latents, labelled by ``latent_labels(sae)`` when
-    the SAE has a config); or string tokens with ``values``.
+    the SAE has a config, its hover's top latents filtered by ``latent_filter(sae)``: a mask of latents left
+    out and the rule in words); or string tokens with ``values``.
 
     >>> as_heatmap_data(acts, sae, features=[3, 17], latent_labels=load_labels)
     >>> as_heatmap_data(["The", " cat"], [0.5, 1.0])
@@ -304,7 +327,8 @@ def as_heatmap_data(
     if isinstance(source, Activations):
         if values is not None and hasattr(values, "encode") and hasattr(values, "site"):
             saved = latent_labels(values) if latent_labels is not None and hasattr(values, "cfg") else {}
-            return heatmap_data_from_sae(source, values, features, labels, saved)
+            left_out = latent_filter(values) if latent_filter is not None else (None, "")
+            return heatmap_data_from_sae(source, values, features, labels, saved, left_out)
         if values is not None:
             raise TypeError(
                 f"With Activations, the second argument is an SAE (ilab.SAE), got {type(values).__name__}: "

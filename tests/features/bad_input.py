@@ -125,4 +125,74 @@ ROWS: list[Row] = [
         T,
         "data must be FeatureData",
     ),
+    Row(
+        "ilab.features.contrast",
+        lambda c: ilab.features.contrast(c.sae, c.model, "the cat", ["a dog"]),
+        T,
+        r"positive is a list of texts; got one string 'the cat': write \['the cat'\]",
+    ),
+    Row(
+        "ilab.features.contrast",
+        lambda c: ilab.features.contrast(c.sae, c.model, ["the cat"], []),
+        V,
+        "negative: texts is empty",
+    ),
+    Row(
+        "ilab.features.contrast",
+        lambda c: ilab.features.contrast(c.sae, c.model, ["the cat"], ["a dog"], positions="first"),
+        V,
+        r"positions='first' is not one of \['all', 'last'\]",
+    ),
+    Row(
+        "ilab.features.contrast",
+        lambda c: ilab.features.contrast(c.sae, c.model, ["the cat"], ["a dog"], statistic="ratio"),
+        V,
+        r"statistic='ratio' is not one of \['diff', 'standardized'\]",
+    ),
+    Row(
+        "ilab.features.contrast",
+        lambda c: ilab.features.contrast(c.sae, c.model, ["the cat"], ["a dog"], max_density=10),
+        V,
+        r"max_density=10 is not a fraction of tokens in \(0, 1\]",
+    ),
+    Row(
+        "ilab.features.contrast",
+        lambda c: ilab.features.contrast(c.sae, c.model, ["the cat"], ["a dog"], density=[0.1, 0.2]),
+        V,
+        r"density needs one value per latent, shape \(24,\); got \(2,\)",
+    ),
+    Row(
+        "ilab.features.contrast",
+        lambda c: ilab.features.contrast(c.sae, c.model, ["the cat"], ["a dog"], top=0),
+        V,
+        "top must be a positive integer, got 0",
+    ),
+    Row(
+        "ilab.features.text_activations",
+        lambda c: ilab.features.text_activations(c.sae, c.model, ["the cat"], latents=[99]),
+        V,
+        r"latents \[99\] are out of range: the SAE has latents 0\.\.23",
+    ),
+    Row(
+        "ilab.features.Contrast.held_out",
+        lambda c: ilab.features.contrast(c.sae, c.model, ["the cat"], ["a dog"]).held_out(c.sae, c.model, [], ["x"]),
+        V,
+        "positive: texts is empty",
+    ),
+    Row(
+        "ilab.features.active_latents",
+        lambda c: ilab.features.active_latents(c.sae, c.model, "the cat", max_density="10%"),
+        T,
+        r"max_density is a fraction of tokens in \(0, 1\] or None, got '10%'",
+    ),
+    Row(
+        "ilab.features.active_latents",
+        lambda c: ilab.features.active_latents(c.sae, c.model, "the cat", density={"a": 1}),
+        T,
+        "density is FeatureData or one fraction per latent, got dict",
+    ),
 ]
+
+EXEMPT: dict[str, str] = {
+    "ilab.features.Contrast": "a result built by ilab.features.contrast (which has rows); users do not construct it",
+}

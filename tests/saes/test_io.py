@@ -77,3 +77,40 @@ def test_the_sae_class_is_not_an_entry_point():
     """Loading and training are functions; ``SAE.train`` is torch's mode switch."""
     assert not hasattr(SAE, "load") and not hasattr(SAE, "train_many")
     assert SAE.train is torch.nn.Module.train
+
+
+def test_firing_rates_come_from_the_sparsity_file_and_are_saved_back(tmp_path):
+    """SAELens keeps log10 firing rates in sparsity.safetensors: the packaged suite has them (its densest latents
+    fire on 40-60% of tokens), a saved SAE keeps them, and one without the file has none."""
+    from safetensors.torch import load_file
+
+    packaged = load_sae("embedded", layer=6)
+    file = suite_folder() / "blocks.6.hook_resid_post" / "sparsity.safetensors"
+    want = 10.0 ** load_file(str(file))["sparsity"]
+    assert packaged.firing_rates is not None and packaged.firing_rates.shape == (packaged.d_sae,)
+    torch.testing.assert_close(packaged.firing_rates, want.where(want > 1e-10, torch.zeros(())))
+    assert 0.4 < float(packaged.firing_rates.max()) < 0.7 and 0 < int((packaged.firing_rates > 0.1).sum()) < 100
+    sae = randomize(SAE.create("topk", d_in=8, d_sae=16, k=2, site=SITE_A), seed=4)
+    sae.save(tmp_path / "none")
+    assert load_sae(tmp_path / "none").firing_rates is None
+    sae.firing_rates = torch.linspace(0, 1, 16)
+    sae.save(tmp_path / "some")
+    torch.testing.assert_close(load_sae(tmp_path / "some").firing_rates, torch.linspace(0, 1, 16))
+
+
+@pytest.mark.parametrize(
+    ("tensors", "match"),
+    [
+        ({"sparsity": torch.zeros(3)}, r"sparsity has shape \[3\], expected \[16\]"),
+        ({"rates": torch.zeros(16)}, "sparsity is missing"),
+        ({"sparsity": torch.full((16,), 0.5)}, "holds values above 0 or NaN: it is not log10 firing rates"),
+    ],
+)
+def test_a_crafted_sparsity_file_is_refused_naming_it(tmp_path, tensors, match):
+    from interplab.core.storage.readers import FileError
+    from safetensors.torch import save_file
+
+    randomize(SAE.create("topk", d_in=8, d_sae=16, k=2, site=SITE_A), seed=4).save(tmp_path / "sae")
+    save_file(tensors, str(tmp_path / "sae" / "sparsity.safetensors"))
+    with pytest.raises(FileError, match=f"sparsity.safetensors.*{match}"):
+        load_sae(tmp_path / "sae")

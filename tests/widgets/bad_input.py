@@ -68,6 +68,18 @@ ROWS: list[Row] = [
         V,
         "sort='size' is not one of",
     ),
+    Row(
+        "ilab.widgets.FeatureDashboard",
+        lambda c: ilab.widgets.FeatureDashboard(c.data, max_density=0),
+        V,
+        r"max_density=0 is not a fraction of tokens in \(0, 1\]",
+    ),
+    Row(
+        "ilab.widgets.FeatureHeatmap",
+        lambda c: ilab.widgets.FeatureHeatmap(c.acts, c.sae, density=[0.5]),
+        V,
+        r"density needs one value per latent, shape \(24,\); got \(1,\)",
+    ),
     Row("ilab.widgets.FeatureDashboard.set_label", lambda c: c.dashboard.set_label(99, "x"), I, "Latent 99"),
     Row(
         "ilab.widgets.FeatureDashboard.set_label",

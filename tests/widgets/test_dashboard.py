@@ -224,7 +224,7 @@ def test_try_text_on_a_tiny_model() -> None:
     model = tiny_model("gpt2")
     sae = SAE.create("standard", d_in=model.d_model, d_sae=D_SAE, site="blocks.0.hook_resid_post")
     sae.init_weights(seed=3)
-    w = FeatureDashboard(hand_feature_data(), sae=sae, model=model, n_cards=2)
+    w = FeatureDashboard(hand_feature_data(), sae=sae, model=model, n_cards=2, max_density=None)
     assert w.live
     out = w.try_text(TEXTS[0], latent=3)
     acts = model.collect([TEXTS[0]], sites=[sae.site])
@@ -234,10 +234,19 @@ def test_try_text_on_a_tiny_model() -> None:
     lat = lat[-n:]
     assert np.allclose(out["acts"], lat[:, 3].numpy(), atol=1e-5)
     assert np.allclose(out["top_values"][:, 0], lat.max(1).values.numpy(), atol=1e-5)
+    # by default the lists leave out latents firing on more than 10% of the data's tokens
+    w = FeatureDashboard(hand_feature_data(), sae=sae, model=model, n_cards=2)
+    dense = torch.from_numpy(w.data.density > 0.1)
+    filtered = w.try_text(TEXTS[0], latent=3)
+    assert np.allclose(filtered["acts"], out["acts"])
+    assert np.allclose(filtered["top_values"][:, 0], lat.masked_fill(dense, 0).max(1).values.numpy(), atol=1e-5)
+    assert not set(filtered["top_ids"][filtered["top_values"] > 0].tolist()) & set(np.flatnonzero(dense).tolist())
+    assert filtered["density_filter"].startswith("latents firing on more than 10% of tokens left out (density: feature")
     sent = collect_sent(w)
     w._on_message(w, {"type": "try", "text": TEXTS[0], "latent": 3}, [])
     content, buffers = sent[-1]
     assert content["tokens"] == out["tokens"] and content["latent"] == 3
+    assert content["density_filter"] == filtered["density_filter"]  # the box says what its lists leave out
     assert np.frombuffer(bytes(buffers[0]), dtype=np.float32).tolist() == out["acts"].tolist()
     w._on_message(w, {"type": "try", "text": "  ", "latent": 3}, [])
     assert "non-empty string" in sent[-1][0]["error"]
@@ -256,3 +265,17 @@ def test_computes_feature_data_from_an_sae() -> None:
     assert arr(w.cards["tokens"]).shape == (5, d.n_top + d.n_quantile, 6)
     with pytest.raises(TypeError, match="only sae= and model="):
         FeatureDashboard(d, model, TEXTS)
+
+
+def test_the_search_index_is_shipped_to_the_browser(data: FeatureData) -> None:
+    """The search box looks in the index Python builds: the same texts, entries and kinds, and says what it
+    searched."""
+    from interplab.core.features.search_index import search_index
+
+    w = FeatureDashboard(data, n_cards=2)
+    index = search_index(data)
+    sent = w.search_index
+    assert sent["texts"] == index.texts and sent["searched"] == index.searched
+    for name in ("starts", "entries", "kinds"):
+        np.testing.assert_array_equal(arr(sent[name]), getattr(index, name))
+    assert "promotes most" in sent["searched"]

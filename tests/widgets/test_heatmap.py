@@ -677,3 +677,32 @@ def test_widget_bundle_follows_edits_of_its_files_with_hot_reload(tmp_path):
     finally:
         bundle.stop()
     assert str(Bundle(parts, hot_reload=False)) == "const a = 2;\nexport default {};"
+
+
+def test_sae_hover_leaves_out_latents_the_sae_says_are_dense(tmp_path, monkeypatch) -> None:
+    """With the SAE's firing rates, the hover's top latents (and the latents offered by default) leave out those
+    firing on more than 10% of tokens; the widget sends its top lists and says what they leave out."""
+    from interplab.core.saes import SAE
+
+    monkeypatch.setenv("INTERPLAB_CACHE", str(tmp_path))
+    acts = hand_activations(d=6)
+    sae = SAE.create("standard", d_in=6, d_sae=16, site=acts.sites[0])
+    sae.init_weights(seed=1)
+    latents = sae.encode(acts.flat(acts.sites[0])).detach()
+    strongest = latents.topk(1, dim=1).indices.ravel().unique()
+    rates = torch.full((16,), 0.05)
+    rates[strongest] = 0.6
+    sae.firing_rates = rates
+    dense = (rates > 0.1).numpy()
+    w = FeatureHeatmap(acts, sae, features=list(range(16)))
+    top = latents.masked_fill(torch.from_numpy(dense), 0).topk(TOP_K, dim=1)
+    np.testing.assert_allclose(w.data.top_values, top.values.numpy(), rtol=1e-6)
+    kept = w.data.top_values > 0
+    assert not set(w.data.top_features[kept].tolist()) & set(np.flatnonzero(dense).tolist())
+    assert w.top_filter == "latents on > 10% of tokens left out"
+    np.testing.assert_array_equal(payload_array(w.top_features), w.data.top_features)  # every column sent, still
+    default = FeatureHeatmap(acts, sae)  # the latents offered by default are not dense ones either
+    assert not set(default.feature_ids) & set(np.flatnonzero(dense).tolist())
+    unfiltered = FeatureHeatmap(acts, sae, features=list(range(16)), max_density=None)
+    assert unfiltered.top_filter == "" and unfiltered.top_features == {}  # computed in the browser
+    np.testing.assert_array_equal(unfiltered.data.top_features, latents.topk(TOP_K, dim=1).indices.numpy())

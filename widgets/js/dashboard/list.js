@@ -1,5 +1,5 @@
 // @ts-check
-// FeatureDashboard, the list: every latent, searchable by id, label or top token, sorted by a statistic.
+// FeatureDashboard, the list: every latent, searchable by id, label, top token or promoted token, sorted by a statistic.
 import {
   ilabClosest, ilabDecode, ilabEl, ilabFmt, ilabFocusBox, ilabKeepKeys, ilabSearchBox, ilabTokenText,
 } from "../shared/index.js";
@@ -20,7 +20,7 @@ import { MAX_ROWS } from "./store.js";
 /** @returns {ListParts} */
 function listParts() {
   const el = ilabEl("div", "ilab-dash-list");
-  const search = ilabSearchBox("search by id, label or top token", "search latents by id, label or top token");
+  const search = ilabSearchBox("search by id, label, top or promoted token", "search latents by id, label, top token or promoted token");
   const sortSel = ilabEl("select", "ilab-dash-sort");
   sortSel.setAttribute("aria-label", "sort latents");
   const count = ilabEl("div", "ilab-dash-count ilab-muted");
@@ -131,7 +131,8 @@ export function dashList(ctx) {
       const stat = scores ? ilabFmt(scores[i]) : sort === "max_act" ? ilabFmt(store.maxAct[i]) : `${ilabFmt(store.density[i] * 100)}%`;
       rows.appendChild(listRow(ctx, i, stat, finder.topTokens(i)));
     }
-    parts.count.textContent = n > MAX_ROWS ? `${n} latents (first ${MAX_ROWS} shown)` : `${n} latents`;
+    parts.count.textContent =
+      n > MAX_ROWS ? `${n} latents (first ${MAX_ROWS} shown)` : n === 0 && q ? `no latent matches "${q}" (searched: ${finder.searched})` : `${n} latents`;
   };
   const showSelected = () => {
     for (const r of rows.querySelectorAll(".ilab-selected")) r.classList.remove("ilab-selected");

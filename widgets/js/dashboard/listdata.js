@@ -30,7 +30,35 @@ export function statName(model) {
 }
 
 /**
- * Search over latents: by id prefix, label, or one of the tokens at the max of its top examples.
+ * Latents one of whose token texts (those it fires on most, those it promotes most: the index built by Python in
+ * core/features/search_index.py) contains `q`, stripped and lower-cased.
+ * @param {any} index the `search_index` trait: {texts, starts, entries, kinds, searched}
+ * @param {number} d latents
+ * @param {string} q
+ * @returns {Uint8Array} per latent: 1 when found
+ */
+function tokenHits(index, d, q) {
+  const found = new Uint8Array(d);
+  /** @type {Int32Array | null} */
+  const starts = ilabDecode(index && index.starts);
+  /** @type {Int32Array | null} */
+  const entries = ilabDecode(index && index.entries);
+  if (!starts || !entries) return found;
+  const hit = index.texts.map((/** @type {string} */ t) => t.includes(q));
+  for (let i = 0; i < d; i++) {
+    for (let e = starts[i]; e < starts[i + 1]; e++) {
+      if (hit[entries[e]]) {
+        found[i] = 1;
+        break;
+      }
+    }
+  }
+  return found;
+}
+
+/**
+ * Search over latents: by id prefix, label, one of the tokens at the max of its top examples, or one of the
+ * tokens it promotes most (the same rule as `ilab.features.search_latents`).
  * @param {DashContext} ctx
  */
 export function listSearch({ model, store, names }) {
@@ -38,8 +66,11 @@ export function listSearch({ model, store, names }) {
   /** @type {Int32Array | null} */
   const maxTokens = ilabDecode(model.get("max_tokens"));
   const nTop = maxTokens ? maxTokens.length / Math.max(1, d) : 0;
-  /** @type {string[] | null} per latent: its top tokens, stripped and lower-cased, joined (built on first search) */
-  let tokenText = null;
+  const index = model.get("search_index") || null;
+  /** what a search looks in, in words */
+  const searched = index && index.searched ? index.searched : "id, label";
+  /** @type {{q: string, found: Uint8Array} | null} the token matches of the last query */
+  let last = null;
   /**
    * The distinct tokens at the max of each of a latent's top examples (null: not sent).
    * @param {number} i
@@ -62,11 +93,9 @@ export function listSearch({ model, store, names }) {
     if (!q) return true;
     if (/^\d+$/.test(q) && String(i).startsWith(q)) return true;
     if (names.label(i).toLowerCase().includes(q)) return true;
-    if (!maxTokens) return false;
-    if (!tokenText) {
-      tokenText = Array.from({ length: d }, (_, j) => "\u0001" + (topTokens(j) || []).map((t) => t.trim().toLowerCase()).join("\u0001"));
-    }
-    return tokenText[i].includes(q.trim());
+    const text = q.trim();
+    if (!last || last.q !== text) last = { q: text, found: tokenHits(index, d, text) };
+    return last.found[i] === 1;
   };
-  return { topTokens, matches };
+  return { topTokens, matches, searched };
 }

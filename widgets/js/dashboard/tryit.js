@@ -34,7 +34,7 @@ function topTable({ names, select }, tokens, topIds, topVals, k) {
  * The kernel's answer: the text coloured by the selected latent, and the top latents at each token.
  * @param {DashContext} ctx
  * @param {HTMLElement} out
- * @param {any} msg {latent, tokens, shapes}
+ * @param {any} msg {latent, tokens, shapes, density_filter}
  * @param {DataView[]} buffers the latent's activations, then the top latents' ids and values
  */
 function showResult(ctx, out, msg, buffers) {
@@ -53,6 +53,7 @@ function showResult(ctx, out, msg, buffers) {
   const topIds = ilabDecode({ view: buffers[1], dtype: "int32" });
   const topVals = ilabDecode({ view: buffers[2], dtype: "float32" });
   out.appendChild(topTable(ctx, msg.tokens, topIds, topVals, msg.shapes.top_ids[1]));
+  if (msg.density_filter) out.appendChild(ilabEl("div", "ilab-dash-tryfilter ilab-muted", `top latents per token: ${msg.density_filter}`));
 }
 
 /**

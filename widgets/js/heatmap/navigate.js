@@ -18,7 +18,8 @@ function tipText({ model, data }, i) {
   lines.push(`${columnLabel(data, col)}: ${values ? ilabFmt(values[i]) : "…"}`);
   if (data.featureIds.length > 1 || data.topF) {
     const top = topAt(data, i);
-    lines.push(top.length ? "top features here:" : "no feature is active here");
+    const left = model.get("top_filter");  // e.g. "latents on > 10% of tokens left out"
+    lines.push(top.length ? `top features here${left ? ` (${left})` : ""}:` : "no feature is active here");
     for (const [f, v] of top) lines.push(`  ${featureLabel(data, f)}: ${ilabFmt(v)}`);
   }
   return lines.join("\n");
