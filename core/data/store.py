@@ -45,7 +45,8 @@ MANIFEST = "manifest.json"
 STORE_JOB = "activation store"
 _SHARD_NAME = re.compile(r"^shard_\d{5,}\.safetensors$")
 _ST_DTYPES = {"float32": ("F32",), "float16": ("F16",), "bfloat16": ("BF16",)}
-_SITE_NAME = re.compile(r"^blocks\.\d+\.[a-z_.]+$")
+#: Every site name a model has (``hook_embed`` and ``blocks.N.<hook>``: see ``model.sites``).
+_SITE_NAME = re.compile(r"^(?:hook_embed|blocks\.\d+\.[a-z_]+(?:\.[a-z_]+)*)$")
 _FLOAT16_MAX = 65504.0
 _STORE_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
