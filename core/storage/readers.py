@@ -121,7 +121,7 @@ class Fields:
             raise self._bad(key, f"an integer {bounds}", value)
         return value
 
-    def float(self, key: str, default: Any = _MISSING, minimum: float | None = None) -> Any:
+    def float(self, key: str, default: Any = _MISSING, minimum: float | None = None, positive: bool = False) -> Any:
         value = self.raw(key, default)
         if value is default and default is not _MISSING:
             return value
@@ -129,6 +129,8 @@ class Fields:
             raise self._bad(key, "a finite number", value)
         if minimum is not None and value < minimum:
             raise self._bad(key, f"a number >= {minimum}", value)
+        if positive and value <= 0:
+            raise self._bad(key, "a number > 0", value)
         return float(value)
 
     def str(self, key: builtins.str, default: Any = _MISSING, choices: Sequence[builtins.str] | None = None,
