@@ -649,3 +649,17 @@ def test_a_manifest_may_name_every_site_the_model_stores(gpt2, tmp_path):
     (store.path / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(FileError, match="sites must be a non-empty list of site names"):
         ActivationStore(store.path)
+
+
+@pytest.mark.parametrize("bad", [-7, 10**9])
+def test_store_token_ids_outside_the_vocabulary_are_refused(gpt2, tmp_path, bad):
+    """A shard's token ids are checked against the vocabulary recorded when caching (-7 or 1e9 showed as '')."""
+    store = gpt2.cache(TEXTS * 10, RESID_1, tmp_path / "s", n_tokens=30, context_size=8, progress=False)
+    assert store.manifest["vocab_size"] == len(gpt2.tokenizer)
+    file = store.shard_file(0)
+    with safe_open(str(file), framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118
+    tensors["tokens"][3] = bad
+    save_file(tensors, str(file))
+    with pytest.raises(FileError, match=rf"tokens holds {bad} at \[3\]: must be in 0\.\.{len(gpt2.tokenizer) - 1}"):
+        ActivationStore(store.path).tokens()
