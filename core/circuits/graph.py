@@ -26,7 +26,15 @@ from safetensors.torch import save_file
 
 from ..memory.budget import check_memory
 from ..storage.atomic import atomic_folder, recover
-from ..storage.readers import Fields, FileError, expect_arrays, read_json, read_safetensors, safetensors_header
+from ..storage.readers import (
+    Fields,
+    FileError,
+    expect_arrays,
+    expect_values,
+    read_json,
+    read_safetensors,
+    safetensors_header,
+)
 from .prune import Pruned, graph_scores, prune
 
 FORMAT = "interplab attribution graph"
@@ -150,6 +158,8 @@ class Graph:
         token_ids, tokens = _int_list(m, "token_ids"), _str_list(m, "tokens")
         logit_ids, logit_tokens = _int_list(m, "logit_ids"), _str_list(m, "logit_tokens")
         n_layers = m.int("n_layers", minimum=1)
+        expect_values(meta_file, "token_ids", token_ids, 0)
+        expect_values(meta_file, "logit_ids", logit_ids, 0)
         if len(tokens) != len(token_ids) or len(logit_tokens) != len(logit_ids):
             raise FileError(meta_file, "tokens", "and token_ids (or logit_tokens and logit_ids) differ in length")
         header = safetensors_header(arrays_file)
@@ -167,6 +177,7 @@ class Graph:
         bad_index = nnz > 0 and (indices.min() < 0 or indices.max() >= n)
         if indptr[0] != 0 or indptr[-1] != nnz or (np.diff(indptr) < 0).any() or bad_index:
             raise FileError(arrays_file, "indptr", "does not describe a valid sparse adjacency")
+        _check_values(arrays_file, t, n_layers, len(token_ids))
         dense = sp.csr_matrix((t["values"].numpy(), indices, indptr), shape=(n, n)).toarray()
         return Graph(
             prompt=m.str("prompt"), token_ids=token_ids, tokens=tokens, n_layers=n_layers, features=t["features"],
@@ -259,6 +270,18 @@ class Graph:
     def __repr__(self) -> str:
         return (f"Graph({self.prompt!r:.40}, {self.n_features} features, {self.n_errors} errors, {self.n_pos} tokens, "
                 f"{self.n_logits} logits)")  # fmt: skip
+
+
+def _check_values(file: Path, arrays: dict[str, torch.Tensor], n_layers: int, n_pos: int) -> None:
+    """Every number of a graph's arrays in its range: feature layers and positions inside the graph, latents
+    >= 0, activations and edge weights finite, logit probabilities in 0..1."""
+    features = arrays["features"]
+    expect_values(file, "features[:, 0] (layer)", features[:, 0], 0, n_layers, "n_layers")
+    expect_values(file, "features[:, 1] (position)", features[:, 1], 0, n_pos, "tokens")
+    expect_values(file, "features[:, 2] (latent)", features[:, 2], 0)
+    expect_values(file, "activations", arrays["activations"])
+    expect_values(file, "values", arrays["values"])
+    expect_values(file, "logit_probs", arrays["logit_probs"], 0, maximum=1)
 
 
 def _int_list(m: Fields, key: str) -> list[int]:

@@ -35,7 +35,7 @@ from ..checks import check_fraction, check_int, check_number
 from ..model.trace_ops import orthonormal
 from ..patching.prompts import PromptPairs
 from ..storage.atomic import atomic_path
-from ..storage.readers import FLOATS, FileError, expect_arrays, read_safetensors, result_header
+from ..storage.readers import FLOATS, FileError, expect_arrays, expect_values, read_safetensors, result_header
 from ..storage.resumable import ResumableJob
 from ..views.charts import offline
 from .intervene import check_positions, evaluate, prepare, run, source_values
@@ -47,6 +47,10 @@ if TYPE_CHECKING:
 FORMAT = "interplab.das/1"
 JOB = "das.fit"
 CHECKPOINT = "checkpoint.safetensors"
+
+
+#: Token positions a saved result may name: within a context of this many tokens (from either end).
+MAX_POSITION = 2**24
 
 
 @dataclass(repr=False)
@@ -118,10 +122,15 @@ class DASResult:
         positions = info.list("positions")
         if not positions or not all(isinstance(p, int) and not isinstance(p, bool) for p in positions):
             raise FileError(path, "positions", "must be a non-empty list of integers")
+        if len(set(positions)) != len(positions):
+            raise FileError(path, "positions", f"repeats an index: {positions!r:.100}")
+        expect_values(path, "positions", positions, -MAX_POSITION, MAX_POSITION, "a context of at most")
         losses = info.list("losses", [])
         if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in losses):
             raise FileError(path, "losses", "must be a list of numbers")
+        expect_values(path, "losses", losses)
         _, tensors = read_safetensors(path, " (a DAS result)")
+        expect_values(path, "Q_DK", tensors["Q_DK"])
         return DASResult(info.str("site", max_len=200), positions, tensors["Q_DK"].float(), info.float("iia"),
                          info.float("train_iia"), info.float("full_iia"), info.float("base_rate"),
                          info.float("logit_diff"), [float(x) for x in losses],

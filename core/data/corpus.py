@@ -30,6 +30,7 @@ from typing import Any
 
 from ..storage.atomic import atomic_path
 from ..storage.cache import cache_dir
+from ..storage.readers import FileError, parse_json
 
 logger = logging.getLogger(__name__)
 
@@ -126,8 +127,8 @@ def _jsonl_texts(file: Path) -> Iterator[str]:
                 if not line.strip():
                     continue
                 try:
-                    text = json.loads(line)["text"]
-                except (json.JSONDecodeError, KeyError, TypeError):
+                    text = parse_json(line, file, f"line {lineno}")["text"]
+                except (FileError, KeyError, TypeError):
                     text = None
                 if not isinstance(text, str):
                     raise ValueError(f"{file}:{lineno}: expected a JSON object with a 'text' string, got {line[:80]!r}")

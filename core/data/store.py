@@ -31,7 +31,7 @@ from safetensors.torch import save_file
 from ..checks import check_int, check_positive_int
 from ..memory.budget import check_memory
 from ..storage.atomic import atomic_path, remove, write_json
-from ..storage.readers import Fields, FileError, expect_arrays, inside, read_json, safetensors_header
+from ..storage.readers import Fields, FileError, expect_arrays, expect_values, inside, read_json, safetensors_header
 from ..storage.resumable import ResumableJob
 from .corpus import describe_corpus
 from .streams import CorpusWindows
@@ -45,7 +45,8 @@ MANIFEST = "manifest.json"
 STORE_JOB = "activation store"
 _SHARD_NAME = re.compile(r"^shard_\d{5,}\.safetensors$")
 _ST_DTYPES = {"float32": ("F32",), "float16": ("F16",), "bfloat16": ("BF16",)}
-_SITE_NAME = re.compile(r"^blocks\.\d+\.[a-z_.]+$")
+#: Every site name a model has (``hook_embed`` and ``blocks.N.<hook>``: see ``model.sites``).
+_SITE_NAME = re.compile(r"^(?:hook_embed|blocks\.\d+\.[a-z_]+(?:\.[a-z_]+)*)$")
 _FLOAT16_MAX = 65504.0
 _STORE_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -169,7 +170,10 @@ class ActivationStore:
         n = self.manifest["shards"][index]["n_tokens"]
         check_memory(f"Reading shard {index} of {str(self.path)!r}", n * (8 if key == "tokens" else 4 * self.d(key)))
         with safe_open(str(file), framework="pt") as f:
-            return f.get_tensor(key)
+            tensor = f.get_tensor(key)
+        if key == "tokens":  # token ids inside the vocabulary of the model that made them
+            expect_values(file, "tokens", tensor, 0, self.manifest.get("vocab_size"), "vocab_size")
+        return tensor
 
     def tokens(self) -> torch.Tensor:
         """All token ids [n_tokens], in store order."""
@@ -273,6 +277,7 @@ def cache_activations(
     _drop_unlisted_shards(root, manifest)
     manifest["n_tokens_target"] = n_tokens
     manifest.setdefault("corpus", describe_corpus(corpus))
+    manifest.setdefault("vocab_size", len(model.tokenizer))
     done = manifest["n_tokens"] >= n_tokens or (manifest.get("exhausted") and windows.empty)
     manifest["complete"] = bool(done)
     job.commit(manifest)
@@ -450,4 +455,5 @@ def read_manifest(root: Path) -> dict[str, Any]:
         raise FileError(file, "n_tokens", f"is {n} but its shards hold {total}")
     if f.has("tokens_sha256"):
         f.str("tokens_sha256")
+    f.int("vocab_size", None, minimum=1)
     return f.data

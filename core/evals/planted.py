@@ -33,6 +33,7 @@ import pandas as pd
 import torch
 
 from ..checks import check_int, check_number, check_positive_int
+from ..storage.checkpoint import TokenDigest
 from ..storage.resumable import ResumableJob
 
 log = logging.getLogger(__name__)
@@ -187,7 +188,9 @@ def train_planted(
     seen_at = [1 + (i * max(steps // 2, 1)) // len(planted) for i in range(len(planted))]
     where = {s: i for i, s in enumerate(seen_at)}
     opt = torch.optim.AdamW(lm.parameters(), lr=lr, weight_decay=0.0)
-    inputs = {"job": JOB, "config": config.to_dict().__repr__(), "stream": [len(stream), int(stream.sum())],
+    stream_digest = TokenDigest()
+    stream_digest.update(stream)  # the stream is known whole: its digest is an input, another stream is refused
+    inputs = {"job": JOB, "config": config.to_dict().__repr__(), "stream": stream_digest.record(),
               "planted": planted.tolist(), "controls": controls.tolist(), "steps": steps, "every": every,
               "batch_size": batch_size, "lr": lr, "prefix": prefix, "seed": seed}  # fmt: skip
     job = ResumableJob(JOB, folder, inputs)

@@ -20,9 +20,19 @@ import numpy as np
 from ..checks import check_int, check_latent
 from ..memory.budget import check_memory
 from ..storage.atomic import atomic_folder, leftover_target, recover
-from ..storage.readers import ArrayInfo, Fields, FileError, dtype_name, inside, load_npy, npy_header, read_json
+from ..storage.readers import (
+    ArrayInfo,
+    Fields,
+    FileError,
+    dtype_name,
+    expect_values,
+    inside,
+    load_npy,
+    npy_header,
+    read_json,
+)
 from .labels import FILE as LABELS_FILE
-from .labels import read_labels, update_label
+from .labels import check_labels, read_labels, update_label
 
 FORMAT = "interplab-features"
 #: The running state of an unfinished pass, inside its output folder (one file, see interplab.core.storage.resumable).
@@ -287,12 +297,13 @@ class FeatureData:
         check_memory(f"Loading feature data from {str(root)!r}", sum(i.nbytes for i in infos.values()))
         arrays: dict[str, Any] = {name: load_npy(root / f"{name}.npy", info) for name, info in infos.items()}
         strings = meta.str_map("token_strings")
-        labels = meta.str_map("labels", {})
+        labels = {k: v for k, v in meta.str_map("labels", {}).items() if 0 <= k < d_sae}
+        _check_values(root, d_sae, arrays, strings, labels)
         data = cls(
             site=meta.str("site"), d_sae=d_sae, n_tokens=meta.int("n_tokens", minimum=0), context=context,
             lead=meta.int("lead", minimum=0, maximum=context - 1), **arrays,
             token_strings={k: v for k, v in strings.items() if k >= 0},
-            labels={k: v for k, v in labels.items() if 0 <= k < d_sae}, model_name=meta.str("model_name", ""),
+            labels=labels, model_name=meta.str("model_name", ""),
             complete=meta.bool("complete", True), config=config.data,
         )  # fmt: skip
         if sae is not None:
@@ -302,6 +313,27 @@ class FeatureData:
         if own.is_file():
             data.labels = read_labels(own, d_sae)  # edits made after the save
         return data
+
+
+def _check_values(root: Path, d_sae: int, arrays: dict[str, np.ndarray], strings: dict[int, str],
+                  labels: dict[int, str]) -> None:  # fmt: skip
+    """Every number in its range (the readers' :func:`expect_values`): neighbours are latents of the SAE, token ids
+    (-1: no token) ones the data holds a string for, statistics finite, labels no longer than labels.json's."""
+    expect_values(root / "neighbour_ids.npy", "neighbour_ids", arrays["neighbour_ids"], 0, d_sae, "d_sae")
+    for name in ("max_act", "mean_act", "neighbour_sims", "hist_edges"):
+        expect_values(root / f"{name}.npy", name, arrays[name])
+    expect_values(root / "density.npy", "density", arrays["density"], 0, maximum=1)
+    expect_values(root / "hist_counts.npy", "hist_counts", arrays["hist_counts"], 0)
+    known = np.fromiter(strings, dtype=np.int64, count=len(strings))
+    for name in ("top_tokens", "quantile_tokens", "logit_top_ids", "logit_bottom_ids"):
+        ids = arrays[name]
+        expect_values(root / f"{name}.npy", name, ids, -1)
+        unknown = (ids >= 0) & ~np.isin(ids, known)
+        if unknown.any():
+            at = [int(i) for i in np.argwhere(unknown)[0]]
+            raise FileError(root / f"{name}.npy", name, f"holds token {int(ids[tuple(at)])} at {at}, which "
+                                                        "meta.json's token_strings does not name")  # fmt: skip
+    check_labels(root / "meta.json", labels, where="labels")
 
 
 def _check_arrays(root: Path, d_sae: int, context: int, known: dict[str, int]) -> dict[str, ArrayInfo]:

@@ -63,13 +63,18 @@ def read_labels(path: Path, d_sae: int | None = None) -> dict[int, str]:
     if not path.exists():
         return {}
     raw = Fields(path, read_json(path, max_bytes=64 * 1024**2))
-    labels = raw.str_map_all()
+    return check_labels(path, raw.str_map_all(), d_sae)
+
+
+def check_labels(file: Path, labels: dict[int, str], d_sae: int | None = None, where: str = "") -> dict[int, str]:
+    """``labels`` read from ``file`` (``where``: their field in it), each id a latent and each text at most
+    :data:`MAX_LABEL` characters; a :class:`FileError` naming the first that is not. Every labels reader uses it."""
     for k, v in labels.items():
         if k < 0 or (d_sae is not None and k >= d_sae):
             bound = f"0..{d_sae - 1}" if d_sae is not None else ">= 0"
-            raise FileError(path, f"[{k!r}]", f"is not a latent id ({bound})")
+            raise FileError(file, f"{where}[{k!r}]", f"is not a latent id ({bound})")
         if len(v) > MAX_LABEL:
-            raise FileError(path, f"[{k!r}]", f"is a label of {len(v)} characters (at most {MAX_LABEL})")
+            raise FileError(file, f"{where}[{k!r}]", f"is a label of {len(v)} characters (at most {MAX_LABEL})")
     return labels
 
 

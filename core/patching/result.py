@@ -21,7 +21,7 @@ import numpy as np
 
 from ..checks import check_int
 from ..storage.atomic import atomic_path
-from ..storage.readers import Fields, FileError, expect_arrays, load_npz, npz_headers
+from ..storage.readers import Fields, FileError, expect_arrays, expect_values, load_npz, npz_headers, parse_json
 
 ROW_NAMES = ("layer", "latent")
 COL_NAMES = ("position", "head")
@@ -169,10 +169,11 @@ def load_result(file: Path) -> PatchingResult:
         wanted = {"top_ids": ((rows, cols, k), ("I64", "I32")), "top_probs": ((rows, cols, k), ("F32", "F64"))}
         expect_arrays(file, infos, wanted)
     arrays = load_npz(file, " (a patching result)")
-    try:
-        raw = json.loads(bytes(arrays["meta"]).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise FileError(file, "meta", f"is not JSON ({err})") from None
+    expect_values(file, "values", arrays["values"])
+    if has_top:
+        expect_values(file, "top_ids", arrays["top_ids"], 0)
+        expect_values(file, "top_probs", arrays["top_probs"], 0, maximum=1)
+    raw = parse_json(bytes(arrays["meta"]), file, "meta")
     meta = Fields(file, raw, "meta")
     extra = sorted(set(meta.data) - set(PatchingResult._META))
     if extra:

@@ -17,6 +17,7 @@ Example
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,7 +29,15 @@ import torch
 
 from ..checks import check_fraction, check_int, check_number, check_texts
 from ..storage.atomic import atomic_path
-from ..storage.readers import FLOATS, FileError, expect_arrays, read_safetensors, result_header
+from ..storage.readers import (
+    FLOATS,
+    Fields,
+    FileError,
+    expect_arrays,
+    expect_values,
+    read_safetensors,
+    result_header,
+)
 from ..views.charts import offline
 from .features import expand_sites, sequence_features, token_features
 from .solver import LogisticFit, fit_logistic, predict
@@ -170,6 +179,8 @@ class ProbeResult:
         classes = info.list("classes")
         if not sites or not all(isinstance(s, str) for s in sites) or len(classes) < 2:
             raise FileError(path, "sites", "must name at least one site, and classes at least two")
+        if not all(isinstance(c, (str, int, float, bool)) for c in classes) or len(set(classes)) != len(classes):
+            raise FileError(path, "classes", f"must be distinct labels (strings or numbers), got {classes!r:.100}")
         rows = 1 if len(classes) == 2 else len(classes)
         first = header.tensors.get("W.0")  # None: expect_arrays names it missing
         w_shape = None if first is None else (rows, first.shape[-1])
@@ -179,18 +190,31 @@ class ProbeResult:
             expected[f"b.{i}"] = ((rows,), FLOATS)
         expect_arrays(path, header.tensors, expected)
         _, tensors = read_safetensors(path, " (a probe result)")
-        maps = {}
-        for key in ("accuracy", "train_accuracy", "cv_mean", "cv_std"):
-            m = info.obj(key).data
-            if set(m) != set(sites):
-                raise FileError(path, key, f"must give one number per site {sites}")
-            maps[key] = {s: float(m[s]) for s in sites}
+        for name, tensor in tensors.items():
+            expect_values(path, name, tensor)
+        maps = {key: _scores(path, info, key, sites) for key in ("accuracy", "train_accuracy", "cv_mean", "cv_std")}
         probes = {s: Probe(s, classes, tensors[f"W.{i}"].float(), tensors[f"b.{i}"].float())
                   for i, s in enumerate(sites)}  # fmt: skip
         return ProbeResult(sites, classes, **maps, balance=dict(info.obj("balance").data),
                            n_train=info.int("n_train", minimum=0), n_test=info.int("n_test", minimum=0),
                            level=info.str("level", choices=("sequence", "token")), probes=probes,
                            settings=dict(info.obj("settings", {}).data))  # fmt: skip
+
+
+def _scores(path: Path, info: Fields, key: str, sites: list[str]) -> dict[str, float]:
+    """One score per site: a fraction in 0..1, or NaN where there was nothing to score."""
+    m = info.obj(key)
+    if set(m.data) != set(sites):
+        raise FileError(path, key, f"must give one number per site {sites}")
+    out = {}
+    for s in sites:
+        value = m.raw(s, float("nan"))
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise FileError(path, f"{key}.{s}", f"must be a number in 0..1 (or NaN), got {value!r:.60}")
+        if not math.isnan(value):
+            expect_values(path, f"{key}.{s}", value, 0, maximum=1)
+        out[s] = float(value)
+    return out
 
 
 def _layer(site: str) -> float:

@@ -28,7 +28,7 @@ from safetensors.torch import save_file
 
 from ..checks import check_number, check_texts
 from ..storage.atomic import atomic_path
-from ..storage.readers import FLOATS, Fields, FileError, expect_arrays, read_safetensors, safetensors_header
+from ..storage.readers import FLOATS, Fields, FileError, expect_arrays, parse_json, read_safetensors, safetensors_header
 
 if TYPE_CHECKING:
     from ..model.model import Model
@@ -152,10 +152,7 @@ class SteeringVector:
             held = {k: list(v.shape) for k, v in header.tensors.items()}
             raise FileError(path, "direction", f"must be the file's one tensor, of shape [d] (the file holds {held})")
         expect_arrays(path, header.tensors, {"direction": (None, FLOATS)})
-        try:
-            info = Fields(path, json.loads(meta.get("interplab", "")), "interplab")
-        except json.JSONDecodeError as err:
-            raise FileError(path, "interplab", f"is not JSON ({err})") from None
+        info = Fields(path, parse_json(meta.get("interplab", ""), path, "interplab"), "interplab")
         site = info.str("site", max_len=200)
         scale = info.float("scale")
         provenance = info.obj("provenance", {}).data

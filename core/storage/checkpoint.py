@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from .atomic import clean_leftovers, make_dirs, write_bytes
-from .readers import FileError, read_safetensors
+from .readers import FileError, parse_json, read_safetensors
 
 FORMAT = "interplab-checkpoint"
 VERSION = 1
@@ -201,11 +201,8 @@ def read_state_file(path: str | os.PathLike[str], job: str) -> tuple[dict[str, A
         raise FileError(path, "format", f"is {meta.get('format')!r}, not an interplab checkpoint ({FORMAT!r})")
     if meta.get("job") != job:
         raise FileError(path, "job", f"is a checkpoint of {meta.get('job')!r}, not of {job!r}")
-    try:
-        inputs = json.loads(meta.get("inputs", ""))
-        skeleton = json.loads(meta.get("state", ""))
-    except json.JSONDecodeError as err:
-        raise FileError(path, "metadata", f"is not valid JSON ({err})") from None
+    inputs = parse_json(meta.get("inputs", ""), path, "inputs")
+    skeleton = parse_json(meta.get("state", ""), path, "state")
     if not isinstance(inputs, dict):
         raise FileError(path, "inputs", "is not a JSON object")
     return inputs, _unflatten(skeleton, tensors, path)

@@ -72,11 +72,58 @@ def read_json(path: str | os.PathLike[str], max_bytes: int = MAX_JSON_BYTES) -> 
     if size > max_bytes:
         raise FileError(path, "size", f"is {size} bytes, more than the {max_bytes} a JSON file here may have")
     try:
-        return json.loads(path.read_bytes().decode("utf-8"))
+        text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as err:
         raise FileError(path, "text", f"is not UTF-8 ({err})") from None
+    return parse_json(text, path)
+
+
+#: JSON nested deeper than this is refused before it is parsed (no file interplab writes nests past 10).
+MAX_JSON_DEPTH = 100
+_JSON_KINDS = np.zeros(256, dtype=np.int8)
+_JSON_KINDS[[ord("["), ord("{")]], _JSON_KINDS[[ord("]"), ord("}")]], _JSON_KINDS[ord('"')] = 1, 2, 3
+
+
+def json_depth(text: str | bytes) -> int:
+    """How deep the arrays and objects of JSON ``text`` nest (brackets inside strings do not count).
+
+    >>> json_depth('{"a": [1, "]]"]}')
+    2
+    """
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")  # escapes gone, every quote opens or closes a string
+    kinds = _JSON_KINDS[np.frombuffer(raw, dtype=np.uint8)]
+    kinds = kinds[kinds != 0]  # quotes (3), openings (1), closings (2)
+    outside = np.bitwise_xor.accumulate((kinds == 3).astype(np.uint8)) == 0
+    steps = (kinds == 1).astype(np.int32) - (kinds == 2)
+    return int(np.cumsum(steps * outside, dtype=np.int32).max(initial=0))
+
+
+def parse_json(text: str | bytes, file: str | os.PathLike[str], field: str = "content") -> Any:
+    """Parse JSON ``text`` read from ``file`` (``field``: the part of it), its nesting capped at
+    :data:`MAX_JSON_DEPTH` before parsing; every problem a :class:`FileError` naming the file and the line.
+
+    >>> parse_json("[" * 5000 + "]" * 5000, "cfg.json")
+    Traceback (most recent call last):
+    FileError: 'cfg.json': content nests 5000 levels deep, more than the 100 a JSON file here may have.
+    """
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise FileError(file, field, f"is not UTF-8 text ({err})") from None
+    openings = text.count("[") + text.count("{")
+    depth = json_depth(text) if openings > MAX_JSON_DEPTH else openings
+    if depth > MAX_JSON_DEPTH:
+        raise FileError(file, field, f"nests {depth} levels deep, more than the {MAX_JSON_DEPTH} a JSON file here "
+                                     "may have")  # fmt: skip
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as err:
-        raise FileError(path, f"line {err.lineno}, column {err.colno}", f"is not valid JSON ({err.msg})") from None
+        where = f"line {err.lineno}, column {err.colno}"
+        if field == "content":
+            raise FileError(file, where, f"is not valid JSON ({err.msg})") from None
+        raise FileError(file, field, f"is not JSON ({where}: {err.msg})") from None
 
 
 class Fields:
@@ -121,7 +168,7 @@ class Fields:
             raise self._bad(key, f"an integer {bounds}", value)
         return value
 
-    def float(self, key: str, default: Any = _MISSING, minimum: float | None = None) -> Any:
+    def float(self, key: str, default: Any = _MISSING, minimum: float | None = None, positive: bool = False) -> Any:
         value = self.raw(key, default)
         if value is default and default is not _MISSING:
             return value
@@ -129,6 +176,8 @@ class Fields:
             raise self._bad(key, "a finite number", value)
         if minimum is not None and value < minimum:
             raise self._bad(key, f"a number >= {minimum}", value)
+        if positive and value <= 0:
+            raise self._bad(key, "a number > 0", value)
         return float(value)
 
     def str(self, key: builtins.str, default: Any = _MISSING, choices: Sequence[builtins.str] | None = None,
@@ -228,10 +277,7 @@ def result_header(path: str | os.PathLike[str], fmt: str, what: str) -> tuple[Sa
     header = safetensors_header(path)
     if header.metadata.get("format") != fmt:
         raise FileError(path, "format", f"is {header.metadata.get('format')!r}: not an interplab {what}")
-    try:
-        info = Fields(path, json.loads(header.metadata.get("interplab", "")), "interplab")
-    except json.JSONDecodeError as err:
-        raise FileError(path, "interplab", f"is not JSON ({err})") from None
+    info = Fields(path, parse_json(header.metadata.get("interplab", ""), path, "interplab"), "interplab")
     return header, info
 
 
@@ -255,10 +301,7 @@ def safetensors_header(path: str | os.PathLike[str]) -> SafetensorsHeader:
                 _looks_pickled(head)) else ""  # fmt: skip
             raise FileError(path, "header", f"claims {n} bytes in a file of {size}: not a safetensors file.{extra}")
         raw = f.read(n)
-    try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise FileError(path, "header", f"is not valid JSON ({err})") from None
+    header = parse_json(raw, path, "header")
     if not isinstance(header, dict):
         raise FileError(path, "header", "is not a JSON object")
     metadata = header.pop("__metadata__", None) or {}
@@ -398,3 +441,46 @@ def inside(folder: str | os.PathLike[str], relative: Any, file: str | os.PathLik
         raise FileError(file, field, f"points outside {str(folder)!r} ({relative!r}); paths in data are never "
                                      "followed out of their folder")  # fmt: skip
     return Path(folder) / rel
+
+
+# ------------------------------------------------------------------- values
+def expect_values(file: str | os.PathLike[str], name: str, values: Any, low: float | None = None,
+                  high: float | None = None, what: str = "", maximum: float | None = None) -> None:  # fmt: skip
+    """The one numeric-range rule of every reader: each value of ``values`` (a tensor, an array or a list of
+    numbers) finite and within ``[low, high)`` (``high`` excluded: a count such as d_sae, the vocabulary or the
+    layers; ``maximum`` an included bound such as 1 for a probability), else a :class:`FileError` naming the
+    file, the field, the first bad value and the valid range. ``what`` says what ``high`` is.
+
+    >>> expect_values("dash/meta.json", "neighbour_ids", [3, 10**9], 0, 4096, "d_sae")
+    Traceback (most recent call last):
+    FileError: 'dash/meta.json': neighbour_ids holds 1000000000 at [1]: must be in 0..4095 (d_sae 4096).
+    """
+    if hasattr(values, "detach"):
+        values = values.detach().cpu().numpy()
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise FileError(file, name, f"must hold numbers, got {_show(values)}") from None
+    bad = ~np.isfinite(arr)
+    if low is not None:
+        bad |= arr < low
+    if high is not None:
+        bad |= arr >= high
+    if maximum is not None:
+        bad |= arr > maximum
+    if not bad.any():
+        return
+    index = tuple(int(i) for i in np.argwhere(bad)[0])
+    value = arr[index] if arr.ndim else arr.item()
+    shown = int(value) if np.isfinite(value) and float(value).is_integer() else float(value)
+    if maximum is not None:
+        want = f"must be a finite number in {low}..{maximum}" if low is not None else f"must be <= {maximum}"
+    elif low is None and high is None:
+        want = "must be finite"
+    elif high is None:
+        want = f"must be a finite number >= {low}"
+    elif low is None:
+        want = f"must be a finite number < {high}"
+    else:
+        want = f"must be in {low}..{high - 1}" + (f" ({what} {high})" if what else "")
+    raise FileError(file, name, f"holds {shown} at {list(index)}: {want}")

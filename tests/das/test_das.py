@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -184,3 +186,27 @@ def test_knob_task_and_sweep_on_a_tiny_model():
     assert sweep.context[1] == pytest.approx(float(diffs.mean()), abs=1e-5)  # scale 0 is the plain model
     assert abs(sweep.context[2] - sweep.context[0]) > 1e-4  # moving along the direction moves the answer
     assert "knob" in str(sweep.chart().to_dict()) and len(sweep.to_pandas()) == 3
+
+
+@pytest.mark.parametrize(("change", "q", "match"), [
+    ({}, torch.full((8, 1), float("nan")), r"Q_DK holds nan at \[0, 0\]: must be finite"),
+    ({"positions": [10**30]}, None, r"positions holds 1000000000000000019884624838656 at \[0\]: must be in "),
+    ({"positions": [-1, -1]}, None, r"positions repeats an index"),
+    ({"losses": [1.0, float("nan")]}, None, r"losses holds nan at \[1\]"),
+])  # fmt: skip
+def test_a_crafted_das_file_is_refused_naming_its_field(tmp_path, change, q, match):
+    from interplab.core.das.fit import DASResult
+    from interplab.core.storage.readers import FileError
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    das = DASResult("blocks.1.hook_resid_post", [-1], torch.eye(8)[:, :1], 0.5, 0.5, 1.0, 0.1, 0.2, [1.0, 0.5], {})
+    file = das.save(tmp_path / "das.safetensors")
+    assert DASResult.load(file).positions == [-1]
+    with safe_open(str(file), framework="pt") as f:
+        meta = f.metadata()
+    info = {**json.loads(meta["interplab"]), **change}
+    q_dk = (das.Q_DK if q is None else q).contiguous()
+    save_file({"Q_DK": q_dk}, str(file), metadata={**meta, "interplab": json.dumps(info)})
+    with pytest.raises(FileError, match=match):
+        DASResult.load(file)

@@ -628,3 +628,38 @@ def test_a_store_records_its_corpus_and_refuses_another(gpt2, tmp_path):
     assert store.manifest["corpus"].startswith("a list of 60 texts") and len(store.tokens_digest) == 64
     with pytest.raises(ValueError, match="made from another corpus"):
         gpt2.cache(MIXED_CORPUS[::-1], RESID_1, path, n_tokens=200, context_size=16)
+
+
+def test_a_store_of_hook_embed_is_written_and_read_back(gpt2, tmp_path):
+    """The embedding site caches like any block site, and the store it writes opens."""
+    store = gpt2.cache(TEXTS * 10, "hook_embed", tmp_path / "embed", n_tokens=60, context_size=8, progress=False)
+    assert ActivationStore(store.path).sites == ["hook_embed"]
+    assert store.read("hook_embed").shape == (60, gpt2.d_model)
+
+
+def test_a_manifest_may_name_every_site_the_model_stores(gpt2, tmp_path):
+    """The manifest reader accepts every site the model has (the pattern site holds no per-token vector)."""
+    store = gpt2.cache(TEXTS * 10, RESID_1, tmp_path / "s", n_tokens=30, context_size=8, progress=False)
+    manifest = json.loads((store.path / "manifest.json").read_text())
+    every = [s for s in gpt2.sites if not s.endswith("hook_pattern")]
+    manifest.update(sites=every, d={s: gpt2.site_dim(s) for s in every})
+    (store.path / "manifest.json").write_text(json.dumps(manifest))
+    assert ActivationStore(store.path).sites == every
+    manifest.update(sites=["blocks.1.hook_resid_post;rm"], d={"blocks.1.hook_resid_post;rm": 32})
+    (store.path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(FileError, match="sites must be a non-empty list of site names"):
+        ActivationStore(store.path)
+
+
+@pytest.mark.parametrize("bad", [-7, 10**9])
+def test_store_token_ids_outside_the_vocabulary_are_refused(gpt2, tmp_path, bad):
+    """A shard's token ids are checked against the vocabulary recorded when caching (-7 or 1e9 showed as '')."""
+    store = gpt2.cache(TEXTS * 10, RESID_1, tmp_path / "s", n_tokens=30, context_size=8, progress=False)
+    assert store.manifest["vocab_size"] == len(gpt2.tokenizer)
+    file = store.shard_file(0)
+    with safe_open(str(file), framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118
+    tensors["tokens"][3] = bad
+    save_file(tensors, str(file))
+    with pytest.raises(FileError, match=rf"tokens holds {bad} at \[3\]: must be in 0\.\.{len(gpt2.tokenizer) - 1}"):
+        ActivationStore(store.path).tokens()

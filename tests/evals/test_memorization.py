@@ -138,6 +138,17 @@ def test_a_resumed_run_equals_an_uninterrupted_one(stream, tmp_path, monkeypatch
         ev.train_planted(_lm(), stream, planted, controls, folder=tmp_path / "job", **{**kwargs, "steps": 16})
 
 
+def test_a_resume_on_another_stream_of_the_same_length_and_sum_is_refused(stream, tmp_path) -> None:
+    """The stream is recorded by its token digest: a permutation (same length, same sum) is another stream."""
+    planted, controls = ev.plant(2, 12, seed=0), ev.plant(2, 12, seed=1)
+    kwargs = dict(steps=4, every=2, batch_size=2, lr=1e-2, prefix=4, progress=False, folder=tmp_path / "job")
+    ev.train_planted(_lm(), stream, planted, controls, **kwargs)
+    flipped = stream.flip(0)
+    assert len(flipped) == len(stream) and int(flipped.sum()) == int(stream.sum())
+    with pytest.raises(ValueError, match=r"other inputs than this call's \(stream\.sha256"):
+        ev.train_planted(_lm(), flipped, planted, controls, **kwargs)
+
+
 def test_bad_input_fails_before_any_step(stream, monkeypatch) -> None:
     def no_batches(*args):
         raise AssertionError("a batch was drawn")

@@ -101,3 +101,18 @@ def test_a_tampered_patching_result_is_named_with_its_field(tmp_path):
     np.savez(tmp_path / "bad.npz", **{**arrays, "values": np.zeros(3, np.float32)})
     with pytest.raises(FileError, match=r"values is missing or not a 2-D"):
         ilab.patching.PatchingResult.load(tmp_path / "bad.npz")
+
+
+@pytest.mark.parametrize(("name", "edit", "match"), [
+    ("values", lambda a: a.fill(np.nan), r"values holds nan at \[0, 0\]: must be finite"),
+    ("top_probs", lambda a: a.fill(7.0), r"top_probs holds 7 at \[0, 0, 0\]: must be a finite number in 0\.\.1"),
+    ("top_ids", lambda a: a.fill(-3), r"top_ids holds -3 at \[0, 0, 0\]"),
+])  # fmt: skip
+def test_patching_result_numbers_out_of_range_are_refused(tmp_path, name, edit, match):
+    result = ilab.patching.grid(tiny_model("gpt2"), CLEAN, CORRUPT, metric(), site="heads")
+    with np.load(result.save(tmp_path / "grid.npz")) as f:
+        arrays = dict(f)
+    edit(arrays[name])
+    np.savez(tmp_path / "bad.npz", **arrays)
+    with pytest.raises(FileError, match=match):
+        ilab.patching.PatchingResult.load(tmp_path / "bad.npz")

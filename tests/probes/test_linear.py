@@ -140,3 +140,38 @@ def test_bad_input_is_refused_before_any_forward_pass(gpt2, tmp_path):
 
         save_file({"W.0": torch.zeros(1, 3)}, bad, metadata={"format": "nope"})
         ilab.probes.ProbeResult.load(bad)
+
+
+def _rewrite_probe(file, change=None, tensors=None):
+    """Rewrite a probe file with ``change`` merged into its JSON metadata and ``tensors`` into its arrays."""
+    import json
+
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    with safe_open(str(file), framework="pt") as f:
+        meta = f.metadata()
+    info = {**json.loads(meta["interplab"]), **(change or {})}
+    save_file({**load_file(str(file)), **(tensors or {})}, str(file),
+              metadata={**meta, "interplab": json.dumps(info)})  # fmt: skip
+
+
+@pytest.mark.parametrize(("change", "tensors", "match"), [
+    ({"accuracy": "abc"}, None, "accuracy must be a JSON object, got str"),
+    ({"accuracy": [1]}, None, "accuracy must be a JSON object, got list"),
+    ({"cv_mean": {"blocks.1.hook_resid_post": "abc"}}, None, r"cv_mean\.blocks\.1\.hook_resid_post must be a number"),
+    ({"accuracy": {"blocks.1.hook_resid_post": 7}}, None, r"accuracy\.blocks\.1\.hook_resid_post holds 7"),
+    ({"classes": {"a": 0, "b": 1}}, None, "classes must be a list, got dict"),
+    ({"classes": [[0], [1]]}, None, "classes must be distinct labels"),
+    (None, {"W.0": torch.full((1, 32), float("nan"))}, r"W\.0 holds nan at \[0, 0\]: must be finite"),
+    (None, {"b.0": torch.tensor([float("inf")])}, r"b\.0 holds inf"),
+])  # fmt: skip
+def test_a_crafted_probe_file_is_refused_naming_its_field(gpt2, tmp_path, change, tensors, match):
+    from interplab.core.storage.readers import FileError
+
+    texts = list(WORDS)
+    res = ilab.probes.train(gpt2, texts, labels_of(texts), sites=["blocks.1.hook_resid_post"], progress=False)
+    file = res.save(tmp_path / "probe.safetensors")
+    _rewrite_probe(file, change, tensors)
+    with pytest.raises(FileError, match=match):
+        ilab.probes.ProbeResult.load(file)

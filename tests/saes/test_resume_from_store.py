@@ -130,3 +130,29 @@ def test_checkpoint_is_written_atomically(store, tmp_path, monkeypatch):
     for a, b in zip(resumed, reference, strict=True):
         assert_same_weights(a, b)
     assert sorted(p.name for p in ckpt_dir.iterdir()) == [train_mod.CHECKPOINT], "leftovers are cleaned"
+
+
+@pytest.mark.parametrize(("key", "value", "match"), [
+    ("step", 21, r"state\.step must be an integer in 0\.\.20, got 21"),
+    ("step", 10**9, r"state\.step must be an integer in 0\.\.20, got 1000000000"),
+    ("scales", "nan", r"state\.scales must be a JSON object, got str"),
+    ("scales", {"blocks.0.hook_resid_post": -1e30}, r"state\.scales\.blocks\.0\.hook_resid_post must be a number > 0"),
+    ("scales", {"blocks.0.hook_resid_post": "nan"}, r"hook_resid_post must be a finite number, got str 'nan'"),
+    ("scales", {"blocks.0.hook_resid_post": 1.0, "blocks.0.x": 1.0}, r"names sites \['blocks\.0\.x'\]"),
+    ("tail", [[0.0, -1.0]] * 3, r"state\.tail\[0\] must be two finite sums >= 0"),
+    ("since_fired", [torch.zeros(2, dtype=torch.long) for _ in range(3)], r"since_fired\[0\] must be an integer"),
+])  # fmt: skip
+def test_a_crafted_checkpoint_is_refused_naming_its_field(store, tmp_path, monkeypatch, key, value, match):
+    """A checkpoint's numbers are validated like every other file's: bounded step, finite positive scales."""
+    from interplab.core.storage.checkpoint import read_state_file, save_state
+    from interplab.core.storage.readers import FileError
+
+    with monkeypatch.context() as m:
+        _interrupt_after(m, 5)
+        with pytest.raises(_Stop):
+            train_saes(store, RESUME_SPECS, checkpoint_dir=tmp_path, **RESUME_KW)
+    file = tmp_path / train_mod.CHECKPOINT
+    inputs, state = read_state_file(file, train_mod.JOB)
+    save_state(file, train_mod.JOB, inputs, {**state, key: value})
+    with pytest.raises(FileError, match=match):
+        train_saes(store, RESUME_SPECS, checkpoint_dir=tmp_path, **RESUME_KW)

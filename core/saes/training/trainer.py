@@ -34,7 +34,7 @@ from ...data.streams import BUFFER_BATCHES as BUFFER_BATCHES
 from ...data.streams import ModelStream
 from ...data.streams import buffer_sizes as buffer_sizes
 from ...storage.checkpoint import read_state_file, save_state
-from ...storage.readers import FileError
+from ...storage.readers import Fields, FileError
 from ...storage.resumable import ResumableJob
 from ..base import SAE
 from ..quality import warn_quality
@@ -212,6 +212,7 @@ class _Training:
         self.tail = [[0.0, 0.0] for _ in self.saes]  # per SAE: summed squared error and variance over the tail
 
     def restore(self, where: Any, state: dict[str, Any]) -> None:
+        _check_state(Path(where), state, self.saes, self.n_steps)
         _restore(Path(where), state, self.saes, self.opts)
         self.since_fired = [t.to(self.device) for t in state["since_fired"]]
         self.scales = dict(state["scales"])
@@ -313,6 +314,39 @@ def _check_finite(saes: list[SAE], specs: list[dict[str, Any]], step: int) -> No
                     f"The weights of {sae!r} (spec {i}: {specs[i]}) hold NaN or inf in {name} after step {step}; "
                     "training stopped and nothing of them was saved. Lower lr or the sparsity coefficient."
                 )
+
+
+def _check_state(ckpt: Path, state: Any, saes: list[SAE], n_steps: int) -> None:
+    """A checkpoint's numbers through the readers' :class:`Fields`: ``step`` within the run, ``scales`` one
+    finite positive number per site the SAEs read, ``tail`` two finite sums >= 0 per SAE, ``since_fired`` one
+    integer tensor [d_sae] >= 0 per SAE."""
+    f = Fields(ckpt, state, "state")
+    step = f.int("step", minimum=0, maximum=n_steps)
+    scales = f.obj("scales")
+    sites = sorted({s for sae in saes for s in (sae.site, sae.site_out) if s})
+    unknown = sorted(set(scales.data) - set(sites))
+    if unknown:
+        raise FileError(ckpt, "state.scales", f"names sites {unknown} this run does not read (it reads {sites})")
+    for site in sites:
+        if step or scales.has(site):  # every site has its scale from the first step on
+            scales.float(site, positive=True)
+    tails = f.list("tail")
+    if len(tails) != len(saes):
+        raise FileError(ckpt, "state.tail", f"holds {len(tails)} entries for {len(saes)} SAEs")
+    for i, pair in enumerate(tails):
+        if not (isinstance(pair, list) and len(pair) == 2 and all(_finite_sum(x) for x in pair)):
+            raise FileError(ckpt, f"state.tail[{i}]", f"must be two finite sums >= 0, got {pair!r:.80}")
+    fired = f.list("since_fired")
+    if len(fired) != len(saes):
+        raise FileError(ckpt, "state.since_fired", f"holds {len(fired)} entries for {len(saes)} SAEs")
+    for i, (t, sae) in enumerate(zip(fired, saes, strict=True)):
+        ok = isinstance(t, torch.Tensor) and t.shape == (sae.d_sae,) and not t.is_floating_point()
+        if not ok or bool((t < 0).any()):
+            raise FileError(ckpt, f"state.since_fired[{i}]", f"must be an integer tensor [{sae.d_sae}] >= 0")
+
+
+def _finite_sum(x: Any) -> bool:
+    return not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x) and x >= 0
 
 
 def _restore(ckpt: Path, state: dict[str, Any], saes: list[SAE], opts: list[Any]) -> None:
