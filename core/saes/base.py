@@ -68,7 +68,7 @@ class SAEConfig:
 
 def _keeps_graph(x: torch.Tensor) -> bool:
     """Whether work on ``x`` records an autograd graph: grad mode is on and ``x`` itself requires grad."""
-    return torch.is_grad_enabled() and x.requires_grad
+    return torch.is_grad_enabled() and isinstance(x, torch.Tensor) and x.requires_grad
 
 
 class SAE(nn.Module):
