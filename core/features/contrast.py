@@ -139,11 +139,13 @@ def _token_activations(sae: SAE, model: Model, texts: list[str], batch_size: int
         enc = model.to_tokens(texts[start : start + batch_size])
         with torch.no_grad():
             resid_BTD = model.run_sites(enc, site)[0].float()
+            batch = []
             for b in range(resid_BTD.shape[0]):
                 keep = enc["attention_mask"][b].bool().clone()
                 if bos is not None and int(enc["input_ids"][b, 0]) == bos:
                     keep[0] = False
-                yield sae.encode(resid_BTD[b, keep[: resid_BTD.shape[1]]]).float()
+                batch.append(sae.encode(resid_BTD[b, keep[: resid_BTD.shape[1]]]).float())
+        yield from batch
 
 
 def _reduce(acts_TM: torch.Tensor, positions: str) -> torch.Tensor:

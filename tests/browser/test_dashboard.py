@@ -117,7 +117,7 @@ def test_dashboard_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab_serv
     assert sorted(int(r) for r in rows.evaluate_all("els => els.map(e => e.dataset.latent)")) == want_rows
     search.press("Enter")
     wait_for_python(page, "dash.selected", rows.first.get_attribute("data-latent") or "")
-    search.fill("zebra")
+    search.fill("zebra stripes")  # the label; "zebra" alone also finds latents promoting ' zebra'
     expect(rows).to_have_count(1)
     assert rows.first.get_attribute("data-latent") == str(b)
     expect(rows.first).to_contain_text(f"{b} · zebra stripes")
@@ -130,9 +130,9 @@ def test_dashboard_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab_serv
     wait_for_python(page, "dash.query", "409")
 
     # The query is a trait: Python can set it too.
-    kernel_eval(page, "dash.query = 'zebra'")
+    kernel_eval(page, "dash.query = 'zebra stripes'")
     expect(rows).to_have_count(1)
-    expect(search).to_have_value("zebra")
+    expect(search).to_have_value("zebra stripes")
 
     # Clicking a row switches the card and sets `selected` in Python.
     rows.first.click()

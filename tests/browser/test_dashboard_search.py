@@ -1,5 +1,5 @@
 """FeatureDashboard's search box in a real JupyterLab: it finds a latent by a token it only promotes, and says
-what it searched when it finds nothing."""
+what it searched when it finds nothing. The heatmap's hover lists the top latents without the dense ones."""
 
 from __future__ import annotations
 
@@ -34,13 +34,28 @@ PROMOTERS = sorted({{int(i) for i in np.flatnonzero((data.logit_top_ids == 120).
 dash = ilab.widgets.FeatureDashboard(data, n_cards=2)
 dash
 """
+# An SAE whose stored firing rates call the strongest latent at the second token dense (on 60% of tokens).
+HEAT = """
+import torch
+from tests.widgets.test_heatmap import hand_activations
+acts = hand_activations(d=6)
+sae = ilab.SAE.create("standard", d_in=6, d_sae=16, site=acts.sites[0])
+sae.init_weights(seed=1)
+with torch.no_grad():
+    z = sae.encode(acts.flat(acts.sites[0]))
+DENSE = int(z[1].argmax())
+sae.firing_rates = torch.full((16,), 0.01)
+sae.firing_rates[DENSE] = 0.6
+heat = ilab.widgets.FeatureHeatmap(acts, sae, features=[DENSE])
+heat
+"""
 
 
 def test_search_finds_a_latent_by_a_token_it_only_promotes(
     page: Page, run_notebook: RunNotebook, lab_server: LabServer, scratch_dir: Path
 ) -> None:
     nb = scratch_dir / "dashboard_search.ipynb"
-    nb.write_text(json.dumps(_notebook(BUILD)))
+    nb.write_text(json.dumps(_notebook(BUILD, HEAT)))
     cells = run_notebook(page, nb.relative_to(lab_server.root).as_posix(), timeout_s=180)
     assert not any(c["has_error"] for c in cells), json.dumps(cells, indent=1)
     promoters = json.loads(kernel_eval(page, "print(json.dumps(PROMOTERS))"))
@@ -63,3 +78,14 @@ def test_search_finds_a_latent_by_a_token_it_only_promotes(
     expect(count).to_have_text(
         'no latent matches "zanzibar" (searched: id, label, the tokens it fires on most, the 3 tokens it promotes most)'
     )
+
+    # the heatmap's hover: the top latents at a token leave out the dense one, and say so
+    heat = cell_output_locator(page, cells[1]["index"], cells[1]["panel_id"])
+    dense = int(kernel_eval(page, "print(DENSE)"))
+    want = json.loads(kernel_eval(page, "print(json.dumps(heat.data.top_features[1].tolist()))"))
+    assert dense not in want
+    heat.locator(".ilab-tok").nth(1).hover()
+    tip = page.locator(".ilab-heat-tip:visible")
+    expect(tip).to_contain_text("top features here (latents on > 10% of tokens left out):")
+    listed = (tip.text_content() or "").split("left out):")[1]
+    assert f"  {dense}:" not in listed and f"  {want[0]}:" in listed, listed
