@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import nnsight
 import torch
 
-from ..model.trace_ops import read_site, write_site
+from ..model.trace_ops import read_site, token_probs, write_site
 from ..readout.metrics import BoundMetric
 from .prepare import ORDER, site_target
 
@@ -182,7 +182,7 @@ def grid_cached(
     pair = torch.arange(n)
     cols = list(range(model.n_heads)) if kind == "heads" else positions
     base_vals = metric(base_logits, pair)
-    base_probs, base_top = torch.softmax(base_logits[0], -1).topk(k) if k else (torch.zeros(0), torch.zeros(0))
+    base_probs, base_top = token_probs(base_logits[0]).topk(k) if k else (torch.zeros(0), torch.zeros(0))
     values = base_vals.mean().repeat(model.n_layers, len(cols))  # an unchanged cell is the base run
     top_ids = base_top.repeat(model.n_layers, len(cols), 1)
     top_probs = base_probs.repeat(model.n_layers, len(cols), 1)
@@ -199,7 +199,7 @@ def grid_cached(
             vals = metric(logits, pair.repeat(len(group))).view(len(group), n)
             values[layer, group] = vals.mean(1)
             if k:
-                probs, ids = torch.softmax(logits.view(len(group), n, -1)[:, 0], -1).topk(k, dim=-1)
+                probs, ids = token_probs(logits.view(len(group), n, -1)[:, 0]).topk(k, dim=-1)
                 top_ids[layer, group], top_probs[layer, group] = ids, probs
     return clean, corrupt, values, top_ids, top_probs
 

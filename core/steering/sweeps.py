@@ -25,6 +25,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..checks import check_number, check_texts
+from ..model.trace_ops import log_probs
 from ..readout.metrics import BoundMetric, Metric, as_metric
 from ..views.charts import offline
 from .traces import Steering, logits, plan
@@ -106,7 +107,7 @@ def _neutral_stats(
     mask = enc["attention_mask"].bool()
     pred = (mask[:, 1:] & mask[:, :-1])[:, : steered.shape[1] - 1]
     targets = enc["input_ids"][:, 1 : steered.shape[1]]
-    logp = torch.log_softmax(steered[:, :-1].float(), -1)
+    logp = log_probs(steered[:, :-1])
     nll = -logp.gather(-1, targets[..., None])[..., 0]
     loss = float(nll[pred].mean())
     if clean_BLV is None:
