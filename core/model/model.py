@@ -438,7 +438,8 @@ class Model:
 
     # ------------------------------------------------------------- collect
     def collect(self, texts: str | Sequence[str], sites: str | Sequence[str], batch_size: int = 8) -> Activations:
-        """Run texts through the model and keep the activations at the given sites.
+        """Run texts through the model and keep the activations at the given sites (full names, or short forms
+        such as ``"resid_post"``: that site at every layer).
 
         The forward pass stops after the last layer needed. Returns
         :class:`Activations` with one float32 [batch, pos, d] tensor per site, whatever the
