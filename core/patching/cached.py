@@ -169,10 +169,12 @@ def grid_cached(
     positions: list[int],
     batch: int,
     k: int,
+    bar: Any = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The clean and corrupted final logits [N, V], then values [n_layers, n_cols] (the metric's mean over pairs)
     and the top-k next tokens of pair 0 (ids, probs [n_layers, n_cols, k]): the numbers of the batched path in
-    :func:`interplab.core.patching.grid.grid`, from passes that start at the patched layer and position."""
+    :func:`interplab.core.patching.grid.grid`, from passes that start at the patched layer and position. ``bar`` (a
+    progress bar) advances once per layer."""
     needs_input = kind in ("attn_out", "mlp_out", "heads")  # the patched block runs from its own input
     base, base_logits, kv = full_run(model, base_ids, [kind, "resid_pre"] if needs_input else [kind])
     src, src_logits, _ = full_run(model, src_ids, [kind])
@@ -201,6 +203,8 @@ def grid_cached(
             if k:
                 probs, ids = token_probs(logits.view(len(group), n, -1)[:, 0]).topk(k, dim=-1)
                 top_ids[layer, group], top_probs[layer, group] = ids, probs
+        if bar is not None:
+            bar.update(1)
     return clean, corrupt, values, top_ids, top_probs
 
 
