@@ -249,19 +249,32 @@ def resolve_sites(
     return [s.name for s in sorted({parse_site(n, n_layers, kinds, why_missing) for n in names})]
 
 
-def _expand_short(short: str, n_layers: int, kinds: tuple[str, ...], why_missing: str) -> list[str]:
-    """Every layer's site of one short form; a clear error for a short form that is not one."""
-    kind = SHORT_ALIASES.get(short, short)
+def kind_of(short: str, kinds: tuple[str, ...] = KINDS, why_missing: str = "", suffixes: bool = False) -> str:
+    """The kind (one of :data:`KINDS`) of a short form (``"resid_post"``, ``"heads"``), and with ``suffixes`` of a
+    hook name without its layer (``"hook_resid_post"``, ``"attn.hook_z"``); a clear error naming the short forms
+    for anything else.
+
+    >>> kind_of("heads"), kind_of("hook_mlp_out", suffixes=True)
+    ('hook_z', 'mlp_out')
+    """
+    by_suffix = _SUFFIX_KIND.get(short) if suffixes and isinstance(short, str) else None
+    kind = by_suffix or SHORT_ALIASES.get(short, short)
     valid = short_forms(kinds)
     if kind in KINDS and kind not in kinds:
         raise ValueError(f"{short!r} does not exist in this model: {why_missing or 'it has no ' + kind + ' site'}.")
     if kind not in KINDS:
-        close = difflib.get_close_matches(short, valid, n=3)
+        close = difflib.get_close_matches(str(short), valid, n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         raise ValueError(
             f"Unknown site {short!r}.{hint} A site is a full name such as 'blocks.0.hook_resid_post' or a short form "
             f"meaning every layer: {', '.join(valid)}."
         )
+    return kind
+
+
+def _expand_short(short: str, n_layers: int, kinds: tuple[str, ...], why_missing: str) -> list[str]:
+    """Every layer's site of one short form; a clear error for a short form that is not one."""
+    kind = kind_of(short, kinds, why_missing)
     return [site_name(0, kind)] if kind == "embed" else [site_name(layer, kind) for layer in range(n_layers)]
 
 
