@@ -83,10 +83,10 @@ def grid(
     """
     check_site(site)
     check_batch(batch_size)
+    check_progress(progress)
     prep = prepare(model, clean, corrupt, metric, direction)
     positions_ = check_positions(positions, prep.n_pos)
     check_int("top_k", top_k, minimum=0)
-    check_progress(progress)
     batch = batch_size or auto_batch_size(model, prep.n_pos)
     config: Any = getattr(model.module, "config", None)  # a transformers config, when the model has one
     k = min(top_k, int(config.vocab_size) if config is not None else top_k)
