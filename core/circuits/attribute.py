@@ -27,6 +27,7 @@ from ..checks import check_fraction, check_positive_int, check_texts
 from ..memory.pages import release_pages
 from ..memory.unembed import SLICE_ROWS
 from ..model.model import Model
+from ..model.trace_ops import token_probs
 from ..saes.base import SAE
 from .graph import Graph
 from .prune import normalise_rows
@@ -170,7 +171,7 @@ def top_logits(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The most likely next tokens until their probabilities add up to ``desired_logit_prob`` (at most
     ``max_n_logits``): (token ids, probabilities)."""
-    probs = torch.softmax(logits_V.float(), -1)
+    probs = token_probs(logits_V)
     top_p, top_i = torch.topk(probs, max_n_logits)
     cut = int(torch.searchsorted(torch.cumsum(top_p, 0), torch.tensor(desired_logit_prob, device=top_p.device))) + 1
     cut = max(1, min(cut, max_n_logits))

@@ -22,7 +22,7 @@ import torch
 
 from ..checks import check_int, check_latent, check_number, check_texts
 from ..model.model import Model
-from ..model.trace_ops import read_site, sae_encode, write_site
+from ..model.trace_ops import read_site, sae_encode, token_probs, write_site
 from ..saes.base import SAE
 from .attribute import check_transcoders
 
@@ -43,7 +43,7 @@ class InterventionResult:
 
     def prob_change(self, token_id: int) -> tuple[float, float]:
         """The probability of ``token_id`` before and after."""
-        p0, p1 = torch.softmax(self.logits_before, -1), torch.softmax(self.logits_after, -1)
+        p0, p1 = token_probs(self.logits_before), token_probs(self.logits_after)
         return float(p0[token_id]), float(p1[token_id])
 
     def to_dict(self) -> dict[str, Any]:
@@ -131,7 +131,7 @@ def intervene(
     after = model.logits(prompt, edit=edit)[0, 0]
 
     def tops(logits: torch.Tensor) -> list[tuple[str, float]]:
-        p = torch.softmax(logits, -1)
+        p = token_probs(logits)
         v, i = torch.topk(p, top)
         return [(model.tokenizer.decode([int(t)]), float(x)) for t, x in zip(i, v, strict=True)]
 

@@ -74,7 +74,7 @@ class SupervisedDictionary:
 def supervised_dictionary(model: Model, pairs: PromptPairs, site: str, position: int = -1) -> SupervisedDictionary:
     """Attribute-conditional means of the clean prompts' activations at ``site`` and ``position``."""
     attrs = ioi_attributes(pairs)
-    (parsed,) = model.parse_sites(site)
+    parsed = model.parse_site(site)
     x_ND = source_values(model, parsed.name, pairs.clean, [position])[:, 0].float()
     mean_D = x_ND.mean(0)
     features = {}
@@ -149,7 +149,7 @@ def compare_dictionaries(model: Model, pairs: PromptPairs, site: str, saes: Mapp
         if not isinstance(sae, SAE):
             raise TypeError(f"saes[{name!r}] must be an interplab SAE, got {type(sae).__name__}.")
     attrs = ioi_attributes(pairs)
-    (parsed,) = model.parse_sites(site)
+    parsed = model.parse_site(site)
     d = model.site_dim(parsed.name)
     for name, sae in saes.items():
         if sae.W_dec.shape[1] != d:

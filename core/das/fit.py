@@ -153,7 +153,7 @@ def check_fit_args(model: Model, pairs: Any, site: str, k: int, positions: Any, 
                    ) -> tuple[CounterfactualPairs, int, list[int], int]:  # fmt: skip
     """Every check of :func:`fit` that needs no forward pass: pairs, site, ``k`` within the site's width, positions."""
     pairs = as_pairs(model, pairs)
-    (parsed,) = model.parse_sites(site)
+    parsed = model.parse_site(site)
     d = model.site_dim(parsed.name)
     k = check_int("k", k, minimum=1)
     if k > d:
@@ -198,7 +198,7 @@ def fit(
     if lr <= 0:
         raise ValueError(f"lr must be positive, got {lr}.")
     A = _start(d, k, init, seed)
-    site = model.parse_sites(site)[0].name
+    site = model.parse_site(site).name
     train_idx, test_idx = split(len(pairs), test_size, seed)
     settings = {"k": k, "positions": pos, "epochs": epochs, "lr": lr, "batch_size": batch_size, "seed": seed,
                 "test_size": test_size, "n_pairs": len(pairs), "model": model.name}  # fmt: skip

@@ -164,7 +164,7 @@ def attention_drift(
                          "the after state must differ from the before state.")  # fmt: skip
     if steer is not None:
         site, vec = (steer.site, steer.vector) if hasattr(steer, "vector") else steer
-        (parsed,) = model.parse_sites(site)
+        parsed = model.parse_site(site)
         vec = torch.as_tensor(vec).float().flatten()
         if vec.shape[0] != model.site_dim(parsed.name):
             raise ValueError(f"The steering vector has {vec.shape[0]} values; {parsed.name} has width "

@@ -95,6 +95,8 @@ def feature_data(
     the result is saved there at the end; the same call resumes an interrupted pass, and returns the
     saved result without recomputing once complete. ``max_batches`` stops after that many batches
     in this call (a partial result, ``complete=False``; run again with the same ``path`` to go on).
+    ``progress``: a bar over the tokens scanned, then one over the logit effects' vocabulary slices (the
+    slow part of a large SAE's finish); False for none; a background job's bar counts the tokens.
 
     >>> data = feature_data(sae, model, ilab.default_corpus(), n_tokens=100_000)
     """
@@ -121,7 +123,8 @@ def feature_data(
         raise ValueError("The corpus gave no tokens to scan (every text was empty).")
     if stopped:
         job.commit(scan.state(rows))
-    data = _result(sae, model, site, scan, n_logit, complete=not stopped, config=config)
+    # a background job's bar counts tokens: the logit effects show a bar of their own only when asked with True
+    data = _result(sae, model, site, scan, n_logit, complete=not stopped, config=config, progress=progress is True)
     if job.folder is not None and not stopped:
         data.save(job.folder)
     return data
@@ -250,13 +253,21 @@ class _Scan:
 
 
 def _result(
-    sae: SAE, model: Model, site: str, scan: _Scan, n_logit: int, complete: bool, config: dict[str, Any]
+    sae: SAE,
+    model: Model,
+    site: str,
+    scan: _Scan,
+    n_logit: int,
+    complete: bool,
+    config: dict[str, Any],
+    progress: bool = False,
 ) -> FeatureData:
-    """The pass's :class:`FeatureData`: its statistics finished, logit effects and neighbours from the weights."""
+    """The pass's :class:`FeatureData`: its statistics finished, logit effects (with a bar of their own when
+    ``progress``) and neighbours from the weights."""
     t0 = time.perf_counter()
     arrays: dict[str, Any] = scan.acc.finish()
     t1 = time.perf_counter()
-    arrays.update(logit_effects(sae, model, n_logit))
+    arrays.update(logit_effects(sae, model, n_logit, progress=progress))
     t2 = time.perf_counter()
     arrays["neighbour_ids"], arrays["neighbour_sims"] = all_neighbours(sae)
     timings = {**scan.timings, "finish": t1 - t0, "logit_effects": t2 - t1, "neighbours": time.perf_counter() - t2}

@@ -28,6 +28,7 @@ from ..memory.unembed import SLICE_ROWS
 from ..model.remote import REQUEST_BYTES
 from ..model.sites import resolve
 from ..model.trace_ops import top_logits
+from ..storage.progress import progress_bar
 from .data import FeatureData
 from .density import MAX_DENSITY, check_max_density, latent_density, top_latents
 from .search_index import search_index
@@ -94,11 +95,14 @@ def _server_weight(model: Model, path: str, row: int | None = None) -> torch.Ten
     return weight
 
 
-def logit_effects(sae: SAE, model: Model, n: int = 10, chunk: int = 2048) -> dict[str, np.ndarray]:
+def logit_effects(
+    sae: SAE, model: Model, n: int = 10, chunk: int = 2048, progress: Any = False
+) -> dict[str, np.ndarray]:
     """The ``n`` tokens each latent promotes and suppresses most, in vocabulary chunks (bounded memory).
 
     Returns ``logit_top_ids/values`` (largest first) and ``logit_bottom_ids/values`` (most negative first).
     For a remote model the products are taken on the server, a few hundred latents per request.
+    ``progress``: a bar over the vocabulary slices (the requests, remotely).
     """
     d_MD = decoder_through_norm(sae, model)
     _, unembed = model.readout_modules()
@@ -106,20 +110,14 @@ def logit_effects(sae: SAE, model: Model, n: int = 10, chunk: int = 2048) -> dic
     if not isinstance(W_U, torch.Tensor):
         raise TypeError(f"The unembedding's weight is a {type(W_U).__name__}, not a tensor.")
     n = min(check_positive_int("top", n), W_U.shape[0])
-    if not W_U.is_meta:
-        parts = [top_logits_paged(d_MD, W_U.detach(), n, chunk)]
-    else:
-        envoy = resolve(model.nn, model.check_mapped().unembed)
-        ids = torch.tensor([[model.tokenizer.bos_token_id or 0]])
-        inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-        rows = max(1, REQUEST_BYTES // (4 * d_MD.shape[1]))
-        parts = []
-        for start in range(0, d_MD.shape[0], rows):
-            d_chunk = d_MD[start : start + rows].clone()
-            with torch.no_grad(), model.nn.trace(inputs, **model.trace_kwargs) as tracer:
-                part = nnsight.save(top_logits(d_chunk, envoy.weight, n, chunk))
-                tracer.stop()
-            parts.append(part)
+    local = not W_U.is_meta
+    rows = max(1, REQUEST_BYTES // (4 * d_MD.shape[1]))  # latents per remote request
+    steps = -(-W_U.shape[0] // SLICE_ROWS) if local else -(-d_MD.shape[0] // rows)
+    with progress_bar(steps, desc="logit effects", show=progress, leave=False) as bar:
+        if local:
+            parts = [top_logits_paged(d_MD, W_U.detach(), n, chunk, bar)]
+        else:
+            parts = _remote_top_logits(model, d_MD, n, chunk, rows, bar)
     top_v, top_i, bot_v, bot_i = (torch.cat([p[k] for p in parts]) for k in range(4))
     return {
         "logit_top_ids": top_i.numpy().astype(np.int32),
@@ -129,15 +127,38 @@ def logit_effects(sae: SAE, model: Model, n: int = 10, chunk: int = 2048) -> dic
     }
 
 
-def top_logits_paged(d_MD: torch.Tensor, W_VD: torch.Tensor, n: int, chunk: int) -> tuple[torch.Tensor, ...]:
+def _remote_top_logits(
+    model: Model, d_MD: torch.Tensor, n: int, chunk: int, rows: int, bar: Any
+) -> list[tuple[torch.Tensor, ...]]:
+    """:func:`top_logits` of ``rows`` latents per request, taken on the server; ``bar`` advances once per request."""
+    envoy = resolve(model.nn, model.check_mapped().unembed)
+    ids = torch.tensor([[model.tokenizer.bos_token_id or 0]])
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    parts = []
+    for start in range(0, d_MD.shape[0], rows):
+        d_chunk = d_MD[start : start + rows].clone()
+        with torch.no_grad(), model.nn.trace(inputs, **model.trace_kwargs) as tracer:
+            part = nnsight.save(top_logits(d_chunk, envoy.weight, n, chunk))
+            tracer.stop()
+        parts.append(part)
+        bar.update(1)
+    return parts
+
+
+def top_logits_paged(
+    d_MD: torch.Tensor, W_VD: torch.Tensor, n: int, chunk: int, bar: Any = None
+) -> tuple[torch.Tensor, ...]:
     """:func:`top_logits` over vocabulary slices of a local weight, each slice's memory-mapped pages released after
-    use (:mod:`interplab.core.memory.pages`): the whole unembedding is never resident at once."""
+    use (:mod:`interplab.core.memory.pages`): the whole unembedding is never resident at once. ``bar`` (a progress
+    bar) advances once per slice."""
     found = []
     for a in range(0, W_VD.shape[0], SLICE_ROWS):
         W_slice = W_VD[a : a + SLICE_ROWS]
         tv, ti, bv, bi = top_logits(d_MD, W_slice, n, chunk)
         release_pages(W_slice)
         found.append((tv, ti + a, bv, bi + a))
+        if bar is not None:
+            bar.update(1)
     top_v, sel = torch.cat([f[0] for f in found], 1).topk(n, dim=1)
     top_i = torch.cat([f[1] for f in found], 1).gather(1, sel)
     bot_v, sel = torch.cat([f[2] for f in found], 1).topk(n, dim=1, largest=False)

@@ -12,7 +12,7 @@ Example
 from .activations import Activations
 from .model import Model, free_trace_memory
 from .remote import RemoteModelError
-from .sites import KINDS, Family, Site, parse_site, parse_sites, site_name, site_names
+from .sites import KINDS, Family, Site, parse_site, parse_sites, resolve_sites, site_name, site_names
 
 __all__ = [
     "KINDS",
@@ -24,6 +24,7 @@ __all__ = [
     "free_trace_memory",
     "parse_site",
     "parse_sites",
+    "resolve_sites",
     "site_name",
     "site_names",
 ]

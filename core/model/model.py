@@ -172,7 +172,7 @@ class Model:
         ``n_heads * d_head`` for ``attn.hook_z``, ``d_mlp`` for ``mlp.hook_post``, ``d_model`` otherwise;
         attention patterns are [heads, query, key] per text, not a vector per token (a ValueError).
         """
-        (parsed,) = self.parse_sites(site)
+        parsed = self.parse_site(site)
         if parsed.kind == "pattern":
             raise ValueError(
                 f"{parsed.name} holds attention probabilities [heads, query, key] for each text, not a vector per "
@@ -202,10 +202,13 @@ class Model:
         return self.family
 
     def parse_sites(self, sites: str | Sequence[str]) -> list[Site]:
-        """Parse and check site names (one or many), without repeats, in forward order.
+        """Parse and check site names (one or many), without repeats, in forward order; a short form
+        (``"resid_post"``, ``"mlp_out"``, ... see :func:`~interplab.core.model.sites.resolve_sites`) is every layer's.
 
         >>> model.parse_sites(["blocks.3.hook_resid_post", "blocks.1.hook_mlp_out"])[0].layer
         1
+        >>> len(model.parse_sites("resid_post")) == model.n_layers
+        True
         """
         family = self.check_mapped()
         why = family.why_missing or (
@@ -214,13 +217,27 @@ class Model:
         )
         return parse_sites(sites if isinstance(sites, str) else list(sites), self.n_layers, self.kinds, why)
 
+    def parse_site(self, site: str) -> Site:
+        """Parse and check one site name; a short form (every layer's) is refused, naming one full name to give.
+
+        >>> model.parse_site("blocks.6.hook_resid_post").layer
+        6
+        """
+        parsed = self.parse_sites(site)
+        if len(parsed) != 1:
+            raise ValueError(
+                f"{site!r} names {len(parsed)} sites ({parsed[0].name} ... {parsed[-1].name}); this takes one site, "
+                f"e.g. {parsed[len(parsed) // 2].name!r}."
+            )
+        return parsed[0]
+
     def envoy(self, site: str | Site) -> tuple[Any, str]:
         """The nnsight module of a site and whether the site is its ``"input"`` or ``"output"``.
 
         Read or write it inside a trace with :func:`interplab.core.model.trace_ops.read_site` / ``write_site``.
         """
         family = self.check_mapped()
-        parsed = self.parse_sites(site)[0] if isinstance(site, str) else site
+        parsed = self.parse_site(site) if isinstance(site, str) else site
         path, io = site_module_path(family, parsed)
         return resolve(self.nn, path), io
 
@@ -421,7 +438,8 @@ class Model:
 
     # ------------------------------------------------------------- collect
     def collect(self, texts: str | Sequence[str], sites: str | Sequence[str], batch_size: int = 8) -> Activations:
-        """Run texts through the model and keep the activations at the given sites.
+        """Run texts through the model and keep the activations at the given sites (full names, or short forms
+        such as ``"resid_post"``: that site at every layer).
 
         The forward pass stops after the last layer needed. Returns
         :class:`Activations` with one float32 [batch, pos, d] tensor per site, whatever the

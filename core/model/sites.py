@@ -215,15 +215,78 @@ def parse_site(name: str, n_layers: int, kinds: tuple[str, ...] = KINDS, why_mis
     return Site(layer=layer, rank=KINDS.index(kind), kind=kind, name=name)
 
 
+def short_forms(kinds: tuple[str, ...] = KINDS) -> list[str]:
+    """The short site names a model with ``kinds`` takes wherever it takes sites (each means every layer's)."""
+    return [k for k in KINDS if k in kinds] + [alias for alias, k in SHORT_ALIASES.items() if k in kinds]
+
+
+#: Short names that are not kind names: ``heads`` (what ``patching.grid(site="heads")`` patches) is ``hook_z``.
+SHORT_ALIASES = {"heads": "hook_z"}
+
+
+def resolve_sites(
+    spec: str | list[str] | tuple[str, ...], n_layers: int, kinds: tuple[str, ...] = KINDS, why_missing: str = ""
+) -> list[str]:
+    """Full site names of a site spec, in forward order without repeats: the one spelling every entry point takes.
+
+    Each item is a full name (``blocks.6.hook_resid_post``, ``hook_embed``) or a short form (a kind of
+    :data:`KINDS`, or ``heads``), which means that kind at every layer (``embed`` is the one ``hook_embed``).
+    An unknown short form is refused naming the valid ones.
+
+    >>> resolve_sites(["resid_post", "hook_embed"], n_layers=2)
+    ['hook_embed', 'blocks.0.hook_resid_post', 'blocks.1.hook_resid_post']
+    """
+    if isinstance(spec, str):
+        spec = [spec]
+    if not isinstance(spec, (list, tuple)) or not spec:
+        raise ValueError(f"Give at least one site name, got {spec!r}.")
+    names: list[str] = []
+    for item in spec:
+        if isinstance(item, str) and "." not in item and not _SITE_RE.match(item) and not _TL_UNMAPPED.match(item):
+            names += _expand_short(item, n_layers, kinds, why_missing)
+        else:
+            names.append(item)
+    return [s.name for s in sorted({parse_site(n, n_layers, kinds, why_missing) for n in names})]
+
+
+def kind_of(short: str, kinds: tuple[str, ...] = KINDS, why_missing: str = "", suffixes: bool = False) -> str:
+    """The kind (one of :data:`KINDS`) of a short form (``"resid_post"``, ``"heads"``), and with ``suffixes`` of a
+    hook name without its layer (``"hook_resid_post"``, ``"attn.hook_z"``); a clear error naming the short forms
+    for anything else.
+
+    >>> kind_of("heads"), kind_of("hook_mlp_out", suffixes=True)
+    ('hook_z', 'mlp_out')
+    """
+    by_suffix = _SUFFIX_KIND.get(short) if suffixes and isinstance(short, str) else None
+    kind = by_suffix or SHORT_ALIASES.get(short, short)
+    valid = short_forms(kinds)
+    if kind in KINDS and kind not in kinds:
+        raise ValueError(f"{short!r} does not exist in this model: {why_missing or 'it has no ' + kind + ' site'}.")
+    if kind not in KINDS:
+        close = difflib.get_close_matches(str(short), valid, n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise ValueError(
+            f"Unknown site {short!r}.{hint} A site is a full name such as 'blocks.0.hook_resid_post' or a short form "
+            f"meaning every layer: {', '.join(valid)}."
+        )
+    return kind
+
+
+def _expand_short(short: str, n_layers: int, kinds: tuple[str, ...], why_missing: str) -> list[str]:
+    """Every layer's site of one short form; a clear error for a short form that is not one."""
+    kind = kind_of(short, kinds, why_missing)
+    return [site_name(0, kind)] if kind == "embed" else [site_name(layer, kind) for layer in range(n_layers)]
+
+
 def parse_sites(
     names: str | list[str] | tuple[str, ...], n_layers: int, kinds: tuple[str, ...] = KINDS, why_missing: str = ""
 ) -> list[Site]:
-    """Parse one or many site names, dropping repeats, sorted in forward order."""
-    if isinstance(names, str):
-        names = [names]
-    if not isinstance(names, (list, tuple)) or not names:
-        raise ValueError(f"Give at least one site name, got {names!r}.")
-    return sorted({parse_site(n, n_layers, kinds, why_missing) for n in names})
+    """Parse a site spec (see :func:`resolve_sites`: full names and short forms), without repeats, in forward order.
+
+    >>> [s.name for s in parse_sites("mlp_out", n_layers=2)]
+    ['blocks.0.hook_mlp_out', 'blocks.1.hook_mlp_out']
+    """
+    return [parse_site(n, n_layers, kinds, why_missing) for n in resolve_sites(names, n_layers, kinds, why_missing)]
 
 
 def resolve(root: Any, path: str) -> Any:

@@ -193,13 +193,40 @@ def next_token_scores(
     return torch.cat(nll, 1), torch.cat(clean_nll, 1), torch.cat(kl, 1)
 
 
-def log_probs(logits: Any, in_place: bool) -> Any:
-    """``log_softmax(logits.float(), -1)``; with ``in_place`` (no gradients) in the float copy's own memory."""
+# Logits are normalised in float32 only: a bfloat16 logsumexp or softmax rounds probabilities by several points
+# (a normaliser near 30 has a bfloat16 step of 0.125, so exp(logit - lse) is off by several percent of
+# itself). Every softmax, log-softmax and log-normaliser of logits in interplab is one of the three below;
+# tests/contracts/test_normalising.py reads the source to keep it so.
+def log_probs(logits: Any, in_place: bool = False) -> Any:
+    """``log_softmax`` over the last axis in float32 (whatever ``logits``' dtype); with ``in_place`` (no
+    gradients) in the float copy's own memory.
+
+    >>> log_probs(torch.tensor([0.0, 0.0], dtype=torch.bfloat16)).exp()
+    tensor([0.5000, 0.5000])
+    """
     if not in_place:
         return torch.log_softmax(logits.float(), dim=-1)
     x = logits.float()
     del logits
     return x.sub_(x.logsumexp(-1, keepdim=True))
+
+
+def token_probs(logits: Any) -> Any:
+    """``softmax`` over the last axis in float32, whatever ``logits``' dtype.
+
+    >>> token_probs(torch.tensor([0.0, 0.0], dtype=torch.bfloat16))
+    tensor([0.5000, 0.5000])
+    """
+    return torch.softmax(logits.float(), dim=-1)
+
+
+def log_normaliser(logits: Any) -> Any:
+    """``logsumexp`` over the last axis in float32 (``logits - log_normaliser(logits)[..., None]`` are log-probs).
+
+    >>> log_normaliser(torch.zeros(4, dtype=torch.bfloat16))
+    tensor(1.3863)
+    """
+    return torch.logsumexp(logits.float(), dim=-1)
 
 
 # Shipped by source with every request that names one of these functions (see the module docstring).

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import nnsight
 import torch
 
-from ..model.trace_ops import read_site, write_site
+from ..model.trace_ops import read_site, token_probs, write_site
 from ..readout.metrics import BoundMetric
 from .prepare import ORDER, site_target
 
@@ -169,10 +169,12 @@ def grid_cached(
     positions: list[int],
     batch: int,
     k: int,
+    bar: Any = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The clean and corrupted final logits [N, V], then values [n_layers, n_cols] (the metric's mean over pairs)
     and the top-k next tokens of pair 0 (ids, probs [n_layers, n_cols, k]): the numbers of the batched path in
-    :func:`interplab.core.patching.grid.grid`, from passes that start at the patched layer and position."""
+    :func:`interplab.core.patching.grid.grid`, from passes that start at the patched layer and position. ``bar`` (a
+    progress bar) advances once per layer."""
     needs_input = kind in ("attn_out", "mlp_out", "heads")  # the patched block runs from its own input
     base, base_logits, kv = full_run(model, base_ids, [kind, "resid_pre"] if needs_input else [kind])
     src, src_logits, _ = full_run(model, src_ids, [kind])
@@ -182,7 +184,7 @@ def grid_cached(
     pair = torch.arange(n)
     cols = list(range(model.n_heads)) if kind == "heads" else positions
     base_vals = metric(base_logits, pair)
-    base_probs, base_top = torch.softmax(base_logits[0], -1).topk(k) if k else (torch.zeros(0), torch.zeros(0))
+    base_probs, base_top = token_probs(base_logits[0]).topk(k) if k else (torch.zeros(0), torch.zeros(0))
     values = base_vals.mean().repeat(model.n_layers, len(cols))  # an unchanged cell is the base run
     top_ids = base_top.repeat(model.n_layers, len(cols), 1)
     top_probs = base_probs.repeat(model.n_layers, len(cols), 1)
@@ -199,8 +201,10 @@ def grid_cached(
             vals = metric(logits, pair.repeat(len(group))).view(len(group), n)
             values[layer, group] = vals.mean(1)
             if k:
-                probs, ids = torch.softmax(logits.view(len(group), n, -1)[:, 0], -1).topk(k, dim=-1)
+                probs, ids = token_probs(logits.view(len(group), n, -1)[:, 0]).topk(k, dim=-1)
                 top_ids[layer, group], top_probs[layer, group] = ids, probs
+        if bar is not None:
+            bar.update(1)
     return clean, corrupt, values, top_ids, top_probs
 
 

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 import nnsight
 import torch
-from tqdm.auto import tqdm
 
 from ..checks import check_int
 from ..model.trace_ops import read_site, write_site
 from ..readout.metrics import Metric
+from ..storage.progress import check_progress, progress_bar
 from .prepare import (
     ORDER,
     SITES,
@@ -117,6 +117,7 @@ def _path_gradients(
     kinds: Sequence[str],
     layers: Sequence[int],
     steps: int,
+    bar: Any = None,
 ) -> dict[tuple[str, int], torch.Tensor]:
     """Integrated gradients: d mean metric / d activation averaged over ``steps`` points ``k/steps`` (k < steps)
     of the straight path from the base embeddings to the source ones, [N, P, D] per (kind, layer).
@@ -131,7 +132,7 @@ def _path_gradients(
     chunk = max(1, min(steps, rows // n))
     total: dict[tuple[str, int], torch.Tensor] = {}
     alphas = torch.arange(steps, dtype=torch.float32) / steps
-    for start in tqdm(range(0, steps, chunk), desc="integrated gradients", leave=False, disable=steps <= chunk):
+    for start in range(0, steps, chunk):
         a = alphas[start : start + chunk]
         emb = (base_emb.unsqueeze(0) + a[:, None, None, None] * (src_emb - base_emb).unsqueeze(0)).flatten(0, 1)
         emb = emb.to(model.device, dtype)  # [len(a) * N, P, D], point-major
@@ -143,6 +144,8 @@ def _path_gradients(
         for key, gr in _gradients(model, ids, kinds, layers, g, embeds_NPD=emb).items():
             part = gr.reshape(len(a), n, *gr.shape[1:]).sum(0)
             total[key] = part if key not in total else total[key] + part
+        if bar is not None:
+            bar.update(len(a))
     return total
 
 
@@ -175,6 +178,7 @@ def _site_path_gradients(
     kinds: Sequence[str],
     layers: Sequence[int],
     steps: int,
+    bar: Any = None,
 ) -> dict[tuple[str, int], torch.Tensor]:
     """Integrated gradients per site: for each (kind, layer) alone, the site's own value interpolated from base to
     source (everything upstream left at the base run), the gradient there averaged over ``steps`` points."""
@@ -185,7 +189,7 @@ def _site_path_gradients(
     alphas = torch.arange(steps, dtype=torch.float32) / steps
     out = {}
     todo = [(k, layer) for layer in layers for k in kinds]
-    for kind, layer in tqdm(todo, desc="integrated gradients per site", leave=False, disable=len(todo) < 8):
+    for kind, layer in todo:
         base, src = site_acts(kind, layer)
         total = torch.zeros_like(base)
         for start in range(0, steps, chunk):
@@ -198,6 +202,8 @@ def _site_path_gradients(
             (g,) = torch.autograd.grad(value, logits, allow_unused=True)
             g = torch.zeros_like(logits) if g is None else g
             total += _site_run(model, ids, kind, layer, x, g).reshape(len(a), *base.shape).sum(0)
+            if bar is not None:
+                bar.update(len(a))
         out[(kind, layer)] = total
     return out
 
@@ -213,26 +219,37 @@ def grads_for(
     path: str,
     acts: Callable[[str, int], torch.Tensor],
     resid0: torch.Tensor | None = None,
+    bar: Any = None,
 ) -> dict[tuple[str, int], torch.Tensor]:
     """Plain gradients at the base run (``steps=1``) or integrated ones along the embedding or per-site path.
 
     ``acts(kind, layer)`` gives a site's [clean; corrupt] values; ``resid0`` the first block's input of
-    [clean; corrupt] when already collected.
+    [clean; corrupt] when already collected. ``bar`` (a progress bar) advances by one per point of a path that
+    is run (:func:`gradient_passes` in all).
     """
     base_ids = prep.ids_corrupt if direction == "denoise" else prep.ids_clean
     if steps == 1:
-        return _gradients(model, base_ids, kinds, layers, _metric_grad(prep, base_logits))
+        grads = _gradients(model, base_ids, kinds, layers, _metric_grad(prep, base_logits))
+        if bar is not None:
+            bar.update(1)
+        return grads
     if path == "site":
 
         def site_sides(kind: str, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
             return sides(prep, direction, acts(kind, layer))[1:]
 
-        return _site_path_gradients(model, prep, base_ids, site_sides, kinds, layers, steps)
+        return _site_path_gradients(model, prep, base_ids, site_sides, kinds, layers, steps, bar)
     if resid0 is None:
         first = collect(model, torch.cat([prep.ids_clean, prep.ids_corrupt]), ["resid_pre"], layers=[0])[0]
         resid0 = first["resid_pre"][:, 0]
     _, base_emb, src_emb = sides(prep, direction, resid0)
-    return _path_gradients(model, prep, base_ids, base_emb, src_emb, kinds, layers, steps)
+    return _path_gradients(model, prep, base_ids, base_emb, src_emb, kinds, layers, steps, bar)
+
+
+def gradient_passes(n_sites: int, steps: int, path: str) -> int:
+    """How many points :func:`grads_for` runs: one plain gradient, ``steps`` on the embedding path, ``steps`` per
+    site (kind and layer) on the site path."""
+    return 1 if steps == 1 else steps * n_sites if path == "site" else steps
 
 
 def attribution(
@@ -245,6 +262,7 @@ def attribution(
     direction: str = "denoise",
     steps: int = 1,
     path: str = "embeddings",
+    progress: Any = True,
 ) -> PatchingResult | dict[str, PatchingResult]:
     """Attribution-patching grids: the first-order estimate of :func:`grid` for every site at once.
 
@@ -255,7 +273,7 @@ def attribution(
     EAP-IG): ``steps`` forward + backward passes instead of one, and much closer to exact patching
     where a whole token changes. ``path="site"`` interpolates each site's own value instead (one
     layer and site kind at a time, the rest left at the base run): closer still, ``n_layers x
-    n_sites`` times the cost.
+    n_sites`` times the cost. ``progress``: a bar over the gradient points run (False for none).
 
     >>> approx = ilab.patching.attribution(model, pairs, sites=["resid_pre", "heads"])
     >>> ig = ilab.patching.attribution(model, pairs, sites="resid_pre", steps=8)
@@ -266,6 +284,7 @@ def attribution(
     if bad or not names:
         raise ValueError(f"sites {bad or names} must be among {SITES}.")
     check_steps(steps, path)
+    check_progress(progress)
     prep = prepare(model, clean, corrupt, metric, direction)
     positions_ = check_positions(positions, prep.n_pos)
     both = torch.cat([prep.ids_clean, prep.ids_corrupt])
@@ -275,8 +294,10 @@ def attribution(
     base_logits = logits[n:] if direction == "denoise" else logits[:n]
     base_value = corrupt_base if direction == "denoise" else clean_base
     resid0 = acts["resid_pre"][:, 0] if "resid_pre" in acts else None
-    grads = grads_for(model, prep, direction, base_logits, names, range(model.n_layers), steps, path,
-                       lambda kind, layer: acts[kind][:, layer], resid0)  # fmt: skip
+    passes = gradient_passes(len(names) * model.n_layers, steps, path)
+    with progress_bar(passes, desc="attribution", show=progress, leave=False) as bar:
+        grads = grads_for(model, prep, direction, base_logits, names, range(model.n_layers), steps, path,
+                          lambda kind, layer: acts[kind][:, layer], resid0, bar)  # fmt: skip
     pos = torch.tensor(positions_)
     out: dict[str, PatchingResult] = {}
     for site in names:

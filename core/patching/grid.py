@@ -21,10 +21,10 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
-from tqdm.auto import tqdm
 
 from ..checks import check_int
 from ..readout.metrics import Metric
+from ..storage.progress import check_progress, progress_bar
 from . import cached
 from .prepare import (
     SITES,
@@ -60,6 +60,7 @@ def grid(
     batch_size: int | None = None,
     top_k: int = 5,
     reuse_cache: bool | None = None,
+    progress: Any = True,
 ) -> PatchingResult:
     """Exact activation patching over every layer and position (or head).
 
@@ -73,7 +74,8 @@ def grid(
     request); ``False`` runs every cell's prompt from its first token (the same values, several times the
     work). ``None`` (default): reuse it, except on a real NDIF server (``remote=True`` or a URL), where
     full passes are the path known to work (``remote="local"`` runs the cached path through nnsight's
-    remote serialisation).
+    remote serialisation). ``progress``: a bar over the layers (cached path) or the pairs x layers (full passes);
+    False for none.
 
     >>> r = ilab.patching.grid(model, "When Mary and John went to the store, John gave a drink to",
     ...                        "When Mary and John went to the store, Mary gave a drink to",
@@ -81,6 +83,7 @@ def grid(
     """
     check_site(site)
     check_batch(batch_size)
+    check_progress(progress)
     prep = prepare(model, clean, corrupt, metric, direction)
     positions_ = check_positions(positions, prep.n_pos)
     check_int("top_k", top_k, minimum=0)
@@ -89,8 +92,11 @@ def grid(
     k = min(top_k, int(config.vocab_size) if config is not None else top_k)
     if reuse_cache is None:
         reuse_cache = model.remote in (False, "local")
-    run_cells = cached_cells if reuse_cache and cached.supported(model) else full_cells
-    bases, values, top_ids, top_probs = run_cells(model, prep, site, direction, positions_, batch, k)
+    reuse = reuse_cache and cached.supported(model)
+    steps = model.n_layers * (1 if reuse else prep.n_pairs)
+    with progress_bar(steps, desc=f"patching {site}", show=progress, leave=False) as bar:
+        run_cells = cached_cells if reuse else full_cells
+        bases, values, top_ids, top_probs = run_cells(model, prep, site, direction, positions_, batch, k, bar)
     return layer_grid(
         model, prep, site, "exact", direction, values.numpy(), bases, positions_,
         top_ids=top_ids.numpy() if k else None, top_probs=top_probs.numpy() if k else None,
@@ -106,21 +112,23 @@ def check_site(site: str) -> str:
 
 
 def cached_cells(
-    model: Model, prep: Prepared, site: str, direction: str, positions: list[int], batch: int, k: int
+    model: Model, prep: Prepared, site: str, direction: str, positions: list[int], batch: int, k: int, bar: Any
 ) -> Cells:
-    """Every cell of the grid from passes that start at the patched layer and position (:mod:`.cached`)."""
+    """Every cell of the grid from passes that start at the patched layer and position (:mod:`.cached`); ``bar``
+    advances once per layer."""
     denoise = direction == "denoise"
     base_ids, src_ids = (prep.ids_corrupt, prep.ids_clean) if denoise else (prep.ids_clean, prep.ids_corrupt)
     clean_logits, corrupt_logits, values, top_ids, top_probs = cached.grid_cached(
-        model, base_ids, src_ids, denoise, prep.metric, site, positions, batch, k
+        model, base_ids, src_ids, denoise, prep.metric, site, positions, batch, k, bar
     )
     return baselines(prep, clean_logits, corrupt_logits), values, top_ids, top_probs
 
 
 def full_cells(
-    model: Model, prep: Prepared, site: str, direction: str, positions: list[int], batch: int, k: int
+    model: Model, prep: Prepared, site: str, direction: str, positions: list[int], batch: int, k: int, bar: Any
 ) -> Cells:
-    """Every cell of the grid from passes that run each prompt from its first token, a layer's cells batched."""
+    """Every cell of the grid from passes that run each prompt from its first token, a layer's cells batched;
+    ``bar`` advances once per pair and layer."""
     clean_acts, clean_logits = collect(model, prep.ids_clean, [site])
     corrupt_acts, corrupt_logits = collect(model, prep.ids_corrupt, [site])
     bases = baselines(prep, clean_logits, corrupt_logits)
@@ -134,13 +142,14 @@ def full_cells(
     top_ids = torch.zeros(model.n_layers, len(cols), k, dtype=torch.long)
     top_probs = torch.zeros(model.n_layers, len(cols), k)
     steps = [(i, layer) for i in range(prep.n_pairs) for layer in range(model.n_layers)]
-    for i, layer in tqdm(steps, desc=f"patching {site}", leave=False, disable=len(steps) < 8):
+    for i, layer in steps:
         rows = patched_rows(base_acts[i, layer], src_acts[i, layer], site, cols, positions, model.d_head)
         vals, ids, probs = score_rows(model, prep.metric, base_ids[i : i + 1], site, layer, rows, i, batch, k,
                                       base_acts[i, layer], base_logits[i])  # fmt: skip
         values[layer] += vals / prep.n_pairs
         if i == 0:
             top_ids[layer], top_probs[layer] = ids, probs
+        bar.update(1)
     return bases, values, top_ids, top_probs
 
 

@@ -27,7 +27,7 @@ import torch
 from ..checks import check_int, check_texts
 from ..model.remote import REQUEST_BYTES
 from ..model.sites import KINDS, site_name
-from ..model.trace_ops import read_site, write_site
+from ..model.trace_ops import read_site, token_probs, write_site
 from ..readout.metrics import BoundMetric, Metric, as_metric
 from .prompts import PromptPairs, check_aligned
 from .result import PatchingResult
@@ -195,7 +195,7 @@ def score_rows(
         idx = todo[start : start + batch]
         logits_nV[idx] = run_rows(model, ids_1P, kind, layer, rows_nPD[idx])
     vals = metric(logits_nV, torch.full((n,), pair, dtype=torch.long))
-    probs, ids = torch.softmax(logits_nV, -1).topk(k, dim=-1)
+    probs, ids = token_probs(logits_nV).topk(k, dim=-1)
     return vals, ids, probs
 
 

@@ -72,7 +72,7 @@ def latents(
     check_batch(batch_size)
     check_steps(steps, path)
     site_name = sae.check_fits(model)
-    (parsed,) = model.parse_sites(site_name)
+    parsed = model.parse_site(site_name)
     kind, layer = GRID_KIND.get(parsed.kind, parsed.kind), parsed.layer
     prep = prepare(model, clean, corrupt, metric, direction)
     positions_ = check_positions(positions, prep.n_pos)

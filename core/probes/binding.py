@@ -212,7 +212,7 @@ def fit_binding(model: Model, task: BindingTask, site: str, rank: int = 16, step
     """
     if not isinstance(task, BindingTask):
         raise TypeError(f"task must be a BindingTask (ilab.probes.binding_task), got {type(task).__name__}.")
-    (parsed,) = model.parse_sites(site)
+    parsed = model.parse_site(site)
     d = model.site_dim(parsed.name)
     rank = check_int("rank", rank, minimum=1)
     if rank > d:

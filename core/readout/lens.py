@@ -27,7 +27,7 @@ import torch
 
 from ..checks import check_int, check_texts, single_token_id
 from ..model.model import as_positions, position_columns
-from ..model.trace_ops import read_site
+from ..model.trace_ops import log_normaliser, read_site
 
 if TYPE_CHECKING:
     from ..model.model import Model
@@ -177,9 +177,10 @@ class LensView:
 def lens_view(model: Model, text: str, top_k: int = 10, tokens: Sequence[str | int] = ()) -> LensView:
     """Every layer x position of one text through the lens, in one trace (remote-safe).
 
-    Each block's output is normalised and unembedded once; the top ``top_k`` tokens and the log-normaliser of
-    each cell are kept, then the probability of every candidate (any cell's top tokens, plus ``tokens``) in
-    every cell is computed from the normalised states and the candidates' unembedding rows.
+    Each block's output is normalised and unembedded once (the logits of :func:`logit_lens`, in the model's
+    dtype) and cast to float32; the top ``top_k`` tokens and the log-normaliser of each cell are kept, then the
+    probability of every candidate (any cell's top tokens, plus ``tokens``) in every cell is computed from the
+    normalised states and the candidates' unembedding rows. Probabilities are normalised in float32 only.
 
     >>> view = lens_view(model, "When Mary and John went to the store, John gave a drink to", tokens=[" Mary"])
     >>> view.prob(" Mary")[:, -1]      # P(" Mary") at the last position, layer by layer
@@ -199,8 +200,9 @@ def lens_view(model: Model, text: str, top_k: int = 10, tokens: Sequence[str | i
             logits = unembed(h)
             if cap:
                 logits = torch.tanh(logits / cap) * cap
+            logits = logits.float()  # the logits of logit_lens, normalised in float32
             states.append(h)
-            norms.append(torch.logsumexp(logits, -1))
+            norms.append(log_normaliser(logits))
             best = logits.topk(top_k, dim=-1)
             top_ids.append(best.indices)
             top_logits.append(best.values)
@@ -213,6 +215,7 @@ def lens_view(model: Model, text: str, top_k: int = 10, tokens: Sequence[str | i
             cand = cand + unembed.bias[candidates]
         if cap:
             cand = torch.tanh(cand / cap) * cap
+        cand = cand.float()
         saved = nnsight.save([ids, (torch.stack(top_logits) - lse[..., None]).exp(), candidates,
                               (cand - lse[..., None]).exp()])  # fmt: skip
         tracer.stop()

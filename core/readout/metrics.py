@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from ..checks import single_token_id
+from ..model.trace_ops import log_probs, token_probs
 
 __all__ = ["Answer", "BoundMetric", "Metric", "as_metric", "kl_to_clean", "logit_diff", "prob"]
 
@@ -158,7 +159,7 @@ class BoundMetric:
     def set_clean(self, clean_logits_NV: torch.Tensor) -> None:
         """Give the clean run's final logits (needed by ``kl_to_clean``)."""
         check_logits(clean_logits_NV)
-        self.clean_logprobs = torch.log_softmax(clean_logits_NV.detach().float(), dim=-1)
+        self.clean_logprobs = log_probs(clean_logits_NV.detach())
 
     def _gather(self, logits_BV: torch.Tensor, key: str, pair_B: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         ids, mask = self.ids[key]
@@ -177,13 +178,13 @@ class BoundMetric:
             w, mw = self._gather(logits_BV, "wrong", pair_B)
             return (a * ma).sum(1) / ma.sum(1) - (w * mw).sum(1) / mw.sum(1)
         if kind == "prob":
-            p, mp = self._gather(torch.softmax(logits_BV, dim=-1), "answer", pair_B)
+            p, mp = self._gather(token_probs(logits_BV), "answer", pair_B)
             return (p * mp).sum(1)
         if kind == "kl":
             if self.clean_logprobs is None:
                 raise RuntimeError("kl_to_clean needs the clean logits: call set_clean first.")
             ref = self.clean_logprobs[pair_B]
-            return (ref.exp() * (ref - torch.log_softmax(logits_BV, dim=-1))).sum(-1)
+            return (ref.exp() * (ref - log_probs(logits_BV))).sum(-1)
         assert self.metric.fn is not None
         out = self.metric.fn(logits_BV, pair_B) if self._two_args else self.metric.fn(logits_BV)
         out = torch.as_tensor(out, dtype=torch.float32)

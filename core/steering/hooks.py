@@ -118,6 +118,21 @@ class _Streamer:
         pass
 
 
+class StepStreamer:
+    """HF streamer that advances a progress bar once per generation step (the prompt, handed over first, skipped)."""
+
+    def __init__(self, bar: Any):
+        self.bar, self.seen_prompt = bar, False
+
+    def put(self, value: torch.Tensor) -> None:
+        if self.seen_prompt:
+            self.bar.update(1)
+        self.seen_prompt = True
+
+    def end(self) -> None:
+        pass
+
+
 def _generator(model: Model) -> GenerationMixin:
     """The torch model as a transformers generator (a clear error for a model that cannot generate)."""
     from transformers import GenerationMixin

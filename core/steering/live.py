@@ -261,7 +261,7 @@ def check_vectors(
     site = site or (sv_sites[0] if sv_sites else None)
     if site is None:
         raise ValueError("Give site= (e.g. 'blocks.6.hook_resid_post'): plain directions do not say where they go.")
-    model.parse_sites(site)
+    model.parse_site(site)
     width = model.site_dim(site)
     directions: dict[str, torch.Tensor] = {}
     for name, vec in vectors.items():

@@ -94,7 +94,7 @@ def plan(model: Model, steering: Steering) -> list[SitePlan]:
 
     def at(site_name: str) -> SitePlan:
         if site_name not in plans:
-            (site,) = model.parse_sites(site_name)
+            site = model.parse_site(site_name)
             plans[site_name] = SitePlan(site, *model.envoy(site))
         return plans[site_name]
 

@@ -25,6 +25,8 @@ import torch
 from tqdm.auto import tqdm
 
 from ..checks import check_number, check_texts
+from ..model.sites import kind_of, site_name
+from ..model.trace_ops import log_probs
 from ..readout.metrics import BoundMetric, Metric, as_metric
 from ..views.charts import offline
 from .traces import Steering, logits, plan
@@ -106,7 +108,7 @@ def _neutral_stats(
     mask = enc["attention_mask"].bool()
     pred = (mask[:, 1:] & mask[:, :-1])[:, : steered.shape[1] - 1]
     targets = enc["input_ids"][:, 1 : steered.shape[1]]
-    logp = torch.log_softmax(steered[:, :-1].float(), -1)
+    logp = log_probs(steered[:, :-1])
     nll = -logp.gather(-1, targets[..., None])[..., 0]
     loss = float(nll[pred].mean())
     if clean_BLV is None:
@@ -241,11 +243,14 @@ def layer_sweep(
     neutral_texts: str | Sequence[str],
     layers: Sequence[int] | None = None,
     scale: float = 4.0,
-    site_kind: str = "hook_resid_post",
+    site_kind: str = "resid_post",
     method: str = "diff_of_means",
     position: int | str = -1,
 ) -> LayerSweep:
     """Recompute the contrast vector at each layer's ``site_kind`` and measure it at ``scale``.
+
+    ``site_kind`` is a short site form (``"resid_post"``, ``"mlp_out"``, ...; the hook name without its layer,
+    ``"hook_resid_post"``, works too).
 
     ``effect`` is ``metric(steered) - metric(unsteered)`` on ``prompts``; ``kl`` is on ``neutral_texts``.
     """
@@ -254,7 +259,8 @@ def layer_sweep(
     layer_list = list(range(model.n_layers)) if layers is None else [int(x) for x in layers]
     if not layer_list:
         raise ValueError("layers is empty.")
-    sites = [f"blocks.{layer}.{site_kind}" for layer in layer_list]
+    kind = kind_of(site_kind, model.kinds, suffixes=True)
+    sites = [site_name(layer, kind) for layer in layer_list]
     model.parse_sites(sites)  # every site valid before any run
     scale = check_number(scale, "scale")
     prompt_list, neutral = check_texts(prompts), check_texts(neutral_texts)
@@ -274,6 +280,6 @@ def layer_sweep(
         kl=np.array(kls),
         norm=np.array(norms),
         scale=scale,
-        site_kind=site_kind,
+        site_kind=kind,
         vectors=vectors,
     )

@@ -23,9 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..checks import check_positive_int
 from ..model.model import Edit
 from ..model.trace_ops import read_site, start_mask, steer, write_site
-from .hooks import generate_hooked
+from ..storage.progress import check_progress, progress_bar
+from .hooks import StepStreamer, generate_hooked
 from .plans import SitePlan, Steering, plan
 
 if TYPE_CHECKING:
@@ -90,23 +92,33 @@ def generate(
     start: int | None = None,
     do_sample: bool = False,
     backend: str = "nnsight",
+    progress: Any = True,
     **kwargs: Any,
 ) -> list[str]:
     """Continue each text with steering applied to the prompt and to every new token.
 
     Returns only the new text. Greedy by default; ``start`` limits prompt steering as in :func:`logits`.
     ``backend="nnsight"`` steers inside an nnsight generation (remote-safe); ``"hooks"`` uses torch
-    hooks and plain HF ``generate`` (same tokens, local only).
+    hooks and plain HF ``generate`` (same tokens, local only). ``progress``: a bar advancing once per new token
+    (a model in this process; a remote one generates on its server, without a bar); False for none.
+
+    >>> ilab.steering.generate(model, "I think that", vec * 4.0, max_new_tokens=10, progress=False)
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend={backend!r} is not one of {BACKENDS}.")
-    if backend == "hooks":
-        return generate_hooked(model, texts, steering, max_new_tokens, start, do_sample, **kwargs)
-    plans = plan(model, steering)
-    enc = model.to_tokens(texts, padding_side="left")
-    _check_start(start, enc["attention_mask"].sum(1), enc["input_ids"].shape[1], left_padded=True)
-    edit = edit_for(plans, start, left_padded=True)
-    return model.generate(texts, max_new_tokens, do_sample=do_sample, edit=edit, **kwargs)
+    check_positive_int("max_new_tokens", max_new_tokens)
+    check_progress(progress)
+    show = progress if not model.remote and "streamer" not in kwargs else False
+    with progress_bar(max_new_tokens, desc="generate", show=show, unit="tok", leave=False) as bar:
+        if show is not False:
+            kwargs["streamer"] = StepStreamer(bar)
+        if backend == "hooks":
+            return generate_hooked(model, texts, steering, max_new_tokens, start, do_sample, **kwargs)
+        plans = plan(model, steering)
+        enc = model.to_tokens(texts, padding_side="left")
+        _check_start(start, enc["attention_mask"].sum(1), enc["input_ids"].shape[1], left_padded=True)
+        edit = edit_for(plans, start, left_padded=True)
+        return model.generate(texts, max_new_tokens, do_sample=do_sample, edit=edit, **kwargs)
 
 
 generate_local = functools.partial(generate, backend="hooks")

@@ -116,7 +116,7 @@ class SteeringVector:
     def check_fits(self, model: Model, site: str | None = None) -> str:
         """The site this vector is applied at on ``model``; clear errors for a wrong site or width."""
         site = site or self.site
-        model.parse_sites(site)  # unknown site: names the valid ones
+        model.parse_site(site)  # unknown site: names the valid ones
         width = model.site_dim(site)
         if width != self.d:
             raise ValueError(
@@ -212,7 +212,7 @@ def contrast(
         )
     if not (position == "mean" or (isinstance(position, int) and not isinstance(position, bool))):
         raise ValueError(f"position must be a token index (e.g. -1, the last token) or 'mean', got {position!r}.")
-    model.parse_sites(site)
+    model.parse_site(site)
     pos_ND, neg_ND = _site_values(model, site, positive, position, 8), _site_values(model, site, negative, position, 8)
     prov = _provenance(model, "pca" if method == "pca" else method, positive, negative, position)
     if method == "diff_of_means":

@@ -36,9 +36,8 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from .checkpoint import TokenDigest, begin, check_inputs, check_tokens, read_state_file, save_state
+from .progress import progress_bar
 
 #: The state file of a job that names none.
 STATE_FILE = "checkpoint.safetensors"
@@ -145,16 +144,8 @@ class ResumableJob:
         ``show``: True, False (no bar), or a bar to reuse (a background job's, shown where the job started:
         reset here and left open). ``style``: tqdm's ``unit``, ``unit_scale``, ``leave``.
         """
-        if hasattr(show, "update"):
-            show.reset(total=total)
-            show.update(initial)
-            yield show
-            return
-        bar = tqdm(total=total, initial=initial, desc=desc, disable=not show, **style)
-        try:
+        with progress_bar(total, initial, desc, show, **style) as bar:
             yield bar
-        finally:
-            bar.close()
 
     # ------------------------------------------------------------ the checkpoint format
     def _read_checkpoint(self, path: Path) -> tuple[Mapping[str, Any], Any]:

@@ -25,6 +25,7 @@ from interplab.core.saes import load_sae
 from interplab.core.storage.readers import FileError
 
 import interplab as ilab
+from tests.bars import RecordingBar
 from tests.tiny import TEXTS, tiny_model
 
 SITE = "blocks.1.hook_resid_post"
@@ -318,6 +319,20 @@ def test_logit_effect_is_what_the_model_does(family):
         delta = hf.lm_head(norm(zero + 10 * sae.W_dec[5])) - hf.lm_head(norm(zero))
     predicted = decoder_through_norm(sae, model)[5] @ hf.lm_head.weight.detach().T
     assert torch.corrcoef(torch.stack([delta[0], predicted]))[0, 1] > 0.9999
+
+
+def test_logit_effects_report_one_step_per_vocabulary_slice(monkeypatch):
+    """The slow part of a large SAE's finish has a bar: one step per slice of the unembedding."""
+    from interplab.core.features import search
+
+    model, sae = tiny_model("gpt2"), make_sae()
+    whole = logit_effects(sae, model, n=5)  # the control: one slice
+    monkeypatch.setattr(search, "SLICE_ROWS", 16)
+    bar = RecordingBar()
+    sliced = logit_effects(sae, model, n=5, progress=bar)
+    assert (bar.total, bar.n) == (4, 4)  # 64 tokens in slices of 16
+    for key in whole:
+        np.testing.assert_allclose(sliced[key], whole[key], rtol=1e-6, atol=1e-6)
 
 
 def test_logit_effects_do_not_depend_on_the_decoder_scale():

@@ -182,7 +182,6 @@ def test_family_table_matches_hf_modules(model, family):
         ("blocks.0.hook_resid_pots", r"'blocks\.0\.hook_resid_pots'.*Did you mean blocks\.0\.hook_resid_post"),
         ("blocks.9.hook_resid_post", r"'blocks\.9\.hook_resid_post'.*blocks\.\{0\.\.1\}"),
         ("blocks.-1.hook_resid_post", r"'blocks\.-1\.hook_resid_post'.*Valid sites"),
-        ("resid_post", r"'resid_post'.*hook_resid_post"),
         ("blocks.0.hook_z", r"'blocks\.0\.hook_z'.*attn\.hook_z"),
     ],
 )
@@ -200,6 +199,50 @@ def test_bad_site_types():
         model.collect(TEXTS[0], [5])
     with pytest.raises(ValueError, match=r"at least one site.*\[\]"):
         model.collect(TEXTS[0], [])
+
+
+def test_short_forms_mean_every_layer_wherever_sites_are_taken(model, tmp_path):
+    """``collect(sites=["resid_post"])`` takes the short form ``patching.grid(site=...)`` takes: every layer's."""
+    every = [f"blocks.{layer}.hook_resid_post" for layer in range(model.n_layers)]
+    acts = model.collect(TEXTS, sites=["resid_post"])
+    assert acts.sites == every
+    full = model.collect(TEXTS, sites=every)  # the control: the same sites by their full names
+    for site in every:
+        torch.testing.assert_close(acts[site], full[site], atol=0, rtol=0)
+    mixed = model.collect(TEXTS, ["mlp_out", "hook_embed", "blocks.0.hook_mlp_out"])
+    assert mixed.sites == ["hook_embed", *[f"blocks.{layer}.hook_mlp_out" for layer in range(model.n_layers)]]
+    assert [s.name for s in model.parse_sites("heads")] == [f"blocks.{i}.attn.hook_z" for i in range(model.n_layers)]
+    assert [s.name for s in model.parse_sites("embed")] == ["hook_embed"]
+    store = model.cache(TEXTS, "resid_pre", tmp_path / "store", n_tokens=16, context_size=8, progress=False)
+    assert store.sites == [f"blocks.{layer}.hook_resid_pre" for layer in range(model.n_layers)]
+
+
+def test_one_site_arguments_refuse_a_short_form_naming_one_to_give():
+    model = tiny_model("gpt2")
+    with pytest.raises(ValueError, match=r"'resid_post' names 2 sites .*this takes one site, e\.g\. 'blocks\.1\."):
+        model.site_dim("resid_post")
+    with pytest.raises(ValueError, match=r"'mlp_out' names 2 sites"):
+        model.envoy("mlp_out")
+    assert model.parse_site("embed").name == "hook_embed"
+
+
+@pytest.mark.parametrize(
+    ("site", "match"),
+    [
+        ("resid", r"Unknown site 'resid'\. Did you mean resid_pre, resid_mid, resid_post\?.*short form meaning every "
+                  r"layer: embed, resid_pre, hook_z, pattern, attn_out"),
+        ("hook_resid_post", r"Unknown site 'hook_resid_post'\. Did you mean resid_post\?"),
+        ("attn_outt", r"Did you mean attn_out\?"),
+    ],
+)  # fmt: skip
+def test_unknown_short_forms_name_the_valid_ones(site, match):
+    with pytest.raises(ValueError, match=match):
+        tiny_model("llama").collect(TEXTS[0], [site])
+
+
+def test_short_forms_a_model_lacks_say_why():
+    with pytest.raises(ValueError, match=r"'resid_mid' does not exist in this model: its blocks run attention"):
+        tiny_model("neox").parse_sites("resid_mid")
 
 
 def test_repeated_sites_collected_once(model):

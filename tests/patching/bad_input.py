@@ -45,6 +45,18 @@ ROWS: list[Row] = [
     ),
     Row("ilab.patching.attribution", lambda c: ilab.patching.attribution(c.model, c.pairs, steps=0), V, "steps"),
     Row(
+        "ilab.patching.grid",
+        lambda c: ilab.patching.grid(c.model, c.pairs, progress="yes"),
+        T,
+        r"progress must be True, False or a progress bar \(a tqdm bar\), got str: 'yes'",
+    ),
+    Row(
+        "ilab.patching.attribution",
+        lambda c: ilab.patching.attribution(c.model, c.pairs, progress=None),
+        T,
+        "progress must be True, False or a progress bar",
+    ),
+    Row(
         "ilab.patching.latents",
         lambda c: ilab.patching.latents(c.model, c.sae, c.pairs, top=0),
         V,

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import interplab as ilab
+from tests.bars import RecordingBar
 from tests.patching.torch_reference import CLEAN, CLEAN2, CORRUPT, CORRUPT2, hf_run, hf_site, ig_reference, metric
 from tests.tiny import tiny_model
 
@@ -93,3 +94,15 @@ def test_integrated_gradients_are_complete_at_the_embeddings(fam):
         errors.append(abs((r.values[0] - r.corrupt_baseline).sum() - total))
     assert abs(total) > 1e-3
     assert errors[2] < 0.02 * abs(total) and errors[2] < errors[1] / 3 and errors[2] < errors[0] / 3
+
+
+@pytest.mark.parametrize(
+    ("steps", "path", "passes"), [(1, "embeddings", 1), (5, "embeddings", 5), (3, "site", 3 * 2 * 2)]
+)
+def test_the_progress_bar_counts_the_gradient_points(steps, path, passes):
+    """One plain gradient; ``steps`` points on the embedding path; ``steps`` per site and layer on the site path."""
+    m = tiny_model("gpt2")
+    bar = RecordingBar()
+    ilab.patching.attribution(m, CLEAN, CORRUPT, metric(), sites=["resid_pre", "mlp_out"], steps=steps, path=path,
+                              progress=bar)  # fmt: skip
+    assert m.n_layers == 2 and (bar.total, bar.n) == (passes, passes)

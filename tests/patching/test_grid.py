@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import interplab as ilab
+from tests.bars import RecordingBar
 from tests.patching.torch_reference import CLEAN, CLEAN2, CORRUPT, CORRUPT2, metric, slow_grid
 from tests.tiny import tiny_model
 
@@ -78,3 +79,19 @@ def test_top_tokens_of_each_patch(model):
     assert r.top_ids[-1, -1].tolist() == clean_logits.topk(3).indices.tolist()
     tops = r.top(model.n_layers - 1, r.values.shape[1] - 1)
     assert [t for t, _ in tops] == [model.tokenizer.decode([i]) for i in r.top_ids[-1, -1]]
+
+
+@pytest.mark.parametrize("reuse_cache", [True, False])
+def test_the_progress_bar_counts_every_layer_of_every_pass(reuse_cache):
+    """The cached path advances once per layer; full passes once per pair and layer; the total says so up front."""
+    m = tiny_model("llama")
+    bar = RecordingBar()
+    answers = ilab.patching.logit_diff([" Mary", " dog"], [" John", " cat"])
+    ilab.patching.grid(m, [CLEAN, CLEAN2], [CORRUPT, CORRUPT2], answers, site="resid_pre", reuse_cache=reuse_cache,
+                       progress=bar)  # fmt: skip
+    steps = m.n_layers * (1 if reuse_cache else 2)
+    assert (bar.total, bar.n) == (steps, steps)
+    quiet = ilab.patching.grid(m, CLEAN, CORRUPT, metric(), site="resid_pre", progress=False)
+    assert quiet.values.shape[0] == m.n_layers
+    with pytest.raises(TypeError, match=r"progress must be True, False or a progress bar.*str: 'yes'"):
+        ilab.patching.grid(m, CLEAN, CORRUPT, metric(), progress="yes")

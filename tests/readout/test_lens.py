@@ -164,3 +164,21 @@ def test_colour_columns_are_capped_and_keep_the_chosen_token(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         LogitLens(view)  # no warning either way
+
+
+@pytest.mark.embedded
+def test_view_probabilities_of_a_bfloat16_model_are_normalised_in_float32(embedded):
+    """The embedded Gemma 3 270M runs in bfloat16: the view's probabilities are the softmax of the lens's own
+    float32 logits, and a cell's top-k adds up to at most 1 (a bfloat16 normaliser gave 1.0 for 0.965 and top-10
+    lists summing to 1.037)."""
+    assert embedded.dtype == torch.bfloat16
+    text = "When Mary and John went to the store, John gave a drink to"
+    lens = ilab.logit_lens(embedded, text, positions=None)
+    view = lens.view_data(0, tokens=[" Mary"])
+    reference = torch.softmax(lens.tensor()[0].float(), -1)  # [L, P, V], the control
+    mary = int(view.candidates[view.candidate_tokens.index(" Mary")])
+    np.testing.assert_allclose(view.prob(" Mary"), reference[:, :, mary].numpy(), atol=1e-3, rtol=0)
+    np.testing.assert_allclose(view.candidate_probs, reference[:, :, torch.tensor(view.candidates)].numpy(),
+                               atol=1e-3, rtol=0)  # fmt: skip
+    assert view.top_probs.sum(-1).max() <= 1 + 1e-5
+    assert 0.9 < view.top_probs[12, -1].sum() <= 1 + 1e-5  # layer 12's top-10 holds nearly all of it

@@ -77,6 +77,24 @@ ROWS: list[Row] = [
         r"backend='gpu' is not one of",
     ),
     Row(
+        "ilab.steering.generate",
+        lambda c: ilab.steering.generate(c.model, TEXTS, c.vec, progress=2),
+        T,
+        r"progress must be True, False or a progress bar \(a tqdm bar\), got int: 2",
+    ),
+    Row(
+        "ilab.steering.layer_sweep",
+        lambda c: _layer_sweep(c, site_kind="resid"),
+        V,
+        r"Unknown site 'resid'\. Did you mean .*short form meaning every layer: embed, resid_pre",
+    ),
+    Row(
+        "ilab.steering.diff_of_means",
+        lambda c: ilab.steering.diff_of_means(c.model, "resid_post", ["the"], ["a"]),
+        V,
+        r"'resid_post' names 2 sites .*this takes one site",
+    ),
+    Row(
         "ilab.steering.generate_local",
         lambda c: ilab.steering.generate_local(c.model, TEXTS, c.vec, max_new_tokens=-1),
         V,

@@ -38,3 +38,15 @@ def test_layer_sweep(model):
     assert (res.kl >= 0).all() and "layer" in res.to_pandas().columns
     with pytest.raises(ValueError, match="Unknown site"):
         S.layer_sweep(model, ["a"], ["b"], metric, ["the"], ["the"], layers=[5])
+
+
+def test_layer_sweep_takes_the_short_site_form_and_the_hook_suffix(gpt2):
+    metric = S.logit_diff("happy", "sad")
+    args = (gpt2, ["the happy cat"], ["the sad cat"], metric, ["the cat"], TEXTS[:1])
+    short = S.layer_sweep(*args, site_kind="mlp_out", scale=2.0)
+    suffix = S.layer_sweep(*args, site_kind="hook_mlp_out", scale=2.0)  # the control: the hook name's suffix
+    assert [v.site for v in short.vectors] == ["blocks.0.hook_mlp_out", "blocks.1.hook_mlp_out"]
+    assert short.site_kind == suffix.site_kind == "mlp_out"
+    np.testing.assert_allclose(short.effect, suffix.effect)
+    with pytest.raises(ValueError, match=r"Unknown site 'mlp'\. Did you mean mlp_in, mlp_out\?.*: embed, resid_pre"):
+        S.layer_sweep(*args, site_kind="mlp")

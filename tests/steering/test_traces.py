@@ -13,6 +13,7 @@ import pytest
 import torch
 from interplab.core.saes import SAE
 
+from tests.bars import RecordingBar
 from tests.steering.common import SITES, S, vector
 from tests.tiny import TEXTS, tiny_model
 
@@ -93,3 +94,13 @@ def test_generate_with_no_steering_ends_and_equals_plain_generation():
     except subprocess.TimeoutExpired:
         pytest.fail("steering.generate(model, 'the cat', [], max_new_tokens=2) never returned")
     assert out.returncode == 0 and "done" in out.stdout, out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("backend", ["nnsight", "hooks"])
+def test_generate_reports_one_step_per_new_token(gpt2, backend):
+    bar = RecordingBar()
+    out = S.generate(gpt2, TEXTS[:2], [], max_new_tokens=5, backend=backend, progress=bar)
+    assert (bar.total, bar.n) == (5, 5)
+    assert out == S.generate(gpt2, TEXTS[:2], [], max_new_tokens=5, backend=backend, progress=False)  # the control
+    with pytest.raises(TypeError, match=r"progress must be True, False or a progress bar"):
+        S.generate(gpt2, TEXTS[0], [], max_new_tokens=2, progress=None)
