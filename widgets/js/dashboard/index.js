@@ -56,7 +56,7 @@ function render({ model, el }) {
     live: () => {
       tryIt.setLive();
       list.fill();
-      if (!store.cards.has(model.get("selected"))) card.draw();
+      card.draw(); // the label box is editable now, and a card not sent can be fetched
     },
     card: (e) => {
       if (e.detail.includes(model.get("selected"))) card.draw();
