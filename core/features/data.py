@@ -126,7 +126,7 @@ class FeatureData:
 
         >>> data.distinct_top([3])["top_max"][0]      # 0 where an example repeated a stronger one
         """
-        idx = np.asarray(ids, dtype=np.int64).reshape(-1)
+        idx = np.array([self._index(i) for i in np.asarray(ids).reshape(-1).tolist()], dtype=np.int64)
         order = distinct_order(self.top_tokens[idx], self.top_max[idx], self.lead)
         names = ("top_tokens", "top_acts", "top_max", "top_where")
         return gather({k: getattr(self, k)[idx] for k in names}, order)

@@ -65,6 +65,7 @@ class PatchingResult:
             raise ValueError(f"values must be 2-D [rows, cols], got shape {self.values.shape}.")
         if not self.rows:
             self.rows = list(range(self.values.shape[0]))
+        self.n_pairs = check_int("n_pairs", self.n_pairs, minimum=1)
 
     # ------------------------------------------------------------- derived
     @property
