@@ -113,8 +113,8 @@ class SteeringPanel(Widget):
         check_texts([prompt])
         live = LiveSteering(model, vectors, site, metric, show=self._show)
         names = list(live.directions)
-        self._given_ranges = dict(ranges or {})
-        self._scaled = [] if default_range is not None else [n for n in names if n not in self._given_ranges]
+        given = ranges or {}
+        self._scaled = [] if default_range is not None else [n for n in names if n not in given]
         all_ranges = check_ranges(ranges, names, default_range or (-8.0, 8.0, 0.5))
         self._live = live
         self._norms: dict[str, float] = {}
