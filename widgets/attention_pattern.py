@@ -6,6 +6,8 @@ Example
 >>> w.layer, w.head = 10, 2        # show layer 10, head 2 (or click a thumbnail)
 >>> w.selected_token               # the query token last clicked (-1 for none)
 >>> w.pattern                      # the shown head's [query, key] probabilities
+>>> w.hide_bos = True              # hide the BOS column; rows renormalised over the other keys
+>>> w.renormalize = False          # ... or shown as computed (a row sums to 1 - its BOS attention)
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import traitlets
-from interplab.core.views.attention_pattern import AttentionData, attention_data
+from interplab.core.views.attention_pattern import AttentionData, attention_data, without_first_key
 from interplab.core.views.colors import ColorScale
 
 from ._kit import OPTIONS, Widget, array_payload, css, esm
@@ -39,6 +41,9 @@ class AttentionPattern(Widget):
     scale, vmin, vmax, center
         The colour scale of the probabilities (default: sequential from 0 to 1; ``vmax=0.3`` brings out
         weak attention); see :meth:`set_scale`.
+    hide_bos, renormalize
+        Hide the first key's column (BOS, where most heads park attention) and, with ``renormalize`` (the
+        default), divide each row by what it gives the other keys so it sums to 1 again; the panel says which.
     """
 
     _esm = esm("attention")
@@ -51,11 +56,14 @@ class AttentionPattern(Widget):
     head = traitlets.Int(0).tag(sync=True)
     selected_token = traitlets.Int(-1).tag(sync=True)  # the query token last clicked (-1 for none)
     color_scale = traitlets.Dict().tag(sync=True)  # the resolved colour scale ({"kind", "vmin", "center", "vmax"})
+    hide_bos = traitlets.Bool(False).tag(sync=True)  # the first key's (BOS) column hidden
+    renormalize = traitlets.Bool(True).tag(sync=True)  # with hide_bos: rows renormalised over the other keys
 
     def __init__(
         self, source: Any, text: str | None = None, *, layers: int | Sequence[int] | None = None,
         layer: int | None = None, head: int = 0, scale: str = "sequential", vmin: float | None = None,
-        vmax: float | None = None, center: float | None = None, **kwargs: Any,
+        vmax: float | None = None, center: float | None = None, hide_bos: bool = False, renormalize: bool = True,
+        **kwargs: Any,
     ) -> None:  # fmt: skip
         colours = probability_scale(scale, vmin, vmax, center)
         if isinstance(source, AttentionData):
@@ -72,7 +80,7 @@ class AttentionPattern(Widget):
         first = data.layers[0] if layer is None else layer
         super().__init__(
             tokens=data.tokens, layers=data.layers, patterns=array_payload(data.patterns, "float32"), layer=first,
-            head=head, color_scale=colours.to_dict(), **kwargs,
+            head=head, color_scale=colours.to_dict(), hide_bos=bool(hide_bos), renormalize=bool(renormalize), **kwargs,
         )  # fmt: skip
 
     def set_scale(
@@ -142,8 +150,9 @@ class AttentionPattern(Widget):
 
     @property
     def pattern(self) -> np.ndarray:
-        """The shown head's [query, key] pattern."""
-        return self._data.head(self.layer, self.head)
+        """The shown head's [query, key] pattern, as shown (NaN in a hidden BOS column)."""
+        pattern = self._data.head(self.layer, self.head)
+        return without_first_key(pattern, self.renormalize) if self.hide_bos else pattern
 
     def __repr__(self) -> str:
         return (f"AttentionPattern({len(self.tokens)} tokens, layers {self.layers[0]}..{self.layers[-1]}, "

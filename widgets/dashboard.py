@@ -33,6 +33,9 @@ DEFAULT_TOKENS = 100_000  # tokens scanned by FeatureDashboard(sae, model) unles
 TRY_TOP = TOP_LATENTS  # latents listed per token in the "try your text" box
 
 
+_TOP = ("top_tokens", "top_acts", "top_max", "top_where")
+
+
 class FeatureDashboard(Widget):
     """A feature dashboard over :class:`~interplab.core.features.FeatureData`.
 
@@ -294,13 +297,15 @@ class FeatureDashboard(Widget):
         """The cards of ``ids`` as binary payloads, and the strings of the tokens they show."""
         d = self._data
         idx = np.asarray(ids, dtype=np.int64)
-        tokens = np.concatenate([d.top_tokens[idx], d.quantile_tokens[idx]], axis=1)
+        # the top examples as a card shows them: near-duplicate contexts left out (core/features/distinct.py)
+        top = d.distinct_top(idx) if hasattr(d, "distinct_top") else {k: getattr(d, k)[idx] for k in _TOP}
+        tokens = np.concatenate([top["top_tokens"], d.quantile_tokens[idx]], axis=1)
         logit_ids = np.stack([d.logit_top_ids[idx], d.logit_bottom_ids[idx]], axis=1)
         arrays = {
             "ids": array_payload(idx, "int32"),
             "tokens": array_payload(tokens, "int32"),
-            "acts": array_payload(np.concatenate([d.top_acts[idx], d.quantile_acts[idx]], axis=1), "float32"),
-            "ex_max": array_payload(np.concatenate([d.top_max[idx], d.quantile_max[idx]], axis=1), "float32"),
+            "acts": array_payload(np.concatenate([top["top_acts"], d.quantile_acts[idx]], axis=1), "float32"),
+            "ex_max": array_payload(np.concatenate([top["top_max"], d.quantile_max[idx]], axis=1), "float32"),
             "hist_counts": array_payload(d.hist_counts[idx], "float32"),
             "hist_edges": array_payload(d.hist_edges[idx], "float32"),
             "logit_ids": array_payload(logit_ids, "int32"),

@@ -54,6 +54,7 @@ def _grid_payload(key: str, r: PatchingResult) -> dict[str, Any]:
         "row_text": list(r.row_text) or [""] * len(r.rows),
         "cols": cols,
         "col_tokens": col_tokens,
+        "n_pairs": int(r.n_pairs),
         "clean": float(r.clean_baseline),
         "corrupt": float(r.corrupt_baseline),
         "values": array_payload(r.values, "float32"),
@@ -75,7 +76,10 @@ class PatchingGrid(ScaleOptions, Widget):
     ----------
     results
         A :class:`~interplab.patching.PatchingResult` or a dict name -> result. Results are
-        grouped into tabs by site (and SAE layer); each group has a tab per method.
+        grouped into tabs by site (and SAE layer); each group has a tab per result, labelled with its
+        name (the key; the method when the key only repeats the site). The first group opens on its
+        exact grid when it has one. The header says how many prompt pairs a grid averages and that the
+        prompts shown are the first pair's.
     normalized
         Colour by the normalized value (0 = corrupted, 1 = clean; default) or the raw metric.
     """
@@ -114,7 +118,7 @@ class PatchingGrid(ScaleOptions, Widget):
         if bad:
             raise TypeError(f"These entries are not PatchingResult: {bad}.")
         self._results = dict(results)
-        first = next(iter(self._results))
+        first = _first_tab(self._results)
         super().__init__(
             grids=[_grid_payload(k, r) for k, r in self._results.items()],
             tab=first,
@@ -237,6 +241,14 @@ class PatchingGrid(ScaleOptions, Widget):
 
     def __repr__(self) -> str:
         return f"PatchingGrid({', '.join(self._results)})"
+
+
+def _first_tab(results: Mapping[str, PatchingResult]) -> str:
+    """The tab shown first: the first result's group, on its exact grid when the group has one."""
+    first = next(iter(results))
+    group = _group(results[first])
+    exact = [k for k, r in results.items() if _group(r) == group and r.method == "exact"]
+    return exact[0] if exact else first
 
 
 def _same_cells(a: PatchingResult, b: PatchingResult) -> bool:

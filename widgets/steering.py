@@ -12,6 +12,7 @@ Example
 >>> panel.wait(); panel.history[-1]    # prompt, values, site, baseline and steered text
 >>> SteeringPanel(model, {"happy": vec}, metric=" great")   # P(' great') next, beside each text
 >>> SteeringPanel(model, {"happy": vec}, metric=ilab.metrics.logit_diff(" great", " awful"))
+>>> panel.range_note                   # how the sliders' ends were chosen: from the site's typical norm
 
 The generation runs in :class:`interplab.core.steering.live.LiveSteering`, which holds ``model.lock``
 (every nnsight trace of the model does too), so a cell that runs a trace while the panel generates
@@ -37,6 +38,7 @@ from interplab.core.steering.live import (
     check_temperature,
     check_values,
 )
+from interplab.core.steering.ranges import REACH, default_ranges
 from interplab.core.steering.vectors import SteeringVector
 
 from ._kit import Widget, css, esm
@@ -59,6 +61,11 @@ class SteeringPanel(Widget):
         can be picked in the panel.
     ranges
         ``{"name": (min, max, step)}`` per slider; others use ``default_range``.
+    default_range
+        ``(min, max, step)`` for the sliders ``ranges`` does not name. By default each is scaled to the site:
+        its ends add about twice the site's typical activation norm (median per token over a neutral text,
+        ``interplab.core.steering.ranges``), whatever the vector's own norm; the panel says so
+        (``range_note``) and rescales when another site is picked.
     metric, metric_name
         A readout beside each text, on the next-token logits after the prompt (baseline and
         steered): a token (its probability), an ``ilab.metrics`` metric (``kl_to_clean()`` is the
@@ -85,6 +92,7 @@ class SteeringPanel(Widget):
     status = traitlets.Unicode("idle").tag(sync=True)  # idle, running, done, error: ...
     metric_name = traitlets.Unicode("").tag(sync=True)  # "" when there is no readout
     metric_values = traitlets.Dict().tag(sync=True)  # {"baseline": float, "steered": float} of the run shown
+    range_note = traitlets.Unicode("").tag(sync=True)  # how the sliders' ends were chosen
 
     def __init__(
         self,
@@ -93,7 +101,7 @@ class SteeringPanel(Widget):
         site: str | None = None,
         prompt: str = "I think that",
         ranges: Mapping[str, tuple[float, float, float]] | None = None,
-        default_range: tuple[float, float, float] = (-8.0, 8.0, 0.5),
+        default_range: tuple[float, float, float] | None = None,
         max_new_tokens: int = 24,
         temperature: float = 0.0,
         seed: int = 0,
@@ -105,8 +113,14 @@ class SteeringPanel(Widget):
         check_texts([prompt])
         live = LiveSteering(model, vectors, site, metric, show=self._show)
         names = list(live.directions)
-        all_ranges = check_ranges(ranges, names, default_range)
+        given = ranges or {}
+        self._scaled = [] if default_range is not None else [n for n in names if n not in given]
+        all_ranges = check_ranges(ranges, names, default_range or (-8.0, 8.0, 0.5))
         self._live = live
+        self._norms: dict[str, float] = {}
+        note = ""
+        if self._scaled:
+            all_ranges, note = self._site_ranges(live.site, all_ranges)
         self._autorun = False
         super().__init__(
             prompt=prompt,
@@ -119,6 +133,7 @@ class SteeringPanel(Widget):
             seed=int(seed),
             max_new_tokens=int(max_new_tokens),
             metric_name=live.metric_name if metric_name is None else str(metric_name),
+            range_note=note,
             **kwargs,
         )
         self.on_msg(self._on_message)
@@ -155,6 +170,21 @@ class SteeringPanel(Widget):
             return check_max_new_tokens(proposal["value"])
         except ValueError as err:
             raise traitlets.TraitError(str(err)) from None
+
+    def _site_ranges(self, site: str, ranges: dict[str, list[float]]) -> tuple[dict[str, list[float]], str]:
+        """``ranges`` with the scaled sliders' ranges for ``site``, and the note that says how they were chosen."""
+        directions = {n: self._live.directions[n] for n in self._scaled}
+        scaled, norm = default_ranges(self._live.model, site, directions, self._norms.get(site))
+        self._norms[site] = norm
+        lengths = ", ".join(f"|{n}| = {float(d.float().norm()):.3g}" for n, d in directions.items())
+        note = (f"slider ends add about {REACH:g}x the typical norm of {site} ({norm:.3g}, median per token "
+                f"over a neutral text); {lengths}")  # fmt: skip
+        return {**ranges, **{n: list(r) for n, r in scaled.items()}}, note
+
+    @traitlets.observe("site")
+    def _rescale_sliders(self, change: dict[str, Any]) -> None:
+        if self._scaled and change["new"] != change["old"]:
+            self.ranges, self.range_note = self._site_ranges(change["new"], dict(self.ranges))
 
     @traitlets.observe("values", "prompt", "site", "temperature", "seed", "max_new_tokens")
     def _on_change(self, _change: dict[str, Any]) -> None:

@@ -31,6 +31,7 @@ from ..storage.readers import (
     npy_header,
     read_json,
 )
+from .distinct import distinct_order, gather
 from .labels import FILE as LABELS_FILE
 from .labels import check_labels, read_labels, update_label
 
@@ -129,19 +130,34 @@ class FeatureData:
         return "" if token_id < 0 else self.token_strings.get(int(token_id), f"<{token_id}>")
 
     # ------------------------------------------------------------- one latent
+    def distinct_top(self, ids: Any) -> dict[str, np.ndarray]:
+        """The top examples of latents ``ids`` a card shows: near-duplicate contexts left out
+        (:mod:`~interplab.core.features.distinct`), the rest moved up, empty examples after them.
+
+        >>> data.distinct_top([3])["top_max"][0]      # 0 where an example repeated a stronger one
+        """
+        idx = np.array([self._index(i) for i in np.asarray(ids).reshape(-1).tolist()], dtype=np.int64)
+        order = distinct_order(self.top_tokens[idx], self.top_max[idx], self.lead)
+        names = ("top_tokens", "top_acts", "top_max", "top_where")
+        return gather({k: getattr(self, k)[idx] for k in names}, order)
+
     def _examples(self, prefix: str, i: int) -> list[dict[str, Any]]:
-        vals = getattr(self, f"{prefix}_max")[i]
+        arrays = self.distinct_top([i]) if prefix == "top" else {
+            f"{prefix}_{k}": getattr(self, f"{prefix}_{k}")[[i]] for k in ("tokens", "acts", "max", "where")
+        }  # fmt: skip
+        vals = arrays[f"{prefix}_max"][0]
         out = []
         for j in np.flatnonzero(vals > 0):
-            ids = getattr(self, f"{prefix}_tokens")[i, j]
+            ids = arrays[f"{prefix}_tokens"][0, j]
+            where = arrays[f"{prefix}_where"][0, j]
             out.append(
                 {
                     "max": float(vals[j]),
-                    "doc": int(getattr(self, f"{prefix}_where")[i, j, 0]),
-                    "pos": int(getattr(self, f"{prefix}_where")[i, j, 1]),
+                    "doc": int(where[0]),
+                    "pos": int(where[1]),
                     "token_ids": ids.tolist(),
                     "tokens": [self.token_str(t) for t in ids.tolist()],
-                    "acts": getattr(self, f"{prefix}_acts")[i, j].tolist(),
+                    "acts": arrays[f"{prefix}_acts"][0, j].tolist(),
                 }
             )
         return out

@@ -231,5 +231,5 @@ def layer_grid(
         values=values, clean_baseline=bases[0], corrupt_baseline=bases[1], site=site, method=method,
         direction=direction, metric=prep.metric.name, col_name="head" if site == "heads" else "position",
         rows=list(range(model.n_layers)), positions=positions, tokens=prep.tokens,
-        corrupt_tokens=prep.corrupt_tokens, **extra,
+        corrupt_tokens=prep.corrupt_tokens, n_pairs=prep.n_pairs, **extra,
     )  # fmt: skip

@@ -35,7 +35,8 @@ class PatchingResult:
     rows are layers (or SAE latents), columns are token positions (or heads).
     ``method`` is "exact" or "attribution" (a first-order estimate of the same quantity).
     ``top_ids``/``top_probs`` hold the top next tokens of each patched run of the first pair
-    (exact grids only).
+    (exact grids only). ``n_pairs`` is how many prompt pairs the values average over; ``tokens`` and
+    ``corrupt_tokens`` are the first pair's.
     """
 
     values: np.ndarray
@@ -56,6 +57,7 @@ class PatchingResult:
     top_probs: np.ndarray | None = None  # float [rows, cols, k]
     layer: int | None = None  # the SAE's layer for latent grids
     row_text: list[str] = field(default_factory=list)  # a label per row (latent labels), "" for none
+    n_pairs: int = 1  # prompt pairs averaged over
 
     def __post_init__(self) -> None:
         self.values = np.asarray(self.values, dtype=np.float32)
@@ -63,6 +65,7 @@ class PatchingResult:
             raise ValueError(f"values must be 2-D [rows, cols], got shape {self.values.shape}.")
         if not self.rows:
             self.rows = list(range(self.values.shape[0]))
+        self.n_pairs = check_int("n_pairs", self.n_pairs, minimum=1)
 
     # ------------------------------------------------------------- derived
     @property
@@ -118,7 +121,7 @@ class PatchingResult:
     # ------------------------------------------------------------- files
     _META = (
         "clean_baseline", "corrupt_baseline", "site", "method", "direction", "metric", "row_name", "col_name",
-        "rows", "positions", "tokens", "corrupt_tokens", "top_tokens", "layer", "row_text",
+        "rows", "positions", "tokens", "corrupt_tokens", "top_tokens", "layer", "row_text", "n_pairs",
     )  # fmt: skip
 
     def save(self, path: str | os.PathLike) -> Path:
@@ -141,7 +144,8 @@ class PatchingResult:
         rows, cols = self.values.shape
         return (
             f"PatchingResult({self.method} {self.site}, {rows} {self.row_name}s x {cols} {self.col_name}s, "
-            f"{self.metric}: clean {self.clean_baseline:.4g}, corrupted {self.corrupt_baseline:.4g}, "
+            f"{self.metric} over {self.n_pairs} pair{'s' if self.n_pairs != 1 else ''}: "
+            f"clean {self.clean_baseline:.4g}, corrupted {self.corrupt_baseline:.4g}, "
             f"max normalized {np.nanmax(self.normalized) if self.values.size else float('nan'):.3g})"
         )
 
@@ -206,6 +210,7 @@ def load_result(file: Path) -> PatchingResult:
         "tokens": strs("tokens"), "corrupt_tokens": strs("corrupt_tokens"),
         "top_tokens": strs("top_tokens", rows * cols * k if has_top else None),
         "layer": meta.int("layer", None, minimum=0), "row_text": strs("row_text", rows),
+        "n_pairs": meta.int("n_pairs", 1, minimum=1),
     }  # fmt: skip
     if has_top and len(fields["top_tokens"]) != rows * cols * k:
         raise FileError(file, "meta.top_tokens", f"must hold {rows * cols * k} strings (one per top token)")

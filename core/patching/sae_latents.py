@@ -94,7 +94,7 @@ def latents(
         clean_baseline=clean_base, corrupt_baseline=corrupt_base, site="latents", direction=direction,
         metric=prep.metric.name, row_name="latent", col_name="position", rows=chosen, positions=positions_,
         tokens=prep.tokens, corrupt_tokens=prep.corrupt_tokens, layer=layer,
-        row_text=[saved.get(i, "") for i in chosen],
+        row_text=[saved.get(i, "") for i in chosen], n_pairs=prep.n_pairs,
     )  # fmt: skip
     out = {"attribution": PatchingResult(values=(base_value + attr[:, chosen].T).numpy(), method="attribution",
                                          **common)}  # fmt: skip

@@ -3,7 +3,8 @@
 The public namespace ``ilab.steering``; the pieces live in ``vectors.py`` (making and saving
 vectors), ``plans.py`` (checking what to apply, and the one function that applies it), ``traces.py``
 (inside nnsight traces), ``hooks.py`` (torch hooks, for streaming), ``sweeps.py`` (scale and layer
-sweeps) and ``live.py`` (live generation in a background thread, the newest request winning).
+sweeps), ``live.py`` (live generation in a background thread, the newest request winning) and ``ranges.py``
+(slider ranges scaled to a site's typical activation norm).
 Metrics are :mod:`interplab.core.readout.metrics`'s, shared with patching.
 
 Example
@@ -22,6 +23,7 @@ from __future__ import annotations
 from ..readout.metrics import logit_diff, prob
 from .hooks import apply, stream
 from .plans import Clamp, SitePlan, Steering, clamp, plan
+from .ranges import scaled_range, typical_norm
 from .sweeps import LayerSweep, SweepResult, layer_sweep, sweep
 from .traces import generate, generate_local, logits
 from .vectors import SteeringVector, contrast, diff_of_means, from_probe, from_sae, pca_direction
@@ -47,6 +49,8 @@ __all__ = [
     "pca_direction",
     "plan",
     "prob",
+    "scaled_range",
     "stream",
     "sweep",
+    "typical_norm",
 ]

@@ -5,6 +5,7 @@ Example
 >>> data = attention_data(model, "When Mary and John went to the store, John gave a drink to", layers=[10, 11])
 >>> data.patterns.shape          # [n_layers shown, heads, query, key]
 >>> data.head(10, 2)             # layer 10, head 2: [query, key]
+>>> without_first_key(data.head(10, 2), renormalize=True)   # the BOS column hidden (NaN), rows summing to 1
 """
 
 from __future__ import annotations
@@ -42,6 +43,24 @@ class AttentionData:
             raise ValueError(f"Layer {layer} is not in this view; it holds layers {self.layers}.")
         check_int("head", head, 0, self.n_heads - 1)
         return self.patterns[self.layers.index(layer), head]
+
+
+def without_first_key(pattern: np.ndarray, renormalize: bool = True) -> np.ndarray:
+    """A [..., query, key] pattern with key 0 (the BOS token, where most heads park attention) hidden as NaN.
+
+    With ``renormalize`` each query's row is divided by what it gives the other keys, so it sums to 1 again;
+    without it the values are as computed (a row sums to 1 - P(key 0)). AttentionPattern's "hide BOS" shows
+    the same numbers.
+
+    >>> without_first_key(np.array([[1.0, 0.0], [0.6, 0.4]], np.float32))[1].tolist()
+    [nan, 1.0]
+    """
+    out = np.array(pattern, dtype=np.float32, copy=True)
+    if renormalize:
+        rest = out[..., 1:].sum(-1, keepdims=True)
+        out[..., 1:] = np.where(rest > 0, out[..., 1:] / np.where(rest > 0, rest, 1), 0)
+    out[..., 0] = np.nan
+    return out
 
 
 def attention_data(

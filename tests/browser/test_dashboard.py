@@ -17,7 +17,7 @@ from playwright.sync_api import Page, expect
 from interplab.export import export_html
 from tests.export.test_export import ensure_web_assets, export_code, kernel_home
 
-from .conftest import cell_output_locator
+from .conftest import REPO_ROOT, cell_output_locator
 from .test_export_html import RENDER_TIMEOUT_MS, Offline, offline  # noqa: F401  (fixture)
 from .test_heatmap import kernel_eval, wait_for_python
 from .test_tour import _notebook
@@ -249,4 +249,63 @@ def test_dashboard_notebook_renders_offline(page: Page, offline: Offline, tmp_pa
     expect(cards.first.locator(".ilab-dash-ex .ilab-dash-lead").first).to_contain_text("day")
     expect(cards.nth(1).locator(".ilab-dash-title")).to_contain_text("day of the week")
     assert page.locator(".ilab-heatmap .ilab-tok").count() > 0
+    assert not offline.blocked and not offline.dialogs and not offline.errors, offline.problems()
+
+
+HAND = f"""
+import sys
+sys.path.insert(0, {str(REPO_ROOT)!r})
+import interplab as ilab
+from tests.widgets.test_dashboard import hand_feature_data
+data = hand_feature_data()
+first, second = data.logit_top_ids[0, :2].tolist()
+data.token_strings[first], data.token_strings[second] = " evening", "evening"
+data.labels_path = "labels.json"
+hand = ilab.widgets.FeatureDashboard(data, n_cards=4)
+hand
+"""
+
+
+def check_card_reads(page: Page, card) -> None:
+    """Histogram bins have hover values; a promoted token's leading space is visible."""
+    bins = card.locator(".ilab-dash-binhit")
+    expect(bins).to_have_count(5, timeout=30_000)
+    bins.nth(2).hover()
+    tip = page.locator(".ilab-dash-tip:visible")
+    expect(tip).to_contain_text("activation 0.4–0.6")
+    expect(tip).to_contain_text(" tokens (")
+    promoted = card.locator(".ilab-dash-logitcol").first.locator(".ilab-dash-logit .ilab-tok")
+    spaced, bare = promoted.nth(0).text_content() or "", promoted.nth(1).text_content() or ""
+    assert bare == "evening" and spaced.strip() != bare and spaced.endswith("evening"), (spaced, bare)
+
+
+def test_card_hover_values_visible_spaces_and_label_box(
+    page: Page, run_notebook: RunNotebook, lab_server: LabServer, scratch_dir: Path
+):
+    nb = scratch_dir / "hand.ipynb"
+    nb.write_text(json.dumps(_notebook(HAND)))
+    cells = run_notebook(page, nb.relative_to(lab_server.root).as_posix(), timeout_s=240)
+    assert not any(c["has_error"] for c in cells), json.dumps(cells, indent=1)
+    card = cell_output_locator(page, cells[0]["index"], cells[0]["panel_id"]).locator(".ilab-dash-card")
+    check_card_reads(page, card)
+    counts = json.loads(kernel_eval(page, "import json; print(json.dumps(data.hist_counts[0].tolist()))"))
+    assert f"\n{counts[2]} tokens (" in (page.locator(".ilab-dash-tip:visible").text_content() or "")
+    # with a kernel, the label box edits the label
+    box = card.locator("input.ilab-dash-label")
+    expect(box).to_be_editable()
+    box.fill("evening words")
+    box.press("Enter")
+    wait_for_python(page, "data.labels.get(0)", "evening words")
+
+
+def test_exported_card_hover_values_and_read_only_label(page: Page, offline: Offline, tmp_path: Path) -> None:  # noqa: F811
+    html = export_code(tmp_path, "hand", HAND)
+    page.goto(html.as_uri())
+    card = page.locator(".ilab-dash .ilab-dash-card")
+    page.wait_for_selector(".ilab-dash .ilab-dash-card .ilab-dash-ex .ilab-tok", timeout=RENDER_TIMEOUT_MS)
+    check_card_reads(page, card)
+    # no kernel: nothing would keep a label, so the box is read-only and says why
+    box = card.locator("input.ilab-dash-label")
+    expect(box).not_to_be_editable()
+    assert "run the notebook" in (box.get_attribute("title") or "")
     assert not offline.blocked and not offline.dialogs and not offline.errors, offline.problems()

@@ -191,3 +191,54 @@ def test_exported_lens_and_attention_render_offline(page: Page, offline: Offline
     assert page.locator(".ilab-lens-top").nth(2 * 14).text_content() == "<img src=x onerror=alert(1)>"
     check_tokens_as_themselves(page, page.locator(".ilab-lens").last, page.locator(".ilab-attn").last)
     assert not offline.blocked and not offline.dialogs and not offline.errors, offline.problems()
+
+
+BOS = """
+import numpy as np
+import interplab as ilab
+from interplab.core.views.attention_pattern import AttentionData
+tokens = ["<bos>", "When", " Mary", " and"]
+pattern = np.zeros((1, 1, 4, 4), dtype=np.float32)
+pattern[0, 0] = [[1, 0, 0, 0], [0.8, 0.2, 0, 0], [0.6, 0.3, 0.1, 0], [0.5, 0.25, 0.125, 0.125]]
+attn = ilab.widgets.AttentionPattern(AttentionData(tokens, [0], pattern))
+attn
+"""
+
+
+def test_attention_labels_keys_and_hides_the_bos_column(
+    page: Page, run_notebook: RunNotebook, lab_server: LabServer, scratch_dir: Path
+):
+    nb = scratch_dir / "bos.ipynb"
+    nb.write_text(json.dumps(_notebook(BOS)))
+    cells = run_notebook(page, nb.relative_to(lab_server.root).as_posix(), timeout_s=240)
+    assert not any(c["has_error"] for c in cells), json.dumps(cells, indent=1)
+    out = cell_output_locator(page, cells[0]["index"], cells[0]["panel_id"])
+    matrix = out.locator(".ilab-attn-matrix")
+    expect(matrix).to_be_visible(timeout=30_000)
+    # the key axis: a token under each column, as text
+    keys = out.locator(".ilab-attn-collabel")
+    expect(keys).to_have_text(["<bos>", "When", " Mary", " and"])
+    m, k = matrix.bounding_box(), keys.nth(2).bounding_box()
+    assert m and k and k["y"] >= m["y"] + m["height"] - 1  # under the matrix
+    cell = m["width"] / 4
+    assert m["x"] + 2 * cell - 2 <= k["x"] + k["width"] / 2 <= m["x"] + 3 * cell + 2  # under column 2
+    # hide the BOS column: Python sees it, the panel says rows are renormalised, the column is background
+    out.locator("input[aria-label='hide the first key (BOS) column']").check()
+    wait_for_python(page, "attn.hide_bos", "True")
+    expect(out.locator(".ilab-attn-bosnote")).to_have_text(
+        "BOS column hidden; rows renormalised over the other keys (each sums to 1)"
+    )
+    assert kernel_eval(page, "print(np.nansum(attn.pattern, -1).round(6).tolist())") == "[0.0, 1.0, 1.0, 1.0]"
+    bos_pixel = matrix.evaluate("c => Array.from(c.getContext('2d').getImageData(2, c.height - 2, 1, 1).data)")
+    blank = matrix.evaluate(
+        "c => Array.from(c.getContext('2d').getImageData(c.width - 2, 2, 1, 1).data)"
+    )  # query 0, key 3: 0 attention
+    assert bos_pixel == blank
+    matrix.hover(position={"x": cell * 1.5, "y": cell * 1.5})  # query 1 -> key 1: 0.2 / 0.2 = 1
+    expect(page.locator(".ilab-attn-tip:visible")).to_contain_text("attention 1")
+    # ... or not renormalised: the values as computed
+    out.locator("input[aria-label='renormalise each row over the other keys']").uncheck()
+    wait_for_python(page, "attn.renormalize", "False")
+    expect(out.locator(".ilab-attn-bosnote")).to_contain_text("values as computed")
+    matrix.hover(position={"x": cell * 1.5, "y": cell * 1.6})
+    expect(page.locator(".ilab-attn-tip:visible")).to_contain_text("attention 0.2")

@@ -156,3 +156,47 @@ def test_exported_patching_grid_renders_offline(page: Page, offline: Offline, tm
     page.locator(".ilab-pg-groups button[data-group='heads']").click()  # tabs work without a kernel
     expect(cells).to_have_count(12)
     assert not offline.blocked and not offline.dialogs and not offline.errors, offline.problems()
+
+
+NAMED = """
+import numpy as np
+import interplab as ilab
+PatchingResult = ilab.patching.PatchingResult
+tokens, corrupt = ["<bos>", "When", " Mary", " and"], ["<bos>", "When", " John", " and"]
+common = dict(clean_baseline=2.0, corrupt_baseline=-1.0, site="resid_pre", positions=[0, 1, 2, 3], tokens=tokens,
+              corrupt_tokens=corrupt, n_pairs=8)
+resid = PatchingResult(np.ones((2, 4), np.float32), **common)
+ig = PatchingResult(np.zeros((2, 4), np.float32), method="attribution", **common)
+named = ilab.widgets.PatchingGrid({"exact resid_pre": resid, "IG resid_pre": ig})
+lat = dict(common, site="latents", row_name="latent", rows=[5, 9], layer=3)
+latents = ilab.widgets.PatchingGrid({"attribution": PatchingResult(np.zeros((2, 4), np.float32), method="attribution",
+                                                                   **lat),
+                                     "exact": PatchingResult(np.ones((2, 4), np.float32), **lat)})
+display(named, latents)
+"""
+
+
+def test_grids_are_named_as_given_and_say_what_they_average(
+    page: Page, run_notebook: RunNotebook, lab_server: LabServer, scratch_dir: Path
+):
+    nb = scratch_dir / "named.ipynb"
+    nb.write_text(json.dumps(_notebook(NAMED)))
+    cells = run_notebook(page, nb.relative_to(lab_server.root).as_posix(), timeout_s=240)
+    assert not any(c["has_error"] for c in cells), json.dumps(cells, indent=1)
+    out = cell_output_locator(page, cells[0]["index"], cells[0]["panel_id"])
+    named, latents = out.locator(".ilab-patching").nth(0), out.locator(".ilab-patching").nth(1)
+    expect(named.locator(".ilab-pg-cell")).to_have_count(8, timeout=30_000)
+    # the dict's keys are the tabs and the header, not the methods
+    expect(named.locator(".ilab-pg-methods button")).to_have_text(["exact resid_pre", "IG resid_pre"])
+    named.locator(".ilab-pg-methods button", has_text="IG resid_pre").click()
+    wait_for_python(page, "named.tab", "IG resid_pre")
+    info = named.locator(".ilab-pg-info")
+    expect(info).to_contain_text("IG resid_pre (attribution patching of resid_pre)")
+    # an 8-pair grid says it averages 8 pairs and which pair's prompts are shown
+    expect(info).to_contain_text("mean over 8 prompt pairs")
+    expect(named.locator(".ilab-pg-pairs")).to_have_text(
+        "the values average 8 prompt pairs; shown: pair 1 of 8 (the token labels are its)"
+    )
+    # a latent grid with an exact grid opens on it
+    expect(latents.locator(".ilab-pg-methods button.ilab-active")).to_have_attribute("data-method", "exact")
+    assert kernel_eval(page, "print(latents.tab)") == "exact"

@@ -31,7 +31,7 @@ ids = model.tokenizer.convert_tokens_to_ids
 direction = (words[ids("cat")] - words[ids("dog")]) * 0.3
 vec = ilab.steering.SteeringVector("blocks.1.hook_resid_post", direction)
 panel = ilab.widgets.SteeringPanel(model, {{"alpha": vec}}, prompt="the cat sat on the mat", max_new_tokens=12,
-                                   metric=" cat")
+                                   metric=" cat", default_range=(-8, 8, 0.5))
 panel
 """
 
@@ -159,3 +159,54 @@ def test_steering_panel_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab
     out.locator("button.ilab-steer-run").click()
     wait_for_python(page, "panel.wait(60) and (panel.status, len(panel.history))", f"('done', {runs + 1})")
     expect(out.locator(".ilab-steer-status")).to_contain_text("done")
+
+
+SCALED = f"""
+import sys
+sys.path.insert(0, {str(REPO_ROOT)!r})
+import torch
+import interplab as ilab
+from interplab.core.steering.ranges import typical_norm
+from tests.tiny import tiny_model
+torch.set_num_threads(1)
+model = tiny_model("gpt2")
+big = torch.ones(model.d_model) * 20.0          # a vector far longer than the stream it steers
+site = "blocks.1.hook_resid_post"
+panel = ilab.widgets.SteeringPanel(model, {{"big": big}}, site=site, prompt="the cat sat", max_new_tokens=4)
+norm = typical_norm(model, site)
+panel
+"""
+
+
+def test_default_range_is_scaled_to_the_site_and_said(
+    page: Page, run_notebook: RunNotebook, lab_server: LabServer, scratch_dir: Path
+):
+    nb = scratch_dir / "scaled.ipynb"
+    nb.write_text(json.dumps(_notebook(SCALED)))
+    cells = run_notebook(page, nb.relative_to(lab_server.root).as_posix(), timeout_s=240)
+    assert not any(c["has_error"] for c in cells), json.dumps(cells, indent=1)
+    out = cell_output_locator(page, cells[0]["index"], cells[0]["panel_id"])
+    slider = out.locator("input.ilab-steer-range")
+    expect(slider).to_have_count(1, timeout=30_000)
+    # the slider's end adds about twice the site's typical norm (rounded up to a round number), not ±8
+    end = float(kernel_eval(page, "print(panel.ranges['big'][1])"))
+    reach = float(kernel_eval(page, "print(panel.ranges['big'][1] * float(big.norm()) / norm)"))
+    assert 1.998 <= reach <= 2.0 * 1.5 and end != 8.0
+    assert float(slider.get_attribute("max") or "nan") == end
+    note = out.locator(".ilab-steer-rangenote")
+    expect(note).to_be_visible()
+    expect(note).to_contain_text(f"typical norm of {'blocks.1.hook_resid_post'}")
+    expect(note).to_contain_text("|big| = ")
+    # the range's end labels sit beside the slider, not over it
+    s, lo, hi = (
+        slider.bounding_box(),
+        out.locator(".ilab-steer-min").bounding_box(),
+        out.locator(".ilab-steer-max").bounding_box(),
+    )
+    assert s and lo and hi
+    assert lo["x"] + lo["width"] <= s["x"] + 0.5 and s["x"] + s["width"] <= hi["x"] + 0.5, (lo, s, hi)
+    # another site: the range follows that site's norm
+    kernel_eval(page, "panel.site = 'blocks.0.hook_resid_pre'")
+    expect(note).to_contain_text("typical norm of blocks.0.hook_resid_pre")
+    want = kernel_eval(page, "print(panel.ranges['big'][1])")
+    assert float(slider.get_attribute("max") or "nan") == float(want)

@@ -58,6 +58,9 @@ ROWS: list[Row] = [
         r"meta\.json': format is 'nope', not interplab feature data",
     ),
     Row("ilab.features.FeatureData.latent", lambda c: c.data.latent(99), I, "Latent 99 is out of range"),
+    Row(
+        "ilab.features.FeatureData.distinct_top", lambda c: c.data.distinct_top([0, 99]), I, "Latent 99 is out of range"
+    ),
     Row("ilab.features.FeatureData.max_tokens", lambda c: c.data.max_tokens(-1), I, "Latent -1 is out of range"),
     Row("ilab.features.FeatureData.suggest_label", lambda c: c.data.suggest_label(1.5), T, "got float"),
     Row("ilab.features.FeatureData.set_label", lambda c: c.data.set_label(1, 5), T, "A label is a string, got int"),

@@ -116,3 +116,29 @@ def test_patching_result_numbers_out_of_range_are_refused(tmp_path, name, edit, 
     np.savez(tmp_path / "bad.npz", **arrays)
     with pytest.raises(FileError, match=match):
         ilab.patching.PatchingResult.load(tmp_path / "bad.npz")
+
+
+def test_results_know_how_many_pairs_they_average(tmp_path):
+    m = tiny_model("gpt2")
+    r = ilab.patching.grid(m, [CLEAN, CLEAN], [CORRUPT, CORRUPT], metric(), site="resid_pre")
+    assert r.n_pairs == 2 and "over 2 pairs" in repr(r)
+    back = ilab.patching.PatchingResult.load(r.save(tmp_path / "two.npz"))
+    assert back.n_pairs == 2
+    assert ilab.widgets.PatchingGrid(back).grids[0]["n_pairs"] == 2
+    one = ilab.patching.grid(m, CLEAN, CORRUPT, metric(), site="resid_pre")
+    assert one.n_pairs == 1 and "over 1 pair:" in repr(one)
+
+
+def test_a_grid_opens_on_the_exact_result_of_its_first_site():
+    values = np.ones((2, 3), dtype=np.float32)
+    common = dict(clean_baseline=1.0, corrupt_baseline=0.0, site="latents", row_name="latent", rows=[4, 9], layer=2,
+                  positions=[0, 1, 2], tokens=["a", "b", "c"])  # fmt: skip
+    attribution = ilab.patching.PatchingResult(values * 0.5, method="attribution", **common)
+    exact = ilab.patching.PatchingResult(values, **common)
+    assert ilab.widgets.PatchingGrid({"attribution": attribution, "exact": exact}).tab == "exact"
+    assert ilab.widgets.PatchingGrid({"attribution": attribution}).tab == "attribution"
+    other = ilab.patching.PatchingResult(values, clean_baseline=1.0, corrupt_baseline=0.0, site="resid_pre",
+                                         positions=[0, 1, 2], tokens=["a", "b", "c"])  # fmt: skip
+    # the first group is the latents': its exact grid, not the exact grid of another site
+    w = ilab.widgets.PatchingGrid({"attribution": attribution, "resid": other, "exact": exact})
+    assert w.tab == "exact"

@@ -22,6 +22,21 @@ def _layer_sweep(c: Ctx, **kw: Any) -> Any:
 
 ROWS: list[Row] = [
     Row(
+        "ilab.steering.typical_norm", lambda c: ilab.steering.typical_norm(c.model, "resid"), V, "Unknown site 'resid'"
+    ),
+    Row(
+        "ilab.steering.scaled_range",
+        lambda c: ilab.steering.scaled_range(0.0, 3.0),
+        V,
+        "site_norm and vector_norm must be > 0, got 0.0 and 3.0",
+    ),
+    Row(
+        "ilab.steering.scaled_range",
+        lambda c: ilab.steering.scaled_range(1.0, float("nan")),
+        V,
+        "vector_norm must be finite",
+    ),
+    Row(
         "ilab.steering.SteeringVector",
         lambda c: ilab.steering.SteeringVector(SITE, torch.tensor([1.0, np.nan])),
         V,

@@ -34,7 +34,7 @@ def panel_for(model, **kwargs):
 
 
 def test_panel_traits_and_first_run(gpt2):
-    panel, _, _ = panel_for(gpt2, ranges={"beta": (-2, 2, 0.25)})
+    panel, _, _ = panel_for(gpt2, ranges={"beta": (-2, 2, 0.25)}, default_range=(-8.0, 8.0, 0.5))
     assert panel.wait(60)
     assert panel.names == ["alpha", "beta"]
     assert panel.ranges == {"alpha": [-8.0, 8.0, 0.5], "beta": [-2.0, 2.0, 0.25]}

@@ -1,8 +1,8 @@
 // @ts-check
 // AttentionPattern, drawing: the layer menu, the head thumbnails, the chosen head's matrix and the strips.
-import { ilabEl, ilabLegend, ilabTokenSpan, ilabTokenText } from "../shared/index.js";
+import { ilabCellLegend, ilabEl, ilabPalette, ilabTokenSpan, ilabTokenText } from "../shared/index.js";
 import { attnColor, drawPattern } from "./pattern.js";
-import { currentPattern, focusToken, headPattern, heatAlpha, isLight, layerIndex } from "./view.js";
+import { currentPattern, focusToken, headPattern, heatAlpha, layerIndex } from "./view.js";
 /** @import { AttentionView } from "./view.js" */
 
 /**
@@ -28,6 +28,7 @@ export function drawThumbs(view) {
   const { model, thumbs, n } = view;
   thumbs.replaceChildren();
   const li = layerIndex(model);
+  const palette = ilabPalette(view.root);
   for (let h = 0; h < view.nHeads; h++) {
     const box = ilabEl("button", "ilab-attn-thumb");
     box.dataset.head = String(h);
@@ -36,7 +37,7 @@ export function drawThumbs(view) {
     box.classList.toggle("ilab-active", h === model.get("head"));
     const c = ilabEl("canvas", "ilab-attn-thumbcanvas");
     const cell = Math.max(1, Math.floor(64 / Math.max(1, n)));
-    drawPattern(c, headPattern(view, li, h), n, cell, isLight(view), model.get("color_scale"), heatAlpha(view));
+    drawPattern(c, headPattern(view, li, h), n, cell, palette, model.get("color_scale"));
     box.append(c, ilabEl("span", "ilab-attn-thumblabel", `H${h}`));
     thumbs.appendChild(box);
   }
@@ -60,21 +61,57 @@ function drawRowLabels({ rowLabels, tokens, cell }) {
 }
 
 /**
+ * The token labels under the matrix's columns (the keys), written downwards; shown when columns are wide enough.
+ * @param {AttentionView} view
+ */
+function drawColLabels({ colLabels, tokens, cell, model }) {
+  colLabels.replaceChildren();
+  colLabels.style.display = cell >= 10 ? "" : "none";
+  tokens.forEach((t, i) => {
+    const shown = ilabTokenText(t);
+    const hidden = i === 0 && model.get("hide_bos");
+    const label = ilabEl("div", "ilab-attn-collabel" + (shown.faint || hidden ? " ilab-faint" : ""), shown.text);
+    label.style.width = `${cell}px`;
+    label.style.lineHeight = `${cell}px`;
+    label.dataset.i = String(i);
+    label.title = `key ${i}: ${shown.text}${hidden ? " (hidden)" : ""}`;
+    colLabels.appendChild(label);
+  });
+}
+
+/**
+ * What the matrix shows about the BOS column, in words.
+ * @param {AttentionView} view
+ */
+function drawBosNote({ model, bosBox, renormBox, bosNote }) {
+  const hide = model.get("hide_bos");
+  bosBox.checked = hide;
+  renormBox.checked = model.get("renormalize");
+  renormBox.disabled = !hide;
+  bosNote.textContent = !hide ? "" : model.get("renormalize")
+    ? "BOS column hidden; rows renormalised over the other keys (each sums to 1)"
+    : "BOS column hidden; values as computed (a row sums to 1 − its BOS attention)";
+}
+
+/**
  * The chosen head's query x key matrix, its legend and title, with the focus token's row and column framed.
  * @param {AttentionView} view
  */
 export function drawMatrix(view) {
   const { model, matrix, n, cell } = view;
   const scale = model.get("color_scale");
-  drawPattern(matrix, currentPattern(view), n, cell, isLight(view), scale, heatAlpha(view));
-  view.legendBox.replaceChildren(ilabLegend(scale));
+  const palette = ilabPalette(view.root);
+  drawPattern(matrix, currentPattern(view), n, cell, palette, scale);
+  view.legendBox.replaceChildren(ilabCellLegend(scale));
   matrix.setAttribute("aria-label", `layer ${model.get("layer")} head ${model.get("head")}: ${n} x ${n} attention pattern`);
   view.title.textContent = `L${model.get("layer")} H${model.get("head")} · query ↓ attends to key →`;
   drawRowLabels(view);
+  drawColLabels(view);
+  drawBosNote(view);
   const focus = focusToken(view);
   if (focus >= 0) {
     const ctx = /** @type {CanvasRenderingContext2D} */ (matrix.getContext("2d"));
-    ctx.strokeStyle = isLight(view) ? "rgba(0,0,0,0.6)" : "rgba(255,255,255,0.7)";
+    ctx.strokeStyle = palette.fg;
     ctx.lineWidth = 1;
     ctx.strokeRect(0.5, focus * cell + 0.5, n * cell - 1, cell - 1);
     ctx.strokeRect(focus * cell + 0.5, 0.5, cell - 1, n * cell - 1);

@@ -2,7 +2,7 @@
 // AttentionPattern: one text's attention, head by head. A query x key matrix for the chosen head,
 // thumbnails of every head of the layer (click one), and the tokens coloured by where the hovered
 // token attends (as a query) and what attends to it (as a key). Click a token to keep it.
-import { ilabClosest, ilabDecode, ilabFmt, ilabListen, ilabSave, ilabTheme, ilabTokenText } from "../shared/index.js";
+import { ilabClosest, ilabDecode, ilabFmt, ilabListen, ilabOnThemeChange, ilabSave, ilabTheme, ilabTokenText } from "../shared/index.js";
 import { drawHead, drawLayers, drawMatrix, drawStrips, drawThumbs } from "./draw.js";
 import { attentionView, currentPattern, focusToken } from "./view.js";
 /** @import { AttentionView } from "./view.js" */
@@ -76,6 +76,8 @@ function wireMatrix(view) {
     }
   });
   view.layerSelect.addEventListener("change", () => ilabSave(model, "layer", Number(view.layerSelect.value)));
+  view.bosBox.addEventListener("change", () => ilabSave(model, "hide_bos", view.bosBox.checked));
+  view.renormBox.addEventListener("change", () => ilabSave(model, "renormalize", view.renormBox.checked));
 }
 
 /** @param {RenderProps} props */
@@ -108,11 +110,18 @@ function render({ model, el }) {
       },
       "change:scheme": drawAll,
       "change:patterns": drawAll,
+      "change:hide_bos": drawAll,
+      "change:renormalize": drawAll,
     },
     drawAll,
   );
+  const unwatch = ilabOnThemeChange(() => {
+    drawThumbs(view);
+    drawHead(view);
+  });
   return () => {
     stop();
+    unwatch();
     view.tip.remove();
   };
 }

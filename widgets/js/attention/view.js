@@ -1,6 +1,7 @@
 // @ts-check
 // AttentionPattern, the view: layer menu, head thumbnails, the matrix with its row labels, two token strips.
-import { ilabDecode, ilabEl, ilabIsDark, ilabKeepKeys, ilabTip } from "../shared/index.js";
+import { ilabDecode, ilabEl, ilabKeepKeys, ilabTip } from "../shared/index.js";
+import { shownPattern } from "./pattern.js";
 /** @import { Tip } from "../shared/tip.js" */
 
 /**
@@ -13,6 +14,10 @@ import { ilabDecode, ilabEl, ilabIsDark, ilabKeepKeys, ilabTip } from "../shared
  * @property {HTMLDivElement} legendBox
  * @property {HTMLDivElement} thumbs
  * @property {HTMLDivElement} rowLabels
+ * @property {HTMLDivElement} colLabels the key axis: a token under each column
+ * @property {HTMLInputElement} bosBox hide the BOS (first key) column
+ * @property {HTMLInputElement} renormBox renormalise rows over the other keys when it is hidden
+ * @property {HTMLSpanElement} bosNote what the matrix shows about the BOS column
  * @property {HTMLCanvasElement} matrix
  * @property {HTMLDivElement} pointer a point under the mouse for the hover box to sit next to
  * @property {HTMLDivElement} strips
@@ -28,6 +33,20 @@ import { ilabDecode, ilabEl, ilabIsDark, ilabKeepKeys, ilabTip } from "../shared
  * @property {number} hovered the token under the mouse in a strip (-1: none)
  * @property {number} cell matrix pixels per token
  */
+
+/**
+ * A labelled checkbox.
+ * @param {string} text
+ * @param {string} ariaLabel
+ */
+function checkbox(text, ariaLabel) {
+  const box = ilabEl("label", "ilab-attn-check");
+  const input = ilabEl("input");
+  input.type = "checkbox";
+  input.setAttribute("aria-label", ariaLabel);
+  box.append(input, ilabEl("span", null, ` ${text}`));
+  return { box, input };
+}
 
 /** @param {HTMLElement} el @param {Record<string, string>} attrs */
 function setAttrs(el, attrs) {
@@ -48,7 +67,10 @@ export function attentionView(model) {
   layerBox.append(ilabEl("span", "ilab-muted", "layer "), layerSelect);
   const title = ilabEl("span", "ilab-attn-title");
   const legendBox = ilabEl("div", "ilab-legend-box");
-  bar.append(layerBox, title, legendBox);
+  const { box: bosLabel, input: bosBox } = checkbox("hide BOS column", "hide the first key (BOS) column");
+  const { box: renormLabel, input: renormBox } = checkbox("renormalise rows", "renormalise each row over the other keys");
+  const bosNote = ilabEl("span", "ilab-attn-bosnote ilab-muted");
+  bar.append(layerBox, title, legendBox, bosLabel, renormLabel, bosNote);
   const thumbs = ilabEl("div", "ilab-attn-thumbs");
   setAttrs(thumbs, { role: "listbox", "aria-label": "heads of this layer" });
   const main = ilabEl("div", "ilab-attn-main");
@@ -57,7 +79,9 @@ export function attentionView(model) {
   matrix.setAttribute("role", "img");
   const matrixBox = ilabEl("div", "ilab-attn-matrixbox");
   const pointer = ilabEl("div", "ilab-attn-pointer");
-  matrixBox.append(matrix, pointer);
+  const colLabels = ilabEl("div", "ilab-attn-collabels");
+  colLabels.setAttribute("aria-label", "keys");
+  matrixBox.append(matrix, pointer, colLabels);
   main.append(rowLabels, matrixBox);
   const strips = ilabEl("div", "ilab-attn-strips");
   const fromLabel = ilabEl("div", "ilab-attn-striplabel ilab-muted");
@@ -67,10 +91,11 @@ export function attentionView(model) {
   strips.append(fromLabel, fromStrip, toLabel, toStrip);
   const tip = ilabTip(root, "ilab-attn-tip");
   root.append(bar, thumbs, main, strips);
-  [layerSelect, thumbs].forEach(ilabKeepKeys);
+  [layerSelect, thumbs, bosBox, renormBox].forEach(ilabKeepKeys);
   const tokens = model.get("tokens");
   const n = tokens.length;
-  return { model, root, layerBox, layerSelect, title, legendBox, thumbs, rowLabels, matrix, pointer, strips,
+  return { model, root, layerBox, layerSelect, title, legendBox, thumbs, rowLabels, colLabels, bosBox, renormBox,
+    bosNote, matrix, pointer, strips,
     fromLabel, fromStrip, toLabel, toStrip, tip, tokens, n, all: ilabDecode(model.get("patterns")),
     nHeads: model.get("patterns").shape[1], hovered: -1, cell: Math.max(4, Math.min(22, Math.floor(440 / Math.max(1, n)))) };
 }
@@ -84,23 +109,19 @@ export function layerIndex(model) {
 }
 
 /**
- * Head `h` of layer index `li`: its n x n pattern.
+ * Head `h` of layer index `li`: its n x n pattern as shown (the BOS column hidden when the widget says so).
  * @param {AttentionView} view
  * @param {number} li
  * @param {number} h
  */
-export function headPattern({ all, nHeads, n }, li, h) {
-  return all.subarray((li * nHeads + h) * n * n, (li * nHeads + h + 1) * n * n);
+export function headPattern({ all, nHeads, n, model }, li, h) {
+  const raw = all.subarray((li * nHeads + h) * n * n, (li * nHeads + h + 1) * n * n);
+  return shownPattern(raw, n, model.get("hide_bos"), model.get("renormalize"));
 }
 
 /** The chosen head's pattern. @param {AttentionView} view */
 export function currentPattern(view) {
   return headPattern(view, layerIndex(view.model), view.model.get("head"));
-}
-
-/** Whether to paint for a light background. @param {AttentionView} view */
-export function isLight({ root, model }) {
-  return !root.classList.contains("ilab-dark") && !ilabIsDark(model.get("scheme"));
 }
 
 /** The theme's strongest alpha (--ilab-heat-alpha). @param {AttentionView} view */

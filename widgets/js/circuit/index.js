@@ -1,6 +1,6 @@
 // @ts-check
 // CircuitGraph: an attribution graph on a canvas; columns are positions, rows layers; client-side pruning.
-import { ilabEl, ilabListen, ilabSave, ilabTheme } from "../shared/index.js";
+import { ilabEl, ilabListen, ilabOnThemeChange, ilabSave, ilabTheme } from "../shared/index.js";
 import { draw } from "./draw.js";
 import { decodeGraph, describeNode, layout, nodeAt, strongestPaths, visibleNodes } from "./graph.js";
 import { drawAnswer, drawGroups } from "./panel.js";
@@ -122,8 +122,10 @@ function render({ model, el }) {
     drawAll,
   );
   requestAnimationFrame(() => requestAnimationFrame(() => performance.mark("ilab-circuit-painted")));
+  const unwatch = ilabOnThemeChange(() => draw(view));
   return () => {
     stop();
+    unwatch();
     view.tip.remove();
   };
 }

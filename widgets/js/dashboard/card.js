@@ -1,7 +1,9 @@
 // @ts-check
 // FeatureDashboard, the card of the selected latent (histogram, logit effects, neighbours, examples).
-import { ilabClosest, ilabEl, ilabFmt, ilabFmtSigned, ilabKeepKeys, ilabTokenSpan, ilabTokenText } from "../shared/index.js";
-import { histogramSvg } from "./histogram.js";
+import {
+  ilabClosest, ilabEl, ilabFmt, ilabFmtSigned, ilabKeepKeys, ilabTokenLabel, ilabTokenSpan, ilabTokenText,
+} from "../shared/index.js";
+import { binText, histogramSvg } from "./histogram.js";
 /** @import { DashContext } from "./context.js" */
 /** @import { Card } from "./store.js" */
 
@@ -64,7 +66,7 @@ function logitTable({ store }, c) {
       const id = c.logitIds[side * c.nLogit + j];
       const v = c.logitVals[side * c.nLogit + j];
       const line = ilabEl("div", "ilab-dash-logit");
-      line.append(ilabTokenSpan(store.tokenText(id)), ilabEl("span", "ilab-dash-logitv", ilabFmtSigned(v)));
+      line.append(ilabTokenLabel(store.tokenText(id)), ilabEl("span", "ilab-dash-logitv", ilabFmtSigned(v)));
       col.appendChild(line);
     }
     table.appendChild(col);
@@ -107,6 +109,11 @@ function header({ model, store, names }, i) {
   input.setAttribute("aria-label", "label");
   input.value = names.label(i);
   ilabKeepKeys(input);
+  if (!store.live) { // exported HTML (or a kernel not answering): nothing would keep an edit
+    input.readOnly = true;
+    input.placeholder = "no label";
+    input.title = "labels are edited with a running kernel: run the notebook";
+  }
   const save = () => {
     if (input.value === names.label(i)) return;
     const labels = { ...model.get("labels") };
@@ -131,6 +138,9 @@ export function dashCard(ctx) {
   const { model, store, tip } = ctx;
   const el = ilabEl("div", "ilab-dash-card");
   el.addEventListener("mouseover", (e) => {
+    const bin = ilabClosest(e, ".ilab-dash-binhit");
+    const shown = store.cards.get(model.get("selected"));
+    if (bin && shown) return tip.show(bin, binText(shown, Number(bin.dataset.bin)));
     const span = ilabClosest(e, ".ilab-dash-tokens .ilab-tok");
     if (!span) return tip.hide();
     const lead = span.classList.contains("ilab-dash-lead") ? " (this example's max)" : "";

@@ -44,7 +44,20 @@ function axes(svg, card, top) {
 }
 
 /**
- * The activation histogram as SVG bars (counts of tokens per activation bin).
+ * A bin in words: its activation range, its count of tokens and their share of the firing tokens.
+ * @param {Card} card
+ * @param {number} b
+ */
+export function binText(card, b) {
+  let total = 0;
+  for (const c of card.counts) total += c;
+  const share = total > 0 ? ` (${ilabFmt((100 * card.counts[b]) / total)}% of firing tokens)` : "";
+  return `activation ${ilabFmt(card.edges[b])}–${ilabFmt(card.edges[b + 1])}\n${card.counts[b]} tokens${share}`;
+}
+
+/**
+ * The activation histogram as SVG bars (counts of tokens per activation bin); each bin has a full-height
+ * hover area (class ilab-dash-binhit, data-bin) that the card shows a hover box for.
  * @param {Card} card
  */
 export function histogramSvg(card) {
@@ -62,6 +75,9 @@ export function histogramSvg(card) {
     tip.textContent = `${ilabFmt(card.edges[b])}–${ilabFmt(card.edges[b + 1])}: ${card.counts[b]} tokens`;
     rect.appendChild(tip);
     svg.appendChild(rect);
+    const hit = svgEl("rect", { x: PAD_LEFT + b * bw, y: PAD_TOP, width: bw, height: H - PAD_BOTTOM - PAD_TOP,
+      class: "ilab-dash-binhit", "data-bin": b });
+    svg.appendChild(hit);
   }
   axes(svg, card, top);
   svg.setAttribute("aria-label", `activation histogram: ${n} bins up to ${ilabFmt(card.edges[n])}, peak ${top} tokens`);

@@ -17,12 +17,10 @@ function initialize({ model }) {
   /** @param {any} msg @param {DataView[]} buffers */
   const onMsg = (msg, buffers) => dashOnMessage(store, msg, buffers);
   model.on("msg:custom", onMsg);
-  if (model.get("live")) {
-    try {
-      model.send({ type: "ping" }); // answered only by a live kernel
-    } catch {
-      // exported HTML: no kernel to talk to
-    }
+  try {
+    model.send({ type: "ping" }); // answered by a running kernel (cards on demand, label edits kept)
+  } catch {
+    // exported HTML: no kernel to talk to
   }
   return () => model.off("msg:custom", onMsg);
 }
@@ -56,7 +54,7 @@ function render({ model, el }) {
     live: () => {
       tryIt.setLive();
       list.fill();
-      if (!store.cards.has(model.get("selected"))) card.draw();
+      card.draw(); // the label box is editable now, and a card not sent can be fetched
     },
     card: (e) => {
       if (e.detail.includes(model.get("selected"))) card.draw();

@@ -1,7 +1,8 @@
 // @ts-check
 // PatchingGrid, the grid: one coloured cell per (row, column), row labels on the left, column labels below.
-import { ilabColor, ilabEl, ilabFmt, ilabLegend, ilabScale } from "../shared/index.js";
+import { ilabCellColor, ilabCellLegend, ilabEl, ilabFmt, ilabScale } from "../shared/index.js";
 import { colLabel, drawPrompts, rowTitle } from "./labels.js";
+import { tabName } from "./tabs.js";
 import { currentGrid, decoded } from "./view.js";
 /** @import { Decoded, PatchGrid, PatchingView } from "./view.js" */
 
@@ -70,8 +71,12 @@ export function drawGrid(view) {
   view.current = { g, d };
   const [R, C] = g.values.shape;
   const scale = currentScale(model, g);
-  view.legendBox.replaceChildren(ilabLegend(scale));
-  view.info.textContent = `${g.method} ${g.site} · ${g.metric}: clean ${ilabFmt(g.clean)}, corrupted ${ilabFmt(g.corrupt)}`;
+  view.legendBox.replaceChildren(ilabCellLegend(scale));
+  const name = tabName(g);
+  const how = `${g.method} patching of ${g.site}`;
+  const what = name === g.method ? how : `${name} (${how})`;
+  const pairs = g.n_pairs > 1 ? `mean over ${g.n_pairs} prompt pairs` : "1 prompt pair";
+  view.info.textContent = `${what} · ${g.metric}, ${pairs}: clean ${ilabFmt(g.clean)}, corrupted ${ilabFmt(g.corrupt)}`;
   drawPrompts(view.prompts, g);
   gridBox.replaceChildren();
   gridBox.style.gridTemplateColumns = `auto repeat(${C}, minmax(38px, 1fr))`;
@@ -85,7 +90,7 @@ export function drawGrid(view) {
       cell.dataset.i = String(i);
       cell.dataset.v = String(cellValue(model, d, i));
       cell.setAttribute("role", "gridcell");
-      cell.style.background = ilabColor(cellValue(model, d, i), scale);
+      cell.style.background = ilabCellColor(cellValue(model, d, i), scale);
       gridBox.appendChild(cell);
       view.cells.push(cell);
     }

@@ -14,6 +14,10 @@ export function drawPrompts(prompts, g) {
   const clean = g.prompt || [];
   const corrupt = g.corrupt_prompt || [];
   if (!clean.length && !corrupt.length) return;
+  if (g.n_pairs > 1) {
+    const note = `the values average ${g.n_pairs} prompt pairs; shown: pair 1 of ${g.n_pairs} (the token labels are its)`;
+    prompts.appendChild(ilabEl("div", "ilab-pg-pairs ilab-muted", note));
+  }
   /** @type {[string, string[], string[]][]} */
   const lines = [["clean", clean, corrupt], ["corrupted", corrupt, clean]];
   for (const [name, toks, other] of lines) {

@@ -28,6 +28,15 @@ function setTab(model, key) {
 }
 
 /**
+ * A grid's name as the user gave it (its key), or its method when the key only repeats the site's name
+ * (`{"exact": grid, **ilab.patching.attribution(...)}` names attribution grids by site).
+ * @param {PatchGrid} g
+ */
+export function tabName(g) {
+  return g.key === g.group || g.key === g.site ? g.method : g.key;
+}
+
+/**
  * The site tabs (shown when there are several sites) and the method tabs of the chosen site.
  * @param {PatchingView} view
  */
@@ -50,8 +59,8 @@ export function drawTabs({ model, groupsBar, methodsBar }) {
   groupsBar.style.display = groups.length > 1 ? "" : "none";
   const inGroup = grids(model).filter((g) => g.group === g0.group);
   for (const g of inGroup) {
-    const label = inGroup.filter((h) => h.method === g.method).length > 1 ? `${g.method} · ${g.key}` : g.method;
-    const b = ilabEl("button", "ilab-pg-tab", label);
+    const b = ilabEl("button", "ilab-pg-tab", tabName(g));
+    b.title = `${g.method} patching of ${g.site}`;
     b.dataset.key = g.key;
     b.dataset.method = g.method;
     b.classList.toggle("ilab-active", g.key === g0.key);

@@ -20,6 +20,7 @@ import { ilabDecode, ilabEl, ilabFocusBox, ilabKeepKeys, ilabTip } from "../shar
  * @property {string[]} corrupt_tokens
  * @property {string[]} prompt
  * @property {string[]} corrupt_prompt
+ * @property {number} n_pairs prompt pairs the values average over
  * @property {number} clean
  * @property {number} corrupt
  * @property {ArrayPayload & {dtype: "float32", shape: number[]}} values

@@ -6,5 +6,6 @@ export * from "./dom.js";
 export * from "./format.js";
 export * from "./grid.js";
 export * from "./scale.js";
+export * from "./theme.js";
 export * from "./tip.js";
 export * from "./tokens.js";

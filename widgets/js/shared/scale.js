@@ -3,6 +3,7 @@
 // (core/views/colors.py); the browser only draws from it.
 import { ilabEl } from "./dom.js";
 import { ilabFmt } from "./format.js";
+/** @import { Palette } from "./theme.js" */
 
 /**
  * A colour scale as drawn.
@@ -84,6 +85,67 @@ export function ilabColor(value, scale, diverging) {
 }
 
 /**
+ * Colour for a value on a scale in a cell that holds no text (a grid cell, a canvas cell): the theme's cell
+ * colours (--ilab-cell-pos / --ilab-cell-neg, brighter in dark themes) with alpha growing linearly with the
+ * value in light themes and with its square root in dark ones (--ilab-cell-lin), so mid and small values stay
+ * visible on a dark background. CSS variables: the colour follows a theme change by itself.
+ * @param {number} value
+ * @param {ScaleLike} scale
+ * @returns {string}
+ */
+export function ilabCellColor(value, scale) {
+  const t = ilabScalePos(value, ilabScale(scale));
+  if (!(Math.abs(t) >= 0.02)) return "transparent";
+  const a = Math.abs(t);
+  const rgb = t >= 0 ? "var(--ilab-cell-pos, 230, 85, 13)" : "var(--ilab-cell-neg, 49, 130, 189)";
+  const mix = `(var(--ilab-cell-lin, 1) * ${a.toFixed(4)} + (1 - var(--ilab-cell-lin, 1)) * ${Math.sqrt(a).toFixed(4)})`;
+  return `rgba(${rgb}, calc(var(--ilab-cell-alpha, 0.85) * ${mix}))`;
+}
+
+/**
+ * ilabCellColor for a canvas, which takes no CSS variables: the same colour from a palette read off the
+ * widget's root (ilabPalette). `key` paints every value in the "below" colour (a second hue).
+ * @param {number} value
+ * @param {ScaleLike} scale
+ * @param {Palette} palette
+ * @param {boolean} [key]
+ * @returns {string}
+ */
+export function ilabCanvasColor(value, scale, palette, key) {
+  const t = ilabScalePos(value, ilabScale(scale));
+  if (!(Math.abs(t) >= 0.02)) return "transparent";
+  const a = Math.abs(t);
+  const mix = palette.lin * a + (1 - palette.lin) * Math.sqrt(a);
+  return `rgba(${key || t < 0 ? palette.neg : palette.pos}, ${(palette.alpha * mix).toFixed(3)})`;
+}
+
+/**
+ * A legend: the lowest value, a bar coloured by `colour`, the centre of a diverging scale, the highest value.
+ * @param {Scale} s
+ * @param {number} lo
+ * @param {(value: number, scale: Scale) => string} colour
+ * @returns {HTMLDivElement}
+ */
+function legendOf(s, lo, colour) {
+  const box = ilabEl("div", "ilab-legend");
+  box.appendChild(ilabEl("span", "ilab-legend-label ilab-legend-min", ilabFmt(lo)));
+  const bar = ilabEl("span", "ilab-legend-bar");
+  const stops = [];
+  for (let i = 0; i <= 10; i++) stops.push(colour(lo + ((s.vmax - lo) * i) / 10, s));
+  bar.style.background = `linear-gradient(to right, ${stops.join(", ")})`;
+  if (s.kind === "diverging" && s.vmax > lo) {
+    const mark = ilabEl("span", "ilab-legend-center");
+    mark.style.left = `${(100 * (s.center - lo)) / (s.vmax - lo)}%`;
+    mark.title = `centre ${ilabFmt(s.center)}`;
+    bar.appendChild(mark);
+  }
+  box.appendChild(bar);
+  box.appendChild(ilabEl("span", "ilab-legend-label ilab-legend-max", ilabFmt(s.vmax)));
+  box.dataset.kind = s.kind;
+  return box;
+}
+
+/**
  * A legend for a scale (see ilabScale; the old (vmin, vmax, diverging) form still works): the lowest value,
  * a bar coloured as ilabColor colours values, the centre of a diverging scale, and the highest value.
  * @param {ScaleLike} scale
@@ -98,20 +160,15 @@ export function ilabLegend(scale, vmax, diverging) {
     s = ilabScale(vmax, diverging); // old form: (vmin, vmax, diverging)
     lo = scale;
   }
-  const box = ilabEl("div", "ilab-legend");
-  box.appendChild(ilabEl("span", "ilab-legend-label ilab-legend-min", ilabFmt(lo)));
-  const bar = ilabEl("span", "ilab-legend-bar");
-  const stops = [];
-  for (let i = 0; i <= 10; i++) stops.push(ilabColor(lo + ((s.vmax - lo) * i) / 10, s));
-  bar.style.background = `linear-gradient(to right, ${stops.join(", ")})`;
-  if (s.kind === "diverging" && s.vmax > lo) {
-    const mark = ilabEl("span", "ilab-legend-center");
-    mark.style.left = `${(100 * (s.center - lo)) / (s.vmax - lo)}%`;
-    mark.title = `centre ${ilabFmt(s.center)}`;
-    bar.appendChild(mark);
-  }
-  box.appendChild(bar);
-  box.appendChild(ilabEl("span", "ilab-legend-label ilab-legend-max", ilabFmt(s.vmax)));
-  box.dataset.kind = s.kind;
-  return box;
+  return legendOf(s, lo, (v, sc) => ilabColor(v, sc));
+}
+
+/**
+ * A legend for cells coloured by ilabCellColor (grid and canvas cells without text).
+ * @param {ScaleLike} scale
+ * @returns {HTMLDivElement}
+ */
+export function ilabCellLegend(scale) {
+  const s = ilabScale(scale);
+  return legendOf(s, s.vmin, ilabCellColor);
 }

@@ -67,14 +67,21 @@ export function drawText(view) {
  * The controls as the traits say (a prompt being typed and sliders not sent yet are left alone).
  * @param {SteeringView} view
  */
-export function drawControls({ model, prompt, inputs, shown, timer, site, temp, seed }) {
+export function drawControls({ model, prompt, inputs, shown, ends, rangeNote, timer, site, temp, seed }) {
   if (document.activeElement !== prompt) prompt.value = model.get("prompt");
   const vals = model.get("values");
+  const ranges = model.get("ranges");
   for (const [name, input] of inputs) {
+    const [lo, hi, step] = ranges[name];
+    Object.assign(input, { min: String(lo), max: String(hi), step: String(step) });
+    const [low, high] = ends.get(name) || [];
+    if (low && high) [low.textContent, high.textContent] = [ilabFmt(lo), ilabFmt(hi)];
     if (timer === null && name in vals) input.value = String(vals[name]);
     const value = shown.get(name);
     if (value) value.textContent = ilabFmt(Number(input.value));
   }
+  rangeNote.textContent = model.get("range_note");
+  rangeNote.style.display = model.get("range_note") ? "" : "none";
   site.value = model.get("site");
   temp.value = String(model.get("temperature"));
   seed.value = String(model.get("seed"));

@@ -100,6 +100,8 @@ function render({ model, el }) {
       "change:values": controls,
       "change:prompt": controls,
       "change:site": controls,
+      "change:ranges": controls,
+      "change:range_note": controls,
       "change:temperature": controls,
       "change:seed": controls,
       "change:scheme": draw,

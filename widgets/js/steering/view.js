@@ -11,6 +11,8 @@ import { ilabEl, ilabFmt, ilabKeepKeys, ilabTip } from "../shared/index.js";
  * @property {HTMLButtonElement} go
  * @property {Map<string, HTMLInputElement>} inputs a slider per vector name
  * @property {Map<string, HTMLSpanElement>} shown each slider's value
+ * @property {Map<string, [HTMLSpanElement, HTMLSpanElement]>} ends each slider's lowest and highest value
+ * @property {HTMLDivElement} rangeNote how the sliders' ends were chosen
  * @property {HTMLButtonElement} reset
  * @property {HTMLSelectElement} site
  * @property {HTMLInputElement} temp
@@ -39,14 +41,10 @@ function sliderRow(name, [lo, hi, step]) {
   input.dataset.name = name;
   input.setAttribute("aria-label", `scale of ${name}`);
   const value = ilabEl("span", "ilab-steer-value");
-  row.append(
-    ilabEl("span", "ilab-steer-name", name),
-    ilabEl("span", "ilab-steer-min ilab-muted", ilabFmt(lo)),
-    input,
-    ilabEl("span", "ilab-steer-max ilab-muted", ilabFmt(hi)),
-    value,
-  );
-  return { row, input, value };
+  const low = ilabEl("span", "ilab-steer-min ilab-muted", ilabFmt(lo));
+  const high = ilabEl("span", "ilab-steer-max ilab-muted", ilabFmt(hi));
+  row.append(ilabEl("span", "ilab-steer-name", name), low, input, high, value);
+  return { row, input, value, low, high };
 }
 
 /**
@@ -128,12 +126,15 @@ export function steeringView(model) {
   const sliders = ilabEl("div", "ilab-steer-sliders");
   const inputs = new Map();
   const shown = new Map();
+  const ends = new Map();
   for (const name of model.get("names")) {
-    const { row, input, value } = sliderRow(name, model.get("ranges")[name]);
+    const { row, input, value, low, high } = sliderRow(name, model.get("ranges")[name]);
     sliders.appendChild(row);
     inputs.set(name, input);
     shown.set(name, value);
+    ends.set(name, [low, high]);
   }
+  const rangeNote = ilabEl("div", "ilab-steer-rangenote ilab-muted");
   const reset = ilabEl("button", "ilab-steer-reset", "Reset");
   reset.setAttribute("aria-label", "reset all sliders to 0");
   const { settings, site, temp, seed } = settingsRow(model, reset);
@@ -141,8 +142,8 @@ export function steeringView(model) {
   const { outs, baseText, steerText } = outputColumns(readouts);
   const status = ilabEl("div", "ilab-steer-status ilab-muted");
   const tip = ilabTip(root, "ilab-steer-tip");
-  root.append(promptRow, sliders, settings, outs, status);
+  root.append(promptRow, sliders, rangeNote, settings, outs, status);
   [prompt, site, temp, seed, ...inputs.values()].forEach(ilabKeepKeys);
-  return { model, root, prompt, go, inputs, shown, reset, site, temp, seed, outs, readouts, baseText, steerText,
+  return { model, root, prompt, go, inputs, shown, ends, rangeNote, reset, site, temp, seed, outs, readouts, baseText, steerText,
     status, tip, timer: null };
 }
