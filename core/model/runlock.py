@@ -99,12 +99,13 @@ def _install() -> None:
         with lock:
             return tracer_exit(self, *exc)
 
+    patched: Any
     for patched, original in ((locked_interleave, interleave), (locked_exit, tracer_exit)):
         patched.__doc__ = original.__doc__
-        patched._interplab_locked = True  # type: ignore[attr-defined]
+        patched._interplab_locked = True
     Envoy.interleave = locked_interleave
-    InterleavingTracer.__exit__ = locked_exit  # type: ignore[method-assign]
-    Interleaver.interleaving = _RunningThread()  # type: ignore[assignment]
+    setattr(InterleavingTracer, "__exit__", locked_exit)  # noqa: B010 - a method replaced on the class
+    setattr(Interleaver, "interleaving", _RunningThread())  # noqa: B010 - an attribute made a descriptor
 
 
 _install()

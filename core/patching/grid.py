@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 from tqdm.auto import tqdm
 
-from ..checks import check_int
 from ..readout.metrics import Metric
 from . import cached
 from .prepare import (
@@ -33,7 +32,9 @@ from .prepare import (
     baselines,
     check_batch,
     check_positions,
+    check_top_k,
     collect,
+    decode_each,
     layer_grid,
     prepare,
     score_rows,
@@ -83,10 +84,9 @@ def grid(
     check_batch(batch_size)
     prep = prepare(model, clean, corrupt, metric, direction)
     positions_ = check_positions(positions, prep.n_pos)
-    check_int("top_k", top_k, minimum=0)
+    cells = model.n_layers * (model.n_heads if site == "heads" else len(positions_))
+    k = check_top_k(model, top_k, cells, "patching.grid")
     batch = batch_size or auto_batch_size(model, prep.n_pos)
-    config: Any = getattr(model.module, "config", None)  # a transformers config, when the model has one
-    k = min(top_k, int(config.vocab_size) if config is not None else top_k)
     if reuse_cache is None:
         reuse_cache = model.remote in (False, "local")
     run_cells = cached_cells if reuse_cache and cached.supported(model) else full_cells
@@ -94,7 +94,7 @@ def grid(
     return layer_grid(
         model, prep, site, "exact", direction, values.numpy(), bases, positions_,
         top_ids=top_ids.numpy() if k else None, top_probs=top_probs.numpy() if k else None,
-        top_tokens=[model.tokenizer.decode([int(t)]) for t in top_ids.flatten()] if k else [],
+        top_tokens=decode_each(model, top_ids) if k else [],
     )  # fmt: skip
 
 
