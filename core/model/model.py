@@ -18,8 +18,8 @@ body needs from the Model before the ``with`` (envoys, ``readout``, tensors) and
 Threads: nnsight runs a trace by switching between greenlets of the thread that opened it, so a
 forward of the same modules from another thread while it runs fails ("parent cannot be on a
 different thread"), in whichever trace is current. :attr:`Model.lock` (a re-entrant lock) is held
-by every nnsight trace and generation of the model, whoever writes it (they all run through its
-``interleave``), and by the torch-hook generations of steering (the SteeringPanel's worker thread):
+by every nnsight trace and generation of the model, whoever writes it (:mod:`.runlock`: the tracer's exit,
+where every trace body runs, takes it), and by the torch-hook generations of steering (the SteeringPanel's worker thread):
 they take turns instead of colliding. Anything else that runs ``model.module`` from another thread
 should hold it too.
 
