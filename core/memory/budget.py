@@ -154,9 +154,10 @@ def check_memory(what: str, n_bytes: float, hint: str = "") -> None:
 class Estimate:
     """The memory of one request over ``rows`` rows (texts), counted before any work.
 
-    ``output``: bytes of what the request returns (padded to its longest row), held twice at the end (the
-    batches' pieces and the assembled result); ``per_row``: bytes one row adds to the largest intermediate
-    of a batch (its forward pass, full-vocabulary logits, attention patterns, copies to float32);
+    ``output``: bytes of what the request returns (padded to its longest row), held ``copies`` times at the
+    end (2: the batches' pieces and the assembled result; 1: batches written into the result);
+    ``per_row``: bytes one row adds to the largest intermediate of a batch (its forward pass,
+    full-vocabulary logits, attention patterns, copies to float32);
     ``fixed``: bytes needed once whatever the batch (buffers such as top-k slots).
 
     >>> Estimate("collect", output=2**20, per_row=2**10, rows=8).need(8)
@@ -169,14 +170,16 @@ class Estimate:
     rows: int = 1
     fixed: int = 0
     unit: str = "text"
+    copies: int = 2
 
     def need(self, batch: int) -> int:
         """Bytes the request needs with ``batch`` rows per forward pass."""
-        return int(2 * self.output + self.fixed + batch * self.per_row)
+        return int(self.copies * self.output + self.fixed + batch * self.per_row)
 
     def parts(self, batch: int) -> str:
         """What the estimate counts, for a message."""
-        said = [f"{format_bytes(self.output)} returned, held twice while assembled"] if self.output else []
+        held = {1: "", 2: ", held twice while assembled"}.get(self.copies, f", held {self.copies} times")
+        said = [f"{format_bytes(self.output)} returned{held}"] if self.output else []
         if self.fixed:
             said.append(f"{format_bytes(self.fixed)} of buffers")
         plural = self.unit if batch == 1 else f"{self.unit}s"

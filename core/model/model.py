@@ -18,10 +18,10 @@ body needs from the Model before the ``with`` (envoys, ``readout``, tensors) and
 Threads: nnsight runs a trace by switching between greenlets of the thread that opened it, so a
 forward of the same modules from another thread while it runs fails ("parent cannot be on a
 different thread"), in whichever trace is current. :attr:`Model.lock` (a re-entrant lock) is held
-by every nnsight trace and generation of the model, whoever writes it (:mod:`.runlock`: the tracer's exit,
-where every trace body runs, takes it), and by the torch-hook generations of steering (the SteeringPanel's worker thread):
-they take turns instead of colliding. Anything else that runs ``model.module`` from another thread
-should hold it too.
+by every nnsight trace and generation of the model, whoever writes it (:mod:`.runlock`: the tracer's
+exit, where every trace body runs, takes it), and by the torch-hook generations of steering (the
+SteeringPanel's worker thread): they take turns instead of colliding. Anything else that runs
+``model.module`` from another thread should hold it too.
 
 Example
 -------
@@ -422,16 +422,18 @@ class Model:
         per_row: int = 0,
         eager: bool | None = None,
         hint: str = "",
+        copies: int = 2,
     ) -> int:
         """The batch size, up to ``batch_size``, for a request over ``rows`` texts (default ``batch_size``) of up
-        to ``length`` tokens that returns ``output`` bytes and holds ``per_row`` bytes more per text in a batch:
+        to ``length`` tokens that returns ``output`` bytes (held ``copies`` times: pieces and the assembled result)
+        and holds ``per_row`` bytes more per text in a batch:
         whose estimate fits the memory budget; refused when none does (:func:`interplab.core.model.limits.fit_batch`).
 
         >>> model.fit_batch(8, 128, "logits", n_logits=None, rows=100, output=100 * 128 * 262144 * 4)
         3
         """
         per_row += self.forward_bytes(1, length, n_logits, eager)
-        estimate = Estimate(what, output=output, per_row=per_row, rows=rows or batch_size)
+        estimate = Estimate(what, output=output, per_row=per_row, rows=rows or batch_size, copies=copies)
         return limits.fit_batch(estimate, length, n_logits is None, split, hint, most=batch_size)
 
     def fingerprint(self) -> str:

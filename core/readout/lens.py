@@ -68,6 +68,7 @@ def logit_lens(
         len(texts), longest, "logit_lens", n_logits=0, output=4 * len(texts) * per_text,
         per_row=(2 * model.dtype.itemsize + 4) * per_text,  # each layer's logits, the softcap's, the float32 copy
         hint="Give fewer texts at a time, or fewer positions (positions=-1 reads only each text's last token).",
+        copies=1,  # each batch is written into the result
     )  # fmt: skip
     logits = torch.zeros(len(texts), model.n_layers, n_pos, _vocab(model))
     start = 0
