@@ -9,18 +9,19 @@ Example
 -------
 >>> max_positions(model.config)
 32768
->>> fit_batch(lambda b: b * 2**30, batch_size=64, length=128, what="collect")   # 1 GB per row
-14
+>>> fit_batch(Estimate("collect", per_row=2**30, rows=64), length=128)   # 1 GB per row, 16 GB budget
+16
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
-from ..memory.budget import check_memory, format_bytes, memory_budget
+from ..memory.budget import Estimate, fit_rows, format_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -50,47 +51,55 @@ def check_lengths(lengths: Sequence[int], limit: int | None, model_name: str, wh
 
 
 def forward_bytes(
-    config: Any, d_model: int, n_heads: int, itemsize: int, batch: int, length: int, n_logits: int | None = 1
+    config: Any,
+    d_model: int,
+    n_heads: int,
+    itemsize: int,
+    batch: int,
+    length: int,
+    n_logits: int | None = 1,
+    eager: bool | None = None,
 ) -> int:
     """A generous estimate of one forward pass: hidden states, MLP activations, attention scores
-    ([heads, length, length] per row, twice for eager attention) and float32 logits at ``n_logits``
-    positions per row (None: every position)."""
+    ([heads, length, length] per row; scores, float32 softmax and probabilities with eager attention,
+    which ``eager=True`` forces), and the readout at ``n_logits`` positions per row (None: every position;
+    0: none): the logits in the weights' dtype, the softcap's temporaries and the float32 copy."""
     d_ff = int(getattr(config, "intermediate_size", None) or getattr(config, "n_inner", None) or 4 * d_model)
     vocab = int(getattr(config, "vocab_size", 0) or 0)
-    eager = getattr(config, "_attn_implementation", "eager") == "eager"
+    if eager is None:
+        eager = getattr(config, "_attn_implementation", "eager") == "eager"
     hidden = batch * length * (10 * d_model + 3 * d_ff) * itemsize
-    attention = (2 if eager else 1) * batch * max(n_heads, 1) * length * length * itemsize
-    logits = 2 * batch * (length if n_logits is None else n_logits) * vocab * 4
+    attention = (3 * itemsize + 4 if eager else itemsize) * batch * max(n_heads, 1) * length * length
+    logits = batch * (length if n_logits is None else n_logits) * vocab * (3 * itemsize + 4)
     return int(hidden + attention + logits)
 
 
 def fit_batch(
-    need: Callable[[int], int], batch_size: int, length: int, what: str, full_logits: bool = False, split: bool = True
+    estimate: Estimate, length: int, full_logits: bool = False, split: bool = True, hint: str = "", most: int = 0
 ) -> int:
-    """The largest batch size up to ``batch_size`` whose ``need(batch)`` bytes fit the memory budget.
+    """The largest batch, up to ``most`` (else ``estimate.rows``), whose estimate (what the request returns and one
+    batch's forward pass) fits the memory budget (:func:`interplab.core.memory.budget.fit_rows`).
 
-    One row over the budget is refused (:class:`~interplab.core.checks.MemoryBudgetError`); a smaller
-    batch than asked is logged. With ``split=False`` (a call that cannot be split) a batch over the
-    budget is refused too.
+    A request whose output and one row do not fit is refused
+    (:class:`~interplab.core.memory.budget.MemoryBudgetError`); so is, with ``split=False`` (a call that
+    cannot be split), a batch over the budget. A smaller batch than asked is logged.
     """
-    hint = "Use shorter texts" + (", or fewer positions (positions=-1)" if full_logits else "") + "."
-    check_memory(f"{what} on one text of {length:,} tokens", need(1), hint)
-    if need(batch_size) <= memory_budget():
-        return batch_size
-    if not split:
-        check_memory(f"{what} on {batch_size} texts of up to {length:,} tokens", need(batch_size),
-                     "Give fewer texts at a time.")  # fmt: skip
-    fit = max(1, memory_budget() // max(need(1), 1))
-    fit = min(batch_size, fit)
-    logger.info(
-        "%s: %d texts of up to %d tokens per forward pass (batch_size=%d would need %s).",
-        what,
-        fit,
-        length,
-        batch_size,
-        format_bytes(need(batch_size)),
+    rows = estimate.rows
+    one = rows == 1 or (split and not estimate.output)  # what is refused: one text, or all of them at once
+    what = f"{estimate.what} on " + (
+        f"one text of {length:,} tokens" if one else f"{rows:,} texts of up to {length:,} tokens"
     )
-    return int(fit)
+    if not hint:
+        hint = "Use shorter texts" + (", or fewer positions (positions=-1)" if full_logits else "") + "."
+        if not one:
+            hint = "Give fewer texts at a time" + (
+                ", or shorter ones (each is padded to the longest)." if split else "."
+            )
+    fit = fit_rows(replace(estimate, what=what), hint, split, most or rows)
+    if fit < min(most or rows, rows):
+        logger.info("%s: %d texts of up to %d tokens per forward pass (%d at once would need %s).",
+                    estimate.what, fit, length, rows, format_bytes(estimate.need(rows)))  # fmt: skip
+    return fit
 
 
 def module_fingerprint(name: str, module: Any) -> str:

@@ -18,10 +18,10 @@ body needs from the Model before the ``with`` (envoys, ``readout``, tensors) and
 Threads: nnsight runs a trace by switching between greenlets of the thread that opened it, so a
 forward of the same modules from another thread while it runs fails ("parent cannot be on a
 different thread"), in whichever trace is current. :attr:`Model.lock` (a re-entrant lock) is held
-by every nnsight trace and generation of the model, whoever writes it (they all run through its
-``interleave``), and by the torch-hook generations of steering (the SteeringPanel's worker thread):
-they take turns instead of colliding. Anything else that runs ``model.module`` from another thread
-should hold it too.
+by every nnsight trace and generation of the model, whoever writes it (:mod:`.runlock`: the tracer's
+exit, where every trace body runs, takes it), and by the torch-hook generations of steering (the
+SteeringPanel's worker thread): they take turns instead of colliding. Anything else that runs
+``model.module`` from another thread should hold it too.
 
 Example
 -------
@@ -48,7 +48,7 @@ from tqdm.auto import tqdm
 
 from ..checks import check_int, check_names, check_positive_int, check_texts
 from ..data.store import ActivationStore, cache_activations
-from ..memory.budget import check_memory
+from ..memory.budget import Estimate
 from ..memory.freeing import release
 from . import limits
 from .activations import Activations, pad_and_stack, pad_patterns
@@ -421,16 +421,37 @@ class Model:
         """Refuse inputs longer than the model's context (``max_positions``) before any forward pass."""
         limits.check_lengths(lengths, self.max_positions, self.name, what)
 
-    def forward_bytes(self, batch: int, length: int, n_logits: int | None = 1) -> int:
+    def forward_bytes(self, batch: int, length: int, n_logits: int | None = 1, eager: bool | None = None) -> int:
         """A generous estimate of one forward pass's memory (logits at ``n_logits`` positions; None: all)."""
         return limits.forward_bytes(self.config, self.d_model, self.n_heads, self.dtype.itemsize, batch, length,
-                                    n_logits)  # fmt: skip
+                                    n_logits, eager)  # fmt: skip
 
-    def fit_batch(self, batch_size: int, length: int, what: str, n_logits: int | None = 1, split: bool = True) -> int:
-        """The batch size whose forward pass fits the memory budget; one row over it is refused (see
-        :func:`interplab.core.model.limits.fit_batch`)."""
-        return limits.fit_batch(lambda b: self.forward_bytes(b, length, n_logits), batch_size, length, what,
-                                full_logits=n_logits is None, split=split)  # fmt: skip
+    def fit_batch(
+        self,
+        batch_size: int,
+        length: int,
+        what: str,
+        n_logits: int | None = 1,
+        split: bool = True,
+        *,
+        rows: int | None = None,
+        output: int = 0,
+        per_row: int = 0,
+        eager: bool | None = None,
+        hint: str = "",
+        copies: int = 2,
+    ) -> int:
+        """The batch size, up to ``batch_size``, for a request over ``rows`` texts (default ``batch_size``) of up
+        to ``length`` tokens that returns ``output`` bytes (held ``copies`` times: pieces and the assembled result)
+        and holds ``per_row`` bytes more per text in a batch:
+        whose estimate fits the memory budget; refused when none does (:func:`interplab.core.model.limits.fit_batch`).
+
+        >>> model.fit_batch(8, 128, "logits", n_logits=None, rows=100, output=100 * 128 * 262144 * 4)
+        3
+        """
+        per_row += self.forward_bytes(1, length, n_logits, eager)
+        estimate = Estimate(what, output=output, per_row=per_row, rows=rows or batch_size, copies=copies)
+        return limits.fit_batch(estimate, length, n_logits is None, split, hint, most=batch_size)
 
     def fingerprint(self) -> str:
         """A stable id of the weights (16 hex digits); long jobs record it so a resume with other weights is refused."""
@@ -448,13 +469,16 @@ class Model:
         texts = check_texts(texts)
         parsed = self.parse_sites(check_names("sites", sites, "'blocks.6.hook_resid_post'"))
         check_positive_int("batch_size", batch_size)
-        lengths_all = self.to_tokens(texts)["attention_mask"].sum(1).tolist()
-        vectors = sum(self.site_dim(s.name) for s in parsed if s.kind != "pattern") * sum(lengths_all)
-        patterns = sum(1 for s in parsed if s.kind == "pattern") * self.n_heads * sum(n * n for n in lengths_all)
-        check_memory(f"collect on {len(texts)} texts ({sum(lengths_all):,} tokens) at {len(parsed)} site(s)",
-                     (vectors + patterns) * 4, "Collect fewer texts at a time, or stream them to disk "
-                     "with model.cache(...).")  # fmt: skip
-        batch_size = self.fit_batch(batch_size, max(lengths_all), "collect")
+        longest = max(self.to_tokens(texts)["attention_mask"].sum(1).tolist())
+        width = sum(self.site_dim(s.name) for s in parsed if s.kind != "pattern")
+        patterns = sum(1 for s in parsed if s.kind == "pattern") * self.n_heads * longest  # [heads, L, L] per text
+        per_text = longest * (width + patterns)  # values returned per text, padded to the longest
+        batch_size = self.fit_batch(
+            batch_size, longest, "collect", n_logits=0, eager=bool(patterns) or None, rows=len(texts),
+            output=4 * len(texts) * per_text, per_row=(self.dtype.itemsize + 4) * per_text,
+            hint="Collect fewer texts at a time, or texts of similar lengths (each is padded to the longest), "
+            "or stream them to disk with model.cache(...).",
+        )  # fmt: skip
         tokens: list[torch.Tensor] = []
         masks: list[torch.Tensor] = []
         per_site: dict[str, list[torch.Tensor]] = {s.name: [] for s in parsed}
@@ -502,8 +526,14 @@ class Model:
         check_positive_int("batch_size", batch_size)
         self.check_mapped()
         pos_list = as_positions(positions)
-        longest = max(self.to_tokens(texts)["attention_mask"].sum(1).tolist())
-        batch_size = self.fit_batch(batch_size, longest, "logits", n_logits=None if pos_list is None else len(pos_list))
+        lengths = self.to_tokens(texts)["attention_mask"].sum(1)
+        if pos_list is not None:
+            position_columns(lengths, pos_list)  # every position inside every text, before any work
+        longest = int(lengths.max())
+        n_pos = longest if pos_list is None else len(pos_list)
+        vocab = int(getattr(self.config, "vocab_size", 0) or 0)
+        batch_size = self.fit_batch(batch_size, longest, "logits", n_logits=None if pos_list is None else n_pos,
+                                    rows=len(texts), output=4 * len(texts) * n_pos * vocab)  # fmt: skip
         out = []
         for chunk in self.batches(texts, batch_size, "logits"):
             out.append(self._logits_batch(self.to_tokens(chunk), pos_list, edit))

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..checks import check_int
 from ..readout.metrics import Metric
 from ..storage.progress import check_progress, progress_bar
 from . import cached
@@ -33,7 +32,9 @@ from .prepare import (
     baselines,
     check_batch,
     check_positions,
+    check_top_k,
     collect,
+    decode_each,
     layer_grid,
     prepare,
     score_rows,
@@ -86,10 +87,9 @@ def grid(
     check_progress(progress)
     prep = prepare(model, clean, corrupt, metric, direction)
     positions_ = check_positions(positions, prep.n_pos)
-    check_int("top_k", top_k, minimum=0)
+    cells = model.n_layers * (model.n_heads if site == "heads" else len(positions_))
+    k = check_top_k(model, top_k, cells, "patching.grid")
     batch = batch_size or auto_batch_size(model, prep.n_pos)
-    config: Any = getattr(model.module, "config", None)  # a transformers config, when the model has one
-    k = min(top_k, int(config.vocab_size) if config is not None else top_k)
     if reuse_cache is None:
         reuse_cache = model.remote in (False, "local")
     reuse = reuse_cache and cached.supported(model)
@@ -100,7 +100,7 @@ def grid(
     return layer_grid(
         model, prep, site, "exact", direction, values.numpy(), bases, positions_,
         top_ids=top_ids.numpy() if k else None, top_probs=top_probs.numpy() if k else None,
-        top_tokens=[model.tokenizer.decode([int(t)]) for t in top_ids.flatten()] if k else [],
+        top_tokens=decode_each(model, top_ids) if k else [],
     )  # fmt: skip
 
 

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from ..checks import check_int, check_texts
+from ..memory.budget import check_memory
 from ..model.remote import REQUEST_BYTES
 from ..model.sites import KINDS, site_name
 from ..model.trace_ops import read_site, token_probs, write_site
@@ -159,6 +160,36 @@ def auto_batch_size(model: Model, n_pos: int) -> int:
     per_row = 4 * (n_pos * (8 * model.d_model + 2 * d_ff + 3 * model.n_heads * model.d_head + 2 * model.n_heads * n_pos)
                    + 3 * vocab)  # fmt: skip
     return max(1, MEMORY_BUDGET_BYTES // per_row)
+
+
+#: Bytes one top-k slot of a result takes: its id and probability (tensors and arrays), its entry in the flat
+#: list of decoded tokens and the Python int it passes through on the way; each distinct token's text is
+#: decoded once (:func:`decode_each`), at most ``TOKEN_TEXT_BYTES`` each.
+TOP_SLOT_BYTES = 96
+TOKEN_TEXT_BYTES = 160
+
+
+def check_top_k(model: Model, top_k: int, cells: int, what: str) -> int:
+    """``top_k`` as the number of top tokens kept per cell (at most the vocabulary), refused before any work
+    when the slots of ``cells`` cells would exceed the memory budget.
+
+    >>> check_top_k(model, 5, cells=18 * 15, what="patching.grid")
+    5
+    """
+    check_int("top_k", top_k, minimum=0)
+    vocab = int(getattr(model.config, "vocab_size", 0) or 0) or top_k
+    k = min(top_k, vocab)
+    need = cells * k * TOP_SLOT_BYTES + min(vocab, cells * k) * TOKEN_TEXT_BYTES
+    check_memory(f"{what} with top_k={top_k:,} ({k:,} top tokens for each of {cells:,} cells)", need,
+                 "Use a smaller top_k (5 by default; 0 keeps none).")  # fmt: skip
+    return k
+
+
+def decode_each(model: Model, ids: torch.Tensor) -> list[str]:
+    """The text of every token id in ``ids`` (flattened), each distinct id decoded once."""
+    unique, inverse = torch.unique(ids.flatten(), return_inverse=True)
+    texts = [model.tokenizer.decode([i]) for i in unique.tolist()]
+    return [texts[i] for i in inverse.tolist()]
 
 
 def check_batch(batch_size: int | None) -> None:

@@ -29,7 +29,9 @@ from .prepare import (
     baselines,
     check_batch,
     check_positions,
+    check_top_k,
     collect,
+    decode_each,
     prepare,
     score_rows,
     sides,
@@ -76,6 +78,7 @@ def latents(
     kind, layer = GRID_KIND.get(parsed.kind, parsed.kind), parsed.layer
     prep = prepare(model, clean, corrupt, metric, direction)
     positions_ = check_positions(positions, prep.n_pos)
+    k = check_top_k(model, top_k, min(top, sae.d_sae) * len(positions_), "patching.latents") if exact else 0
     acts, logits = collect(model, torch.cat([prep.ids_clean, prep.ids_corrupt]), [kind], layers=[layer])
     n = prep.n_pairs
     clean_base, corrupt_base = baselines(prep, logits[:n], logits[n:])
@@ -101,7 +104,6 @@ def latents(
     if not exact:
         return out
     batch = batch_size or auto_batch_size(model, prep.n_pos)
-    k = min(top_k, int(logits.shape[-1]))
     cells = [(lat, p) for lat in chosen for p in positions_]
     values, top_ids, top_probs = patch_latents(model, prep, (kind, layer), (base_ids, base_x, base_logits),
                                                delta, W_dec, cells, batch, k)  # fmt: skip
@@ -109,7 +111,7 @@ def latents(
     out["exact"] = PatchingResult(
         values=values.reshape(shape).numpy(), method="exact", **common,
         top_ids=top_ids.reshape(*shape, k).numpy(), top_probs=top_probs.reshape(*shape, k).numpy(),
-        top_tokens=[model.tokenizer.decode([int(t)]) for t in top_ids.flatten()],
+        top_tokens=decode_each(model, top_ids),
     )  # fmt: skip
     return out
 

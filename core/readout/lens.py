@@ -26,7 +26,8 @@ import numpy as np
 import torch
 
 from ..checks import check_int, check_texts, single_token_id
-from ..model.model import as_positions, position_columns
+from ..memory.budget import check_memory
+from ..model.model import as_positions, free_trace_memory, position_columns
 from ..model.trace_ops import log_normaliser, read_site
 
 if TYPE_CHECKING:
@@ -57,13 +58,36 @@ def logit_lens(
     texts = check_texts(texts)
     model.check_mapped()
     pos_list = as_positions(positions)
-    enc = model.to_tokens(texts)
+    lengths = model.to_tokens(texts)["attention_mask"].sum(1)
+    if pos_list is not None:
+        position_columns(lengths, pos_list)  # every position inside every text, before any work
+    longest = int(lengths.max())
+    n_pos = longest if pos_list is None else len(pos_list)
+    per_text = model.n_layers * n_pos * _vocab(model)  # logits returned per text
+    batch = model.fit_batch(
+        len(texts), longest, "logit_lens", n_logits=0, output=4 * len(texts) * per_text,
+        per_row=(2 * model.dtype.itemsize + 4) * per_text,  # each layer's logits, the softcap's, the float32 copy
+        hint="Give fewer texts at a time, or fewer positions (positions=-1 reads only each text's last token).",
+        copies=1,  # each batch is written into the result
+    )  # fmt: skip
+    logits = torch.zeros(len(texts), model.n_layers, n_pos, _vocab(model))
+    start = 0
+    for chunk in model.batches(texts, batch, "logit_lens"):
+        _lens_batch(model, model.to_tokens(chunk), pos_list, logits[start : start + len(chunk)])
+        start += len(chunk)
+    if isinstance(positions, int):
+        logits = logits[:, :, 0]
+    return LogitLensResult.wrap(logits, model, texts, pos_list)
+
+
+def _lens_batch(model: Model, enc: dict[str, torch.Tensor], pos_list: list[int] | None, out: torch.Tensor) -> None:
+    """The lens logits of one batch, in one trace, written into ``out`` [batch, n_layers, n_positions, vocab]."""
     lengths = enc["attention_mask"].sum(1)
     if pos_list is None:
-        cols = torch.arange(enc["input_ids"].shape[1]).expand(len(texts), -1)
+        cols = torch.arange(enc["input_ids"].shape[1]).expand(len(lengths), -1)
     else:
         cols = position_columns(lengths, pos_list)  # [batch, n_pos]
-    rows = torch.arange(len(texts))[:, None].expand_as(cols)
+    rows = torch.arange(len(lengths))[:, None].expand_as(cols)
     blocks = [model.block(layer) for layer in range(model.n_layers)]
     readout = model.readout
     inputs = {k: v.to(model.device) for k, v in enc.items()}
@@ -73,10 +97,13 @@ def logit_lens(
             per_layer.append(readout(read_site(block, "output")[rows, cols]))
         per_layer = nnsight.save(per_layer)
         tracer.stop()
-    logits = torch.stack([p.detach().to("cpu", torch.float32) for p in per_layer], 1)  # [batch, n_layers, n_pos, vocab]
-    if isinstance(positions, int):
-        logits = logits[:, :, 0]
-    return LogitLensResult.wrap(logits, model, texts, pos_list)
+    free_trace_memory()
+    for layer, logits in enumerate(per_layer):  # [batch, n_pos of the batch, vocab], copied as float32
+        out[:, layer, : logits.shape[1]] = logits.detach()
+
+
+def _vocab(model: Model) -> int:
+    return int(getattr(model.config, "vocab_size", 0) or 0)
 
 
 class LogitLensResult(torch.Tensor):
@@ -190,6 +217,11 @@ def lens_view(model: Model, text: str, top_k: int = 10, tokens: Sequence[str | i
     model.check_mapped()
     asked = torch.tensor([single_token_id(model.tokenizer, t, "token") for t in tokens], dtype=torch.long)
     enc = model.to_tokens(text)
+    n_pos, vocab = int(enc["input_ids"].shape[1]), _vocab(model)
+    n_candidates = min(vocab, model.n_layers * n_pos * top_k + len(asked))
+    check_memory(f"lens_view of {n_pos:,} tokens with top_k={top_k:,}",  # one layer's logits, every candidate's
+                 model.forward_bytes(1, n_pos, None) + 3 * 4 * model.n_layers * n_pos * (n_candidates + top_k),
+                 "Use a shorter text or a smaller top_k.")  # fmt: skip
     blocks = [model.block(layer) for layer in range(model.n_layers)]
     norm, unembed, cap = model.readout_parts
     inputs = {k: v.to(model.device) for k, v in enc.items()}

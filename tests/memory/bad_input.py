@@ -6,8 +6,23 @@ every public function has a row here or an ``EXEMPT`` entry with its reason.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+from interplab.core.memory.budget import set_memory_budget
+
 import interplab as ilab
 from tests.contracts.rows import Row, V
+
+
+def under_budget(size: str, call: Callable[[], Any]) -> Any:
+    """``call()`` under a memory budget of ``size``; the default budget again afterwards."""
+    set_memory_budget(size)
+    try:
+        return call()
+    finally:
+        set_memory_budget(None)
+
 
 ROWS: list[Row] = [
     Row(

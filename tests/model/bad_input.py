@@ -11,7 +11,10 @@ from interplab.core.memory.budget import MemoryBudgetError
 
 import interplab as ilab
 from tests.contracts.rows import SITE, Row, T, V
+from tests.memory.bad_input import under_budget
 from tests.tiny import TEXTS
+
+LONG = " ".join(["the"] * 100)  # 101 tokens: the other texts are padded to it
 
 ROWS: list[Row] = [
     Row("ilab.Model", lambda c: ilab.Model(None, None, name="x").logits("a"), V, "Named sites are not mapped"),
@@ -61,6 +64,18 @@ ROWS: list[Row] = [
     Row("Model.logits", lambda c: c.model.logits(TEXTS, positions=[]), V, "positions is empty"),
     Row("Model.logits", lambda c: c.model.logits(TEXTS, positions=True), T, "positions must be token indices"),
     Row("Model.logits", lambda c: c.model.logits(TEXTS, positions=[50]), V, "Position 50 is outside a text of"),
+    Row(
+        "Model.logits",
+        lambda c: under_budget("100KB", lambda: c.model.logits(TEXTS * 100, positions=None)),
+        MemoryBudgetError,
+        r"logits on 300 texts of up to 15 tokens would need about .* returned.* over the memory budget of 100.0 KB",
+    ),
+    Row(
+        "Model.collect",
+        lambda c: under_budget("1MB", lambda: c.model.collect([LONG] + ["the"] * 400, SITE)),
+        MemoryBudgetError,
+        r"collect on 401 texts of up to 101 tokens would need about .* \(4.9 MB returned.* padded to the longest",
+    ),
     Row(
         "Model.generate",
         lambda c: c.model.generate(TEXTS, max_new_tokens=0),

@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from interplab.core.memory.budget import MemoryBudgetError
 from interplab.core.storage.readers import FileError
 
 import interplab as ilab
 from tests.contracts.rows import Ctx, Row, T, V
+from tests.memory.bad_input import under_budget
 
 
 def _tampered_npz(c: Ctx) -> Path:
@@ -34,6 +36,12 @@ ROWS: list[Row] = [
         "site='blocks' is not one of",
     ),
     Row("ilab.patching.grid", _pairs_of_other_lengths, V, "must have the same number of tokens"),
+    Row(
+        "ilab.patching.grid",
+        lambda c: under_budget("10KB", lambda: ilab.patching.grid(c.model, c.pairs, top_k=10**9)),
+        MemoryBudgetError,
+        r"patching.grid with top_k=1,000,000,000 \(64 top tokens for each of \d+ cells\) would need .*smaller top_k",
+    ),
     Row(
         "ilab.patching.grid", lambda c: ilab.patching.grid(c.model, c.pairs, positions=[9]), V, "Position 9 is outside"
     ),

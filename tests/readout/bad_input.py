@@ -7,14 +7,22 @@ every public function has a row here or an ``EXEMPT`` entry with its reason.
 from __future__ import annotations
 
 import torch
+from interplab.core.memory.budget import MemoryBudgetError
 
 import interplab as ilab
 from tests.contracts.rows import Row, T, V
+from tests.memory.bad_input import under_budget
 from tests.tiny import TEXTS
 
 ROWS: list[Row] = [
     Row("ilab.logit_lens", lambda c: ilab.logit_lens(c.model, TEXTS, position=99), V, "Position 99 is outside"),
     Row("ilab.logit_lens", lambda c: ilab.logit_lens(c.model, []), V, "texts is empty"),
+    Row(
+        "ilab.logit_lens",
+        lambda c: under_budget("100KB", lambda: ilab.logit_lens(c.model, TEXTS * 10, positions=None)),
+        MemoryBudgetError,
+        r"logit_lens on 30 texts of up to 15 tokens would need about .* returned.*fewer positions",
+    ),
     Row(
         "ilab.metrics.logit_diff",
         lambda c: ilab.metrics.logit_diff(None, " John"),
