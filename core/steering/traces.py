@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..model.model import Edit
+from ..model.model import Edit, check_generate_options
 from ..model.trace_ops import read_site, start_mask, steer, write_site
 from .hooks import generate_hooked
 from .plans import SitePlan, Steering, plan
@@ -100,6 +100,7 @@ def generate(
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend={backend!r} is not one of {BACKENDS}.")
+    check_generate_options(kwargs)
     if backend == "hooks":
         return generate_hooked(model, texts, steering, max_new_tokens, start, do_sample, **kwargs)
     plans = plan(model, steering)

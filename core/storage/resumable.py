@@ -38,6 +38,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from ..checks import check_path
 from .checkpoint import TokenDigest, begin, check_inputs, check_tokens, read_state_file, save_state
 
 #: The state file of a job that names none.
@@ -74,7 +75,7 @@ class ResumableJob:
     ) -> None:
         self.job = job
         self.inputs = dict(inputs)
-        self.folder = None if folder is None else Path(folder)
+        self.folder = None if folder is None else check_path(f"the {job} folder", folder)
         self.path = None if self.folder is None else self.folder / state_file
         self.where: str | os.PathLike[str] = where if where is not None else (self.path or job)
         self.digest = TokenDigest()
