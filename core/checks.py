@@ -3,7 +3,9 @@
 One check per kind of argument, so a message reads the same wherever it is raised:
 integers (:func:`check_positive_int`, :func:`check_int`), latent ids (:func:`check_latent`),
 texts (:func:`check_texts`), one-token answers (:func:`single_token_id`), finite numbers
-(:func:`check_number`) and fractions (:func:`check_fraction`). The memory a request would take is checked
+(:func:`check_number`, :func:`check_float` with bounds) and fractions (:func:`check_fraction`), paths
+(:func:`check_path`), keyword options (:func:`check_options`) and devices (:func:`check_device`). Sizes that
+would hang have upper bounds (``check_int(..., maximum=)``). The memory a request would take is checked
 in :mod:`interplab.core.memory.budget`. Nothing here imports the rest of interplab.
 
 Example
@@ -160,3 +162,84 @@ def single_token_id(tokenizer: Any, answer: str | int, what: str = "answer") -> 
     if getattr(tokenizer, "unk_token_id", None) is not None and ids[0] == tokenizer.unk_token_id:
         raise ValueError(f"{what} {answer!r} is the unknown token for this tokenizer.")
     return int(ids[0])
+
+
+def check_float(name: str, value: Any, minimum: float | None = None, maximum: float | None = None,
+                above: float | None = None) -> float:  # fmt: skip
+    """``value`` as a finite float within ``[minimum, maximum]`` (and ``> above``); a TypeError or ValueError
+    naming ``name``, the valid range and the value otherwise (NaN and infinities are never in range).
+
+    >>> check_float("dense_threshold", float("nan"), 0, 1)
+    Traceback (most recent call last):
+    ValueError: dense_threshold must be finite, got nan.
+    """
+    x = check_number(value, name)
+    low_ok = (minimum is None or x >= minimum) and (above is None or x > above)
+    if low_ok and (maximum is None or x <= maximum):
+        return x
+    parts = [f">= {minimum}" if minimum is not None else "", f"> {above}" if above is not None else "",
+             f"<= {maximum}" if maximum is not None else ""]  # fmt: skip
+    raise ValueError(f"{name} must be a number {' and '.join(p for p in parts if p)}, got {value!r}.")
+
+
+def check_path(name: str, value: Any, folder: bool = True) -> Any:
+    """``value`` as a ``pathlib.Path`` when it is a string or path (for a ``folder``: not an existing file);
+    a TypeError or ValueError naming ``name`` and the value otherwise.
+
+    >>> check_path("path", 123)
+    Traceback (most recent call last):
+    TypeError: path must be a folder path (a string or pathlib.Path), got int: 123.
+    """
+    import os
+    from pathlib import Path
+
+    what = "a folder path" if folder else "a file path"
+    if isinstance(value, bytes) or not isinstance(value, (str, os.PathLike)) or not str(os.fspath(value)):
+        kind = type(value).__name__
+        raise TypeError(f"{name} must be {what} (a string or pathlib.Path), got {kind}: {value!r:.100}.")
+    path = Path(value)
+    if folder and path.exists() and not path.is_dir():
+        raise ValueError(f"{name}={str(path)!r} is an existing file, not a folder: give a folder path.")
+    return path
+
+
+def check_options(name: str, given: Any, allowed: Sequence[str]) -> None:
+    """Refuse keyword arguments ``given`` that are not among ``allowed``, naming them and the valid ones.
+
+    >>> check_options("steering.generate", {"foo_bar": 3}, ["temperature", "top_k"])
+    Traceback (most recent call last):
+    TypeError: steering.generate got unknown keyword arguments ['foo_bar']; valid ones are ['temperature', 'top_k'].
+    """
+    import difflib
+
+    unknown = sorted(set(given) - set(allowed))
+    if unknown:
+        close = [m for u in unknown for m in difflib.get_close_matches(u, allowed, n=3)]
+        shown = close if close else sorted(allowed)[:20]
+        more = "" if close or len(allowed) <= 20 else f" (and {len(allowed) - 20} more)"
+        what = "close valid ones are" if close else "valid ones are"
+        raise TypeError(f"{name} got unknown keyword arguments {unknown}; {what} {shown}{more}.")
+
+
+def check_device(value: Any) -> Any:
+    """``value`` as a ``torch.device`` that exists on this machine (``"cuda:7"`` with two GPUs is refused).
+
+    >>> check_device("cpu")
+    device(type='cpu')
+    """
+    import torch
+
+    if not isinstance(value, (str, torch.device)):
+        raise TypeError(f"device must be a string such as 'cpu' or 'cuda:0', or a torch.device; got {value!r:.100}.")
+    try:
+        device = torch.device(value)
+    except (RuntimeError, ValueError) as err:
+        raise ValueError(f"device={value!r} is not a device ({err}); e.g. 'cpu', 'cuda', 'cuda:0', 'mps'.") from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0 or (device.index is not None and device.index >= count):
+            have = f"this machine has {count} CUDA device(s)" + (f": cuda:0..cuda:{count - 1}" if count else "")
+            raise ValueError(f"device={value!r} does not exist: {have}.")
+    elif device.type == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+        raise ValueError(f"device={value!r} does not exist: MPS is not available on this machine.")
+    return device

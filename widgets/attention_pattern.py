@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import traitlets
+from interplab.core.checks import check_int
 from interplab.core.views.attention_pattern import AttentionData, attention_data, without_first_key
 from interplab.core.views.colors import ColorScale
 
@@ -71,6 +72,7 @@ class AttentionPattern(Widget):
         elif hasattr(source, "run_sites"):  # a Model
             if not isinstance(text, str):
                 raise TypeError("AttentionPattern(model, text): give the text to read.")
+            _check_view(layer, head, source.n_layers, source.n_heads)  # before the forward pass
             data = attention_data(source, text, layers, max_values=int(OPTIONS["max_values"]))
         else:
             raise TypeError(
@@ -78,6 +80,9 @@ class AttentionPattern(Widget):
             )
         self._data = data
         first = data.layers[0] if layer is None else layer
+        if first not in data.layers:
+            raise ValueError(f"layer={layer!r} is not among the layers held: {list(data.layers)}.")
+        _check_view(None, head, None, int(data.patterns.shape[1]))
         super().__init__(
             tokens=data.tokens, layers=data.layers, patterns=array_payload(data.patterns, "float32"), layer=first,
             head=head, color_scale=colours.to_dict(), hide_bos=bool(hide_bos), renormalize=bool(renormalize), **kwargs,
@@ -157,3 +162,10 @@ class AttentionPattern(Widget):
     def __repr__(self) -> str:
         return (f"AttentionPattern({len(self.tokens)} tokens, layers {self.layers[0]}..{self.layers[-1]}, "
                 f"{self._data.n_heads} heads; showing L{self.layer} H{self.head})")  # fmt: skip
+
+
+def _check_view(layer: Any, head: Any, n_layers: int | None, n_heads: int) -> None:
+    """The first layer and head to show, within the model's (checked before any forward pass)."""
+    if layer is not None:
+        check_int("layer", layer, 0, n_layers - 1 if n_layers else None)
+    check_int("head", head, 0, n_heads - 1)

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import traitlets
-from interplab.core.checks import check_latent
+from interplab.core.checks import check_int, check_latent
 from interplab.core.features.cards import TOP_LATENTS, histogram_chart, text_latents
 from interplab.core.features.density import MAX_DENSITY, check_max_density
 from interplab.core.features.labels import check_label
@@ -100,6 +100,7 @@ class FeatureDashboard(Widget):
         **feature_kwargs: Any,
     ) -> None:
         self._max_density = check_max_density(max_density)
+        check_int("n_cards", n_cards, minimum=0)
         sort = ("density" if scores is None else "score") if sort is None else sort
         if sort not in SORTS:
             raise ValueError(f"sort={sort!r} is not one of {SORTS}.")

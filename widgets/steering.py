@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import traitlets
-from interplab.core.checks import check_texts
+from interplab.core.checks import check_float, check_int, check_positive_int, check_texts
 from interplab.core.readout.metrics import BoundMetric, Metric
 from interplab.core.steering.live import (
     LiveSteering,
@@ -111,6 +111,9 @@ class SteeringPanel(Widget):
         **kwargs: Any,
     ) -> None:
         check_texts([prompt])
+        check_int("seed", seed, 0, 2**32 - 1)  # a number the browser holds exactly
+        check_positive_int("max_new_tokens", max_new_tokens)
+        check_float("temperature", temperature, minimum=0)
         live = LiveSteering(model, vectors, site, metric, show=self._show)
         names = list(live.directions)
         given = ranges or {}

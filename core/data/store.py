@@ -28,7 +28,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from ..checks import check_int, check_positive_int
+from ..checks import check_int, check_path, check_positive_int
 from ..memory.budget import check_memory
 from ..storage.atomic import atomic_path, remove, write_json
 from ..storage.readers import Fields, FileError, expect_arrays, expect_values, inside, read_json, safetensors_header
@@ -251,7 +251,7 @@ def cache_activations(
     >>> store = cache_activations(model, "default", "blocks.6.hook_resid_post", "acts/", n_tokens=200_000)
     """
     parsed = _check_cache(model, sites, n_tokens, context_size, dtype, batch_size, shard_tokens)
-    root = Path(path)
+    root = check_path("path", path)
     wanted = {
         "format": FORMAT,
         "version": VERSION,

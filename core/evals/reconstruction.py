@@ -22,9 +22,10 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..checks import check_positive_int, check_texts
+from ..checks import check_fraction, check_positive_int, check_texts
 from ..model.model import free_trace_memory
 from ..model.trace_ops import next_token_scores, read_site, write_site
+from .tidy import check_sae
 
 if TYPE_CHECKING:
     from ..model.model import Model
@@ -82,8 +83,10 @@ def evaluate(
     cross-entropy with the reconstruction spliced in (as loss recovered relative to zero
     ablation) and KL to the clean model.
     """
+    check_sae(sae)
     texts = check_texts(texts)
     check_positive_int("batch_size", batch_size)
+    check_fraction("dense_threshold", dense_threshold, "[", "]", "a fraction of tokens, so")
     site = sae.check_fits(model, site)
     skip = 1 if model.tokenizer.bos_token_id is not None else 0
     sums = {"sq_err": 0.0, "l0": 0.0, "ce_clean": 0.0, "ce_spliced": 0.0, "ce_zero": 0.0, "kl": 0.0}

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from ..checks import check_int, check_texts
+from ..checks import check_float, check_int, check_texts
 from ..data.sources import ActivationSource, Rows, activation_source
 from ..data.store import ActivationStore
 from ..memory.budget import check_memory
@@ -103,6 +103,7 @@ def feature_data(
     lead = _check_settings(sae, n_tokens, n_top, n_quantile, context, lead, n_bins, n_logit, seq_len, batch_size,
                            max_batches, checkpoint_every)  # fmt: skip
     activations, model, site = _open(sae, source, texts, model, seq_len)
+    _check_n_logit(model, n_logit)
     config = {
         "sae": sae_fingerprint(sae), "model": model.name, "model_sha": model.fingerprint(), "site": site,
         "corpus": activations.corpus_identity(), "n_tokens": n_tokens, "n_top": n_top, "n_quantile": n_quantile,
@@ -151,8 +152,7 @@ def _check_settings(
         check_int("n_tokens", n_tokens, minimum=1)
     if max_batches is not None:
         check_int("max_batches", max_batches, minimum=1)
-    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, (int, float)) or checkpoint_every < 0:
-        raise ValueError(f"checkpoint_every must be a number of seconds >= 0, got {checkpoint_every!r}.")
+    check_float("checkpoint_every (seconds)", checkpoint_every, minimum=0)
     if not hasattr(sae, "encode") or not hasattr(sae, "d_sae"):
         raise TypeError(f"sae must be an interplab SAE, got {type(sae).__name__}.")
     check_memory(f"feature_data with n_top={n_top}, n_quantile={n_quantile}, context={context} for {sae.d_sae} "
@@ -175,6 +175,11 @@ def _open(sae: SAE, source: Any, texts: Any, model: Model | None, seq_len: int) 
     site = sae.check_fits(opened.model)
     opened.check_rows(site, seq_len)
     return opened, opened.model, site
+
+
+def _check_n_logit(model: Model, n_logit: int) -> None:
+    """``n_logit`` within the vocabulary (more tokens than it has is a request for nothing, slowly)."""
+    check_int("n_logit (tokens per latent, within the vocabulary)", n_logit, 1, len(model.tokenizer))
 
 
 def _finished(job: ResumableJob) -> FeatureData | None:

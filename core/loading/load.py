@@ -22,6 +22,7 @@ import nnsight
 import torch
 from nnsight import TransformersModel
 
+from ..checks import check_device
 from ..memory.unembed import page_embedding, page_unembedding
 from ..model.model import Model, Remote
 from ..model.remote import RemoteModelError, connect
@@ -47,7 +48,11 @@ def _check_remote(remote: Remote) -> Remote:
 
 
 def _check_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
-    if dtype is None or isinstance(dtype, torch.dtype):
+    if dtype is None:
+        return dtype
+    if isinstance(dtype, torch.dtype):
+        if not dtype.is_floating_point:
+            raise ValueError(f"dtype={dtype} is not a floating dtype: a model's weights are one of {sorted(_DTYPES)}.")
         return dtype
     if dtype in _DTYPES:
         return _DTYPES[dtype]
@@ -86,6 +91,7 @@ def load_model(
     """
     remote = _check_remote(remote)
     dtype = _check_dtype(dtype)
+    check_device(device)
     if model is None or model == "embedded":
         if remote is True or (isinstance(remote, str) and remote != "local"):
             return _from_server(None, remote, tokenizer)

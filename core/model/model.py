@@ -46,7 +46,7 @@ import nnsight
 import torch
 from tqdm.auto import tqdm
 
-from ..checks import check_int, check_names, check_positive_int, check_texts
+from ..checks import check_int, check_names, check_options, check_positive_int, check_texts
 from ..data.store import ActivationStore, cache_activations
 from ..memory.budget import Estimate
 from ..memory.freeing import release
@@ -586,6 +586,7 @@ class Model:
         """Like :meth:`generate`, but the token ids [batch, prompt + new] (left-padded) and the prompt width."""
         texts = check_texts(texts)
         check_positive_int("max_new_tokens", max_new_tokens)
+        check_generate_options(kwargs)
         enc = self.to_tokens(texts, padding_side="left")
         self.check_lengths([int(enc["input_ids"].shape[1]) + max_new_tokens], "the prompt and max_new_tokens")
         self.fit_batch(len(texts), int(enc["input_ids"].shape[1]) + max_new_tokens, "generate", n_logits=1,
@@ -616,3 +617,14 @@ class Model:
         >>> store = model.cache("default", "blocks.6.hook_resid_post", "acts/", n_tokens=200_000)
         """
         return cache_activations(self, corpus, sites, path, **kwargs)
+
+
+def check_generate_options(options: dict[str, Any]) -> None:
+    """Refuse keyword options Hugging Face ``generate`` does not take (a typo such as ``foo_bar=3``), before work."""
+    from transformers import GenerationConfig
+
+    known = {k for k in GenerationConfig().to_dict() if not k.startswith("_")} | _GENERATE_EXTRAS
+    check_options("generate", options, sorted(known - {"transformers_version"}))
+
+
+_GENERATE_EXTRAS = {"streamer", "logits_processor", "stopping_criteria", "generation_config", "tokenizer"}

@@ -99,11 +99,13 @@ def _embed_logits(model: Model, ids: torch.Tensor, embeds_NPD: torch.Tensor) -> 
 
 
 PATHS = ("embeddings", "site")
+#: The most integrated-gradient steps (each a forward and backward pass); 8-32 is usual.
+MAX_STEPS = 1024
 
 
 def check_steps(steps: int, path: str) -> None:
     """``steps`` a positive integer (1: plain attribution patching) and ``path`` one of :data:`PATHS`."""
-    check_int("steps", steps, minimum=1)
+    check_int("steps", steps, 1, MAX_STEPS)
     if path not in PATHS:
         raise ValueError(f"path={path!r} is not one of {PATHS}.")
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..checks import check_positive_int, single_token_id
+from ..checks import check_int, single_token_id
 from ..readout.metrics import Metric, logit_diff
 
 #: IOI templates: {A} and {B} are introduced, {S} repeats the subject; the answer is the other name.
@@ -39,6 +39,8 @@ NAMES = (
     "George", "Linda", "Richard", "Karen", "Steven", "Helen", "Chris", "Rachel", "Eric", "Amy",
 )  # fmt: skip
 
+#: The most prompt pairs one call builds (a patching grid over more would run for hours).
+MAX_PAIRS = 10_000
 ORDERS = ("ABBA", "BABA", "mixed")
 CORRUPTIONS = ("abc", "flip")
 
@@ -119,7 +121,7 @@ def ioi(
     >>> pairs = ilab.patching.ioi(model, n=4, order="BABA", corruption="flip")
     """
     tok = _tokenizer(model_or_tokenizer)
-    check_positive_int("n", n)
+    check_int("n", n, 1, MAX_PAIRS)
     if order not in ORDERS:
         raise ValueError(f"order={order!r} is not one of {ORDERS}.")
     if corruption not in CORRUPTIONS:

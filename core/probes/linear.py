@@ -281,7 +281,7 @@ def train(
     sites: str | Sequence[str] = "resid_post",
     position: int | str = -1,
     test_size: float = 0.25,
-    cv: int = 3,
+    cv: int | None = None,
     C: float = 1.0,
     seed: int = 0,
     batch_size: int = 8,
@@ -292,8 +292,9 @@ def train(
     ``labels``: one per text (sequence-level: the vector at ``position``, -1 the last token, or ``"mean"``)
     or one list per text with a label (or None to skip) for every token, BOS included (token-level).
     ``sites``: a kind for every layer (``"resid_post"``, ``"mlp_out"``, ...), a site name or a list.
-    ``cv`` folds of cross-validation on the training texts (0: none); ``C`` is scikit-learn's inverse
-    regularisation strength. Every check runs before the forward pass.
+    ``cv`` folds of cross-validation on the training texts (0: none; default 3 where at least 3 texts train,
+    else none; more folds than training texts is refused); ``C`` is scikit-learn's inverse regularisation strength.
+    Every check runs before the forward pass.
 
     >>> res = train(model, ["I loved it", "I hated it", ...], [1, 0, ...], sites="resid_post")
     """
@@ -302,7 +303,7 @@ def train(
     if not (position == "mean" or (isinstance(position, int) and not isinstance(position, bool))):
         raise ValueError(f"position must be a token index (e.g. -1, the last token) or 'mean', got {position!r}.")
     test_size = check_fraction("test_size", test_size, "[")
-    cv = check_int("cv", cv, minimum=0)
+    cv = None if cv is None else check_int("cv", cv, minimum=0)
     if cv == 1:
         raise ValueError("cv must be 0 (no cross-validation) or at least 2 folds, got 1.")
     C = check_number(C, "C")
@@ -320,6 +321,12 @@ def train(
         classes, y_N = _classes([v for row in labels for v in row if v is not None])
     if len(texts) < 2 and test_size > 0:
         raise ValueError("A held-out split needs at least two texts (or test_size=0).")
+    n_fit = int(_split(torch.arange(len(texts)), len(texts), test_size, seed)[0].sum())
+    if cv is None:  # 3 folds where the training texts allow it
+        cv = 3 if n_fit >= 3 else 0
+    if cv > n_fit:
+        raise ValueError(f"cv={cv} folds need at least {cv} training texts; {n_fit} of the {len(texts)} texts train "
+                         f"(test_size={test_size}). Use cv <= {n_fit}, or cv=0.")  # fmt: skip
     if level == "sequence":
         feats = sequence_features(model, texts, site_names, position, batch_size, progress)
     else:

@@ -58,6 +58,8 @@ def load_embedded(layer: int | None) -> SAE:
     >>> sae = load_embedded(6)
     """
     layers = embedded_layers()
+    if layer is not None and (isinstance(layer, bool) or not isinstance(layer, int)):
+        raise TypeError(f"layer must be an integer, one of {layers}; got {type(layer).__name__}: {layer!r}.")
     if layer not in layers:
         raise ValueError(f"No embedded SAE for layer={layer!r}; the suite covers layers {layers}.")
     return load_saelens(suite_folder() / f"blocks.{layer}.hook_resid_post")

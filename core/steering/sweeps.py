@@ -121,7 +121,10 @@ def _neutral_stats(
 def _check_scales(scales: Sequence[float]) -> np.ndarray:
     if isinstance(scales, (int, float)) or len(scales) == 0:
         raise ValueError(f"scales must be a non-empty list of numbers, got {scales!r}.")
-    return np.array([check_number(s, "scales entry") for s in scales], dtype=np.float64)
+    arr = np.array([check_number(s, "scales entry") for s in scales], dtype=np.float64)
+    if len(np.unique(arr)) < 2:
+        raise ValueError(f"scales must hold at least two different numbers to fit a line (slope, R²), got {scales!r}.")
+    return arr
 
 
 def _metric_name(metric: Any) -> str:

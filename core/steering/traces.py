@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..checks import check_positive_int
-from ..model.model import Edit
+from ..model.model import Edit, check_generate_options
 from ..model.trace_ops import read_site, start_mask, steer, write_site
 from ..storage.progress import check_progress, progress_bar
 from .hooks import StepStreamer, generate_hooked
@@ -108,6 +108,7 @@ def generate(
         raise ValueError(f"backend={backend!r} is not one of {BACKENDS}.")
     check_positive_int("max_new_tokens", max_new_tokens)
     check_progress(progress)
+    check_generate_options(kwargs)
     show = progress if not model.remote and "streamer" not in kwargs else False
     with progress_bar(max_new_tokens, desc="generate", show=show, unit="tok", leave=False) as bar:
         if show is not False:

@@ -213,6 +213,10 @@ def contrast(
     if not (position == "mean" or (isinstance(position, int) and not isinstance(position, bool))):
         raise ValueError(f"position must be a token index (e.g. -1, the last token) or 'mean', got {position!r}.")
     model.parse_site(site)
+    if isinstance(position, int):  # inside every text, from the tokenizer alone (before any forward pass)
+        shortest = min(int(model.to_tokens(t)["attention_mask"].sum()) for t in [*positive, *negative])
+        if not -shortest <= position < shortest:
+            raise ValueError(f"position={position} is outside a text of {shortest} tokens.")
     pos_ND, neg_ND = _site_values(model, site, positive, position, 8), _site_values(model, site, negative, position, 8)
     prov = _provenance(model, "pca" if method == "pca" else method, positive, negative, position)
     if method == "diff_of_means":

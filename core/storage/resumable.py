@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..checks import check_path
 from .checkpoint import TokenDigest, begin, check_inputs, check_tokens, read_state_file, save_state
 from .progress import progress_bar
 
@@ -73,7 +74,7 @@ class ResumableJob:
     ) -> None:
         self.job = job
         self.inputs = dict(inputs)
-        self.folder = None if folder is None else Path(folder)
+        self.folder = None if folder is None else check_path(f"the {job} folder", folder)
         self.path = None if self.folder is None else self.folder / state_file
         self.where: str | os.PathLike[str] = where if where is not None else (self.path or job)
         self.digest = TokenDigest()

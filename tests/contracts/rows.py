@@ -66,3 +66,21 @@ class Row:
     call: Callable[[Ctx], Any]
     exc: type[BaseException] | tuple[type[BaseException], ...]
     match: str  # a regex the message must contain: the bad value, the valid choices
+
+
+def before_work(call: Callable[[Ctx], Any]) -> Callable[[Ctx], Any]:
+    """``call`` with every forward pass of the context's model failing: the row's refusal must come first."""
+    from tests.tiny import no_forward
+
+    def refused_first(c: Ctx) -> Any:
+        with no_forward(c.model):
+            return call(c)
+
+    return refused_first
+
+
+def a_file(tmp: Path) -> Path:
+    """An existing file where a call wants a folder."""
+    file = tmp / "a-file"
+    file.write_text("not a folder")
+    return file

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 import interplab as ilab
-from tests.contracts.rows import SITE, Ctx, Row, T, V
+from tests.contracts.rows import SITE, Ctx, Row, T, V, a_file, before_work
 
 
 def _das_pairs(c: Ctx) -> Any:
@@ -151,6 +151,16 @@ ROWS: list[Row] = [
         ),
         V,
         "scales is empty",
+    ),
+    Row(
+        "ilab.das.fit",
+        before_work(
+            lambda c: ilab.das.fit(
+                c.model, ilab.das.as_pairs(c.model, c.pairs), SITE, k=1, test_size=0, path=a_file(c.tmp)
+            )
+        ),
+        V,
+        r"das\.fit folder='.*a-file' is an existing file, not a folder",
     ),
 ]
 

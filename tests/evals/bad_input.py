@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 import interplab as ilab
-from tests.contracts.rows import SITE, Row, T, V
+from tests.contracts.rows import SITE, Row, T, V, before_work
 from tests.tiny import TEXTS
 
 
@@ -159,6 +159,24 @@ ROWS: list[Row] = [
     Row("ilab.evals.ce_diagnostic", lambda c: ilab.evals.ce_diagnostic([1.0], []), V, "control_ce_M is empty"),
     Row(
         "ilab.evals.latent_memorization", lambda c: ilab.evals.latent_memorization(None), T, "run must be a PlantedRun"
+    ),
+    Row(
+        "ilab.evaluate",
+        before_work(lambda c: ilab.evaluate(c.sae, c.model, TEXTS, dense_threshold=float("nan"))),
+        V,
+        "dense_threshold must be finite, got nan",
+    ),
+    Row(
+        "ilab.evaluate",
+        before_work(lambda c: ilab.evaluate(c.sae, c.model, TEXTS, dense_threshold=-1)),
+        V,
+        r"dense_threshold is a fraction of tokens, so in \[0, 1\], got -1",
+    ),
+    Row(
+        "ilab.evaluate",
+        before_work(lambda c: ilab.evaluate(None, c.model, TEXTS)),
+        T,
+        r"sae must be an interplab SAE \(ilab\.SAE\), got NoneType",
     ),
 ]
 

@@ -14,7 +14,7 @@ from interplab.core.memory.budget import MemoryBudgetError
 from interplab.core.storage.readers import FileError
 
 import interplab as ilab
-from tests.contracts.rows import Ctx, I, Row, T, V
+from tests.contracts.rows import Ctx, I, Row, T, V, before_work
 from tests.tiny import TEXTS
 
 
@@ -193,6 +193,20 @@ ROWS: list[Row] = [
         lambda c: ilab.features.active_latents(c.sae, c.model, "the cat", density={"a": 1}),
         T,
         "density is FeatureData or one fraction per latent, got dict",
+    ),
+    Row(
+        "ilab.feature_data",
+        before_work(lambda c: ilab.feature_data(c.sae, c.model, TEXTS, n_logit=10**9)),
+        V,
+        r"n_logit \(tokens per latent, within the vocabulary\) must be an integer in 1\.\.\d+, got 1000000000",
+    ),
+    Row(
+        "ilab.feature_data",
+        before_work(
+            lambda c: ilab.feature_data(c.sae, c.model, TEXTS, checkpoint_every=float("nan"), path=c.tmp / "fd-nan")
+        ),
+        V,
+        r"checkpoint_every \(seconds\) must be finite, got nan",
     ),
 ]
 

@@ -6,6 +6,8 @@ every public function has a row here or an ``EXEMPT`` entry with its reason.
 
 from __future__ import annotations
 
+import torch
+
 import interplab as ilab
 from tests.contracts.rows import Row, T, V
 
@@ -13,4 +15,14 @@ ROWS: list[Row] = [
     Row("ilab.load_model", lambda c: ilab.load_model(42), T, "model must be None .*got int"),
     Row("ilab.load_model", lambda c: ilab.load_model(remote="cloud"), V, "remote='cloud' is not valid"),
     Row("ilab.load_model", lambda c: ilab.load_model(dtype="int8"), V, r"dtype='int8' is not valid; choose one of"),
+    Row(
+        "ilab.load_model", lambda c: ilab.load_model(dtype=torch.int8), V, r"dtype=torch\.int8 is not a floating dtype"
+    ),
+    Row(
+        "ilab.load_model",
+        lambda c: ilab.load_model(device=f"cuda:{torch.cuda.device_count()}"),
+        V,
+        r"device='cuda:\d+' does not exist: this machine has \d+ CUDA device",
+    ),
+    Row("ilab.load_model", lambda c: ilab.load_model(device="nowhere"), V, r"device='nowhere' is not a device"),
 ]

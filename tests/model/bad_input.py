@@ -10,7 +10,7 @@ import torch
 from interplab.core.memory.budget import MemoryBudgetError
 
 import interplab as ilab
-from tests.contracts.rows import SITE, Row, T, V
+from tests.contracts.rows import SITE, Row, T, V, a_file
 from tests.memory.bad_input import under_budget
 from tests.tiny import TEXTS
 
@@ -115,6 +115,19 @@ ROWS: list[Row] = [
         lambda c: c.model.eager_attention(needed="yes").__enter__(),
         T,
         "needed must be True or False, got str",
+    ),
+    Row(
+        "Model.cache",
+        lambda c: c.model.cache(TEXTS, SITE, None),
+        T,
+        r"path must be a folder path \(a string or pathlib\.Path\), got NoneType",
+    ),
+    Row("Model.cache", lambda c: c.model.cache(TEXTS, SITE, 123), T, "path must be a folder path .*got int: 123"),
+    Row(
+        "Model.cache",
+        lambda c: c.model.cache(TEXTS, SITE, a_file(c.tmp)),
+        V,
+        r"path='.*a-file' is an existing file, not a folder",
     ),
 ]
 

@@ -14,7 +14,7 @@ from interplab.core.memory.budget import MemoryBudgetError
 from interplab.core.storage.readers import FileError
 
 import interplab as ilab
-from tests.contracts.rows import Ctx, Row, T, V
+from tests.contracts.rows import Ctx, Row, T, V, before_work
 from tests.memory.bad_input import under_budget
 
 
@@ -113,4 +113,12 @@ ROWS: list[Row] = [
     ),
     Row("ilab.patching.PatchingResult.save", lambda c: c.result.save(c.tmp), IsADirectoryError, "Is a directory"),
     Row("ilab.patching.PatchingResult.top", lambda c: c.result.top(99, 0), V, r"row must be an integer in 0\.\.1"),
+    # sizes that would run for minutes are refused before any work
+    Row("ilab.patching.ioi", lambda c: ilab.patching.ioi(c.model, n=10**7), V, r"n must be an integer in 1\.\.10000"),
+    Row(
+        "ilab.patching.attribution",
+        before_work(lambda c: ilab.patching.attribution(c.model, c.pairs, steps=10**6)),
+        V,
+        r"steps must be an integer in 1\.\.1024, got 1000000",
+    ),
 ]

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 import interplab as ilab
-from tests.contracts.rows import SITE, Ctx, Row, T, V
+from tests.contracts.rows import SITE, Ctx, Row, T, V, before_work
 from tests.tiny import TEXTS
 
 
@@ -87,6 +87,12 @@ ROWS: list[Row] = [
         ),
         V,
         "'dog' is not a token of the context",
+    ),
+    Row(
+        "ilab.probes.train",
+        before_work(lambda c: ilab.probes.train(c.model, ["a b", "c d", "e f", "g h"], [0, 1, 0, 1], cv=100)),
+        V,
+        r"cv=100 folds need at least 100 training texts; 3 of the 4 texts train",
     ),
 ]
 

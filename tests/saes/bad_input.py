@@ -117,6 +117,19 @@ ROWS: list[Row] = [
         I,
         r"Latent 99 is out of range: latents are 0\.\.23",
     ),
+    Row(
+        "ilab.train_sae",
+        lambda c: ilab.train_sae(c.store, arch="topk", width=8, k=2, lr=1e6),
+        V,
+        r"lr must be a number > 0 and <= 1\.0, got 1000000\.0",
+    ),
+    Row("ilab.load_sae", lambda c: ilab.load_sae(None), T, "path_or_name must be a path, 'embedded' or a SAELens"),
+    Row(
+        "ilab.load_sae",
+        lambda c: ilab.load_sae("embedded", layer=6.0),
+        T,
+        r"layer must be an integer, one of \[.*\]; got float: 6\.0",
+    ),
 ]
 
 EXEMPT: dict[str, str] = {

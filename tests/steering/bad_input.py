@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 import interplab as ilab
-from tests.contracts.rows import SITE, Ctx, I, Row, T, V
+from tests.contracts.rows import SITE, Ctx, I, Row, T, V, before_work
 from tests.tiny import TEXTS
 
 
@@ -163,4 +163,22 @@ ROWS: list[Row] = [
     ),
     Row("ilab.steering.layer_sweep", lambda c: _layer_sweep(c, layers=[]), V, "layers is empty"),
     Row("ilab.steering.LayerSweep", lambda c: _layer_sweep(c, method="x"), V, "method='x' is not one of"),
+    Row(
+        "ilab.steering.generate",
+        before_work(lambda c: ilab.steering.generate(c.model, "hi", (c.vec, 1.0), foo_bar=3)),
+        T,
+        r"generate got unknown keyword arguments \['foo_bar'\]",
+    ),
+    Row(
+        "ilab.steering.diff_of_means",
+        before_work(lambda c: ilab.steering.diff_of_means(c.model, SITE, ["a b"], ["c d"], position=100)),
+        V,
+        "position=100 is outside a text of 3 tokens",
+    ),
+    Row(
+        "ilab.steering.sweep",
+        before_work(lambda c: ilab.steering.sweep(c.model, c.vec, [1.0], lambda x: 0.0, TEXTS, TEXTS)),
+        V,
+        r"scales must hold at least two different numbers to fit a line",
+    ),
 ]

@@ -12,7 +12,7 @@ import torch
 
 import interplab as ilab
 from tests.circuits.bad_input import tiny_circuit
-from tests.contracts.rows import SITE, Ctx, I, Row, T, V
+from tests.contracts.rows import SITE, Ctx, I, Row, T, V, before_work
 
 
 def _panel(c: Ctx, vectors: dict[str, Any]) -> Any:
@@ -227,6 +227,30 @@ ROWS: list[Row] = [
         lambda c: ilab.widgets.CircuitGraph(tiny_circuit()[2]).show_intervention({}),
         T,
         "takes an ilab.circuits.intervene",
+    ),
+    Row(
+        "ilab.widgets.AttentionPattern",
+        before_work(lambda c: ilab.widgets.AttentionPattern(c.model, "the cat", layer=99)),
+        V,
+        r"layer must be an integer in 0\.\.1, got 99",
+    ),
+    Row(
+        "ilab.widgets.AttentionPattern",
+        before_work(lambda c: ilab.widgets.AttentionPattern(c.model, "the cat", head=99)),
+        V,
+        r"head must be an integer in 0\.\.3, got 99",
+    ),
+    Row(
+        "ilab.widgets.FeatureDashboard",
+        lambda c: ilab.widgets.FeatureDashboard(c.data, n_cards=-1),
+        V,
+        "n_cards must be an integer >= 0, got -1",
+    ),
+    Row(
+        "ilab.widgets.SteeringPanel",
+        lambda c: ilab.widgets.SteeringPanel(c.model, {"v": c.vec}, seed=2**70, autorun=False),
+        V,
+        r"seed must be an integer in 0\.\.4294967295, got 1180591620717411303424",
     ),
 ]
 

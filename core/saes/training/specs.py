@@ -12,12 +12,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...checks import check_int, check_number, check_positive_int
+from ...checks import check_float, check_int, check_positive_int
 from ...data.sources import ActivationSource
 from ...memory.budget import check_memory
 from ..base import SAE, SAEConfig, arch_class
 
 #: The settings an SAE spec may give.
+#: The largest learning rate a spec may ask for (Adam steps above 1 diverge on any SAE).
+MAX_LR = 1.0
+
 SPEC_KEYS = {
     "arch",
     "width",
@@ -56,10 +59,8 @@ def check_spec(spec: dict[str, Any], default_site: str | None, sites: Sequence[s
     if spec.get("site_out"):
         settings["apply_b_dec_to_input"] = spec.get("apply_b_dec_to_input", False)
     cls.validate(SAEConfig(arch=arch, d_in=1, d_sae=spec["width"], **settings))
-    if "lr" in spec:
-        lr = check_number(spec["lr"], "lr")
-        if lr <= 0:
-            raise ValueError(f"lr must be a positive number, got {spec['lr']!r}.")
+    if "lr" in spec:  # Adam's step: above 1 every run diverges
+        check_float("lr", spec["lr"], maximum=MAX_LR, above=0)
     return spec
 
 
