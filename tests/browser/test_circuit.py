@@ -30,7 +30,9 @@ def exported(tmp_path: Path, scheme: str) -> Path:
     return exported_widget(tmp_path, scheme)[0]
 
 
-def exported_widget(tmp_path: Path, scheme: str, with_cards: bool = False) -> tuple[Path, CircuitGraph]:
+def exported_widget(
+    tmp_path: Path, scheme: str, with_cards: bool = False, group: bool = False
+) -> tuple[Path, CircuitGraph]:
     torch.set_num_threads(1)
     model = tiny_model("gemma3")
     tcs = transcoders(model.d_model)
@@ -38,6 +40,9 @@ def exported_widget(tmp_path: Path, scheme: str, with_cards: bool = False) -> tu
     cards = feature_cards(graph, model, tcs) if with_cards else None
     w = CircuitGraph(graph, scheme=scheme, cards=cards)
     w.threshold = 1.0
+    if group:  # the first token and the last logit: opposite corners of the graph
+        kinds = payload_array(w.graph["kind"])
+        w.group("far apart", [int(np.nonzero(kinds == 2)[0][0]), int(np.nonzero(kinds == 3)[0][-1])])
     data = embed_data(views=[w], drop_defaults=False, state=dependency_state([w], drop_defaults=False))
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -122,3 +127,27 @@ def test_exported_graph_keeps_its_labels_and_feature_cards(page: Page, tmp_path)
     expect(card.locator("h4")).to_have_text(f"feature: {w.graph['labels'][feature]}")
     expect(card).to_contain_text("top activations")
     assert card.locator(".ilab-cg-promotes tr").count() > 0
+
+
+def test_a_supernode_rings_its_members_instead_of_boxing_the_graph(page: Page, tmp_path):
+    ensure_web_assets()
+    html, w = exported_widget(tmp_path, "light", group=True)
+    assert not open_offline(page, html)
+    a, b = w.supernodes[0]["nodes"]
+    gold = """([x, y]) => { const c = document.querySelector('.ilab-circuit canvas');
+        const d = window.devicePixelRatio || 1;
+        const p = c.getContext('2d').getImageData(Math.round(x * d), Math.round(y * d), 1, 1).data;
+        return p[0] > 140 && p[1] > 90 && p[1] < 170 && p[2] < 60; }"""  # fmt: skip
+    canvas = page.locator(".ilab-circuit canvas")
+    (ax, ay), (bx, by) = (canvas.evaluate(f"c => c.ilabNodePosition({i})") for i in (a, b))
+    assert bx - ax > 300 and ay - by > 100  # far apart
+
+    def ring(x: float, y: float) -> bool:  # gold 8-10 px to each side
+        return all(any(page.evaluate(gold, [x + side * r, y]) for r in (8, 9, 10)) for side in (-1, 1))
+
+    assert ring(ax, ay) and ring(bx, by)  # a ring around each member
+    # a box around both would run along x = ax - 8, y = by - 8 and x = bx + 8 between them: nothing is drawn there
+    mid_x, mid_y = (ax + bx) / 2, (ay + by) / 2
+    box = [(ax - 8 + e, mid_y) for e in (-1, 0, 1)] + [(mid_x, by - 8 + e) for e in (-1, 0, 1)]
+    box += [(bx + 8 + e, mid_y) for e in (-1, 0, 1)]
+    assert not any(page.evaluate(gold, list(p)) for p in box)
