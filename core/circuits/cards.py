@@ -59,6 +59,8 @@ def _top_examples(cards: dict[str, dict[str, Any]], wanted: dict[int, list[int]]
                   texts: list[str], n_examples: int, context: int) -> None:  # fmt: skip
     """Fill each card's ``examples`` (the texts where it fires most, strongest first) and ``density``."""
     layers = sorted(wanted)
+    if not layers:
+        return
     found: dict[str, list[tuple[float, dict[str, Any]]]] = defaultdict(list)
     fired: dict[str, int] = defaultdict(int)
     n_tokens = 0

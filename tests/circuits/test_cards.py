@@ -4,6 +4,8 @@ promotes and suppresses through the final norm and the unembedding, each checked
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from interplab.core.circuits import attribute, feature_cards
@@ -69,3 +71,9 @@ def test_bad_settings_are_named(built):
     model, tcs, graph = built
     with pytest.raises(ValueError, match="n_examples"):
         feature_cards(graph, model, tcs, n_examples=0)
+
+
+def test_a_graph_without_features_has_no_cards(built):
+    model, tcs, graph = built
+    empty = dataclasses.replace(graph, features=graph.features[:0], activations=graph.activations[:0])
+    assert feature_cards(empty, model, tcs) == {}

@@ -175,7 +175,7 @@ export function draw(view) {
   const nodes = drawNodes(ctx, view, g, dark);
   drawTokens(ctx, g, dark);
   drawLabels(ctx, view, g, dark);
-  view.sliderValue.textContent = ` ${Number(model.get("threshold")).toFixed(2)}`;
+  view.sliderValue.textContent = ` ${Math.round(100 * Number(model.get("threshold")))}% of the influence`;
   view.info.textContent = `${nodes} nodes, ${shown} edges shown`;
   view.rule.textContent = g.rule ? `pruned to ${g.rule}` : "";
   /** @type {any} */ (canvas).ilabNodePosition = (/** @type {number} */ i) =>

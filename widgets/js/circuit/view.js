@@ -53,7 +53,7 @@ function pruningSlider() {
 export function circuitView(model) {
   const root = ilabEl("div", "ilab-circuit");
   const bar = ilabEl("div", "ilab-cg-bar");
-  const sliderLabel = ilabEl("label", null, "pruning ");
+  const sliderLabel = ilabEl("label", null, "show nodes carrying ");
   const slider = pruningSlider();
   const sliderValue = ilabEl("span", "ilab-muted");
   sliderLabel.append(slider, sliderValue);
