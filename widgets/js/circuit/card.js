@@ -90,7 +90,7 @@ export function drawCard(view) {
   if (!g || card.hidden) return;
   const [title, ...rest] = describeNode(g, i);
   card.dataset.node = String(i);
-  card.append(ilabEl("h4", null, title), ...rest.map((line) => ilabEl("div", null, line)));
+  card.append(ilabEl("h4", null, title), ...rest.map((line) => ilabEl("div", null, line)), buttons(view, i));
   card.append(...strongest(g, i, "in"), ...strongest(g, i, "out"));
   if (g.kind[i] === 0) {
     const data = g.cards[`${g.layer[i]}_${g.latent[i]}`];
@@ -99,5 +99,4 @@ export function drawCard(view) {
       card.append(ilabEl("div", "ilab-muted", "top activations and logit effects: CircuitGraph(graph, cards=ilab.circuits.feature_cards(graph, model, transcoders))"));
     }
   }
-  card.append(buttons(view, i));
 }

@@ -12,7 +12,7 @@ const KIND_COLOURS = {
 
 /**
  * Each supernode: a ring around each of its members (however far apart they are: a box around them all
- * would cover most of the graph) and its label above its topmost member.
+ * would cover most of the graph) and its label beside its topmost member.
  * @param {CanvasRenderingContext2D} ctx
  * @param {Graph} g
  * @param {{label: string, nodes: number[]}[]} supernodes
@@ -33,7 +33,7 @@ function drawSupernodes(ctx, g, supernodes, dark, visible) {
       ctx.stroke();
       if (g.xy[2 * i + 1] < g.xy[2 * top + 1]) top = i;
     }
-    ctx.fillText(sn.label, g.xy[2 * top] - 9, g.xy[2 * top + 1] - 12);
+    ctx.fillText(sn.label, g.xy[2 * top] + 12, g.xy[2 * top + 1] + 4);
   }
 }
 
