@@ -1,16 +1,22 @@
 """CircuitGraph: an attribution graph drawn inline on a canvas, with a pruning slider, hover paths,
-supernodes and a linked FeatureDashboard.
+labels, pinned and hidden nodes, feature cards, supernodes and a linked FeatureDashboard.
 
-Columns are token positions, rows layers (token embeddings at the bottom, logits at the top); nodes are
-coloured by kind, edges drawn with width by weight and colour by sign. Hovering a node highlights its
-strongest upstream and downstream paths; clicking a feature selects it (``selected``, and ``latent`` for
-a linked dashboard); the slider hides nodes by cumulative influence in the browser (no round trip);
-shift-click nodes and name them to group them into a supernode (``supernodes``).
+Columns are token positions, rows layers (token embeddings at the bottom, logits at the top, labelled
+with their tokens, spaces shown as ``␣``); nodes are coloured by kind, edges drawn with width by weight
+and colour by sign. The graph is pruned by the rule of :mod:`interplab.core.circuits.view` (shown above
+the canvas): by default the nodes carrying 80% of the influence on the logits, the edges carrying 90% of
+it, at most 100 edges. Hovering a node highlights its strongest upstream and downstream paths; clicking a
+node selects it (``selected``, and ``latent`` for a linked dashboard) and opens its card: where it is, its
+strongest inputs and outputs, Pin (always shown, labelled) and Hide buttons (``pinned``, ``hidden``), and
+for a feature with ``cards`` (:func:`interplab.core.circuits.feature_cards`) its top activations and the
+tokens it promotes and suppresses. The slider hides nodes by cumulative influence in the browser (no
+round trip); shift-click nodes and name them to group them into a supernode (``supernodes``).
 
 Example
 -------
 >>> g = ilab.circuits.attribute(model, transcoders, prompt)
->>> w = ilab.widgets.CircuitGraph(g)
+>>> w = ilab.widgets.CircuitGraph(g, cards=ilab.circuits.feature_cards(g, model, transcoders))
+>>> w.pinned = [w.view_index(i) for i in path]   # keep a path shown and labelled
 >>> w.selected_node            # the clicked node: kind, layer, pos, latent
 >>> w.show_intervention(ilab.circuits.intervene(model, transcoders, prompt, {(6, 3, 120): 0.0}))
 """
@@ -22,12 +28,13 @@ from typing import Any
 import traitlets
 from interplab.core.circuits.graph import Graph
 from interplab.core.circuits.interventions import InterventionResult
-from interplab.core.circuits.view import graph_view
+from interplab.core.circuits.view import EDGE_THRESHOLD, MAX_EDGES, NODE_THRESHOLD, graph_view
 
 from ._kit import Widget, array_payload, css, esm
 
 _ARRAYS = {"kind": "uint8", "layer": "int32", "pos": "int32", "latent": "int32", "activation": "float32",
-           "rank": "float32", "src": "int32", "dst": "int32", "weight": "float32"}  # fmt: skip
+           "rank": "float32", "influence": "float32", "order": "int32", "src": "int32", "dst": "int32",
+           "weight": "float32"}  # fmt: skip
 
 
 class CircuitGraph(Widget):
@@ -42,16 +49,27 @@ class CircuitGraph(Widget):
     latent = traitlets.Int(-1).tag(sync=True)  # the clicked feature's latent (a linked dashboard opens it)
     supernodes = traitlets.List(traitlets.Dict()).tag(sync=True)  # [{"label": str, "nodes": [view indices]}]
     intervention = traitlets.Dict().tag(sync=True)  # what show_intervention gave: the answer before and after
+    pinned = traitlets.List(traitlets.Int()).tag(sync=True)  # view indices always shown, with their labels
+    hidden = traitlets.List(traitlets.Int()).tag(sync=True)  # view indices never shown
 
     def __init__(self, graph: Graph, dashboard: Any = None, dashboard_layer: int | None = None,
-                 node_threshold: float = 0.9, edge_threshold: float = 0.99, max_edges: int = 10_000,
+                 node_threshold: float = NODE_THRESHOLD, edge_threshold: float = EDGE_THRESHOLD,
+                 max_edges: int = MAX_EDGES, cards: dict[str, dict[str, Any]] | None = None,
                  **kwargs: Any) -> None:  # fmt: skip
         if not isinstance(graph, Graph):
             raise TypeError(f"CircuitGraph shows an ilab.circuits.Graph, got {type(graph).__name__}.")
+        if cards is not None and not (isinstance(cards, dict) and all(isinstance(c, dict) for c in cards.values())):
+            raise TypeError(
+                f"cards must be what ilab.circuits.feature_cards returns (a dict of dicts), got {cards!r:.80}."
+            )
         view = graph_view(graph, node_threshold, edge_threshold, max_edges)
         self._graph, self._view, self._dashboard_layer = graph, view, dashboard_layer
         data = {k: (array_payload(v, _ARRAYS[k]) if k in _ARRAYS else v) for k, v in view.items()
                 if k != "node_index"}  # fmt: skip
+        shown = {f"{layer}_{latent}" for layer, latent, kind in zip(view["layer"], view["latent"], view["kind"])
+                 if kind == 0}  # fmt: skip
+        data["cards"] = {k: v for k, v in (cards or {}).items() if k in shown}
+        data["linked"] = dashboard is not None
         super().__init__(graph=data, threshold=min(0.8, node_threshold), **kwargs)
         if dashboard is not None:
             dashboard.link(self)

@@ -3,8 +3,9 @@
 ``replacement.py`` the linearised replacement model (frozen attention patterns and norm scales, MLP
 outputs as leaves), ``attribute.py`` the graph build from batched backward passes, ``prune.py``
 influence, pruning and scores, ``graph.py`` the :class:`Graph` result (files, viewer JSON),
-``interventions.py`` features turned off or scaled in the real model, ``quality.py`` how well transcoders
-replace the MLPs.
+``view.py`` what the CircuitGraph widget draws (the readable default pruning), ``cards.py`` feature
+cards from the transcoders, ``interventions.py`` features turned off or scaled in the real model,
+``quality.py`` how well transcoders replace the MLPs.
 
 Example
 -------
@@ -14,6 +15,7 @@ Example
 
 from ..saes.pretrained import load_embedded_transcoders as embedded_transcoders
 from .attribute import attribute, check_transcoders
+from .cards import feature_cards
 from .graph import Graph
 from .interventions import InterventionResult, intervene
 from .prune import Pruned, graph_scores, influence, prune
@@ -21,5 +23,5 @@ from .quality import transcoder_quality
 
 __all__ = [
     "Graph", "InterventionResult", "Pruned", "attribute", "check_transcoders", "embedded_transcoders",
-    "graph_scores", "influence", "intervene", "prune", "transcoder_quality",
+    "feature_cards", "graph_scores", "influence", "intervene", "prune", "transcoder_quality",
 ]  # fmt: skip

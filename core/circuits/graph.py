@@ -111,10 +111,11 @@ class Graph:
         return sp.csr_matrix(self.adjacency.numpy())
 
     # ------------------------------------------------------ prune, scores
-    def prune(self, node_threshold: float = 0.8, edge_threshold: float = 0.98) -> Pruned:
-        """Node and edge masks keeping that fraction of the influence on the logits (see :mod:`.prune`)."""
+    def prune(self, node_threshold: float = 0.8, edge_threshold: float = 0.98, max_edges: int | None = None) -> Pruned:
+        """Node and edge masks keeping that fraction of the influence on the logits, at most ``max_edges`` edges
+        (see :mod:`.prune`)."""
         return prune(self.adjacency, self.n_features, self.n_pos, self.n_logits, self.logit_probs,
-                     node_threshold, edge_threshold)  # fmt: skip
+                     node_threshold, edge_threshold, max_edges)  # fmt: skip
 
     def scores(self) -> tuple[float, float]:
         """(replacement score, completeness score) of the unpruned graph."""
@@ -268,8 +269,21 @@ class Graph:
         return entry
 
     def __repr__(self) -> str:
-        return (f"Graph({self.prompt!r:.40}, {self.n_features} features, {self.n_errors} errors, {self.n_pos} tokens, "
-                f"{self.n_logits} logits)")  # fmt: skip
+        return (f"Graph({shorten(self.prompt, 48)!r}, {self.n_features} features, {self.n_errors} errors, "
+                f"{self.n_pos} tokens, {self.n_logits} logits)")  # fmt: skip
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` cut at the last word boundary within ``width`` characters, with an ellipsis when cut.
+
+    >>> shorten("When Mary and John went to the store", 20)
+    'When Mary and John…'
+    """
+    if len(text) <= width:
+        return text
+    head = text[: width - 1]
+    cut = head.rsplit(" ", 1)[0] if " " in head.strip() else head
+    return cut.rstrip() + "…"
 
 
 def _check_values(file: Path, arrays: dict[str, torch.Tensor], n_layers: int, n_pos: int) -> None:

@@ -5,7 +5,9 @@ absolute value (``|A| / rowsum``), a node's influence on the output is ``w @ (Â
 weights the logit nodes by their probabilities: the fraction of the output that flows through the node
 along every path. Pruning keeps the most influential nodes up to a fraction of the total influence, then
 the most influential edges among them, then drops features and errors left without an outgoing edge and
-features without an incoming one, until nothing changes.
+features without an incoming one, until nothing changes. A cap on edges (``max_edges``) keeps the edges
+with the largest share of the influence (normalised weight times the influence of the edge's target) and
+drops what is left dangling: a graph a person can read.
 
 Example
 -------
@@ -19,7 +21,7 @@ from typing import NamedTuple
 
 import torch
 
-from ..checks import check_fraction
+from ..checks import check_fraction, check_positive_int
 
 
 def normalise_rows(adjacency: torch.Tensor) -> torch.Tensor:
@@ -70,39 +72,71 @@ def logit_weights(n_nodes: int, logit_probs: torch.Tensor) -> torch.Tensor:
 
 def prune(
     adjacency: torch.Tensor, n_features: int, n_tokens: int, n_logits: int, logit_probs: torch.Tensor,
-    node_threshold: float = 0.8, edge_threshold: float = 0.98,
+    node_threshold: float = 0.8, edge_threshold: float = 0.98, max_edges: int | None = None,
 ) -> Pruned:  # fmt: skip
     """Keep nodes up to ``node_threshold`` of the total influence and edges up to ``edge_threshold`` (see the
-    module doc); token and logit nodes are always kept."""
+    module doc); token and logit nodes are always kept. With ``max_edges``, only that many edges stay: those
+    with the largest share of the influence (:func:`edge_influence`), and nodes left dangling go too.
+
+    >>> prune(adjacency, 120, 16, 3, p, node_threshold=0.8, edge_threshold=0.9, max_edges=100).edges.sum()
+    """
     for name, value in (("node_threshold", node_threshold), ("edge_threshold", edge_threshold)):
         check_fraction(name, value, "[", "]")
+    if max_edges is not None:
+        check_positive_int("max_edges", max_edges)
     n = adjacency.shape[0]
     w = logit_weights(n, logit_probs)
     node_score = influence(normalise_rows(adjacency), w)
     nodes = node_score >= cutoff(node_score, node_threshold)
     fixed = n_tokens + n_logits
     nodes[n - fixed :] = True
-    kept = adjacency.clone()
-    kept[~nodes] = 0
-    kept[:, ~nodes] = 0
-    norm = normalise_rows(kept)
-    through = influence(norm, w) + w
-    edge_score = norm * through[:, None]
+    edge_score = edge_influence(adjacency, nodes, w)
     edges = edge_score >= cutoff(edge_score, edge_threshold)
     edges &= edge_score > 0
-    sources = slice(0, n - fixed)
-    while True:
-        before = nodes.clone()
-        edges[~nodes] = False
-        edges[:, ~nodes] = False
-        nodes[sources] &= edges[:, sources].any(0)  # features and errors need an outgoing edge
-        nodes[:n_features] &= edges[:n_features].any(1)  # features need an incoming one
-        if bool((nodes == before).all()):
-            break
+    drop_dangling(nodes, edges, n_features, n - fixed)
+    if max_edges is not None and int(edges.sum()) > max_edges:
+        score = edge_influence(adjacency, nodes, w)
+        score[~edges] = -1.0
+        top = torch.topk(score.flatten(), max_edges).indices
+        edges = torch.zeros_like(edges).flatten()
+        edges[top] = True
+        edges = edges.view(n, n)
+        drop_dangling(nodes, edges, n_features, n - fixed)
     order = torch.argsort(node_score, descending=True)
     cumulative = torch.zeros_like(node_score)
     cumulative[order] = torch.cumsum(node_score[order], 0) / node_score.sum().clamp_min(1e-30)
     return Pruned(nodes, edges, cumulative)
+
+
+def edge_influence(adjacency: torch.Tensor, nodes: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Each edge's share of the influence on the output [N, N] among the kept ``nodes``: its row-normalised
+    weight times the influence its target carries on (the output's weight for a logit)."""
+    kept = adjacency.clone()
+    kept[~nodes] = 0
+    kept[:, ~nodes] = 0
+    norm = normalise_rows(kept)
+    through = influence(norm, weights) + weights
+    return norm * through[:, None]
+
+
+def drop_dangling(nodes: torch.Tensor, edges: torch.Tensor, n_features: int, n_sources: int) -> None:
+    """In place, until nothing changes: edges need both ends kept, features and errors (the first
+    ``n_sources`` nodes) an outgoing edge, features an incoming one. Token and logit nodes stay."""
+    sources = slice(0, n_sources)
+    while True:
+        before = nodes.clone()
+        edges[~nodes] = False
+        edges[:, ~nodes] = False
+        nodes[sources] &= edges[:, sources].any(0)
+        nodes[:n_features] &= edges[:n_features].any(1)
+        if bool((nodes == before).all()):
+            return
+
+
+def node_shares(adjacency: torch.Tensor, logit_probs: torch.Tensor) -> torch.Tensor:
+    """Each node's influence on the output as a fraction of all nodes' influence [N] (they sum to one)."""
+    score = influence(normalise_rows(adjacency), logit_weights(adjacency.shape[0], logit_probs))
+    return score / score.sum().clamp_min(1e-30)
 
 
 def graph_scores(

@@ -1,18 +1,21 @@
 """CircuitGraph in exported HTML, in headless Chromium over file:// with every network request aborted:
 it draws the graph, its hover box names the node and stays inside the viewport, the slider prunes in
-the browser, and the dark theme paints a dark canvas with light nodes."""
+the browser, the dark theme paints a dark canvas with light nodes, and the logit labels and a clicked
+feature's card are there without a kernel."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pytest
 import torch
-from interplab.core.circuits import attribute
+from interplab.core.circuits import attribute, feature_cards
 from interplab.widgets import CircuitGraph
+from interplab.widgets._kit import payload_array
 from ipywidgets.embed import dependency_state, embed_data
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
 
 from interplab.export import export_html
 from tests.circuits.test_attribute import PROMPT, transcoders
@@ -24,11 +27,22 @@ PAINTED = "ilab-circuit-painted"
 
 
 def exported(tmp_path: Path, scheme: str) -> Path:
+    return exported_widget(tmp_path, scheme)[0]
+
+
+def exported_widget(
+    tmp_path: Path, scheme: str, with_cards: bool = False, group: bool = False
+) -> tuple[Path, CircuitGraph]:
     torch.set_num_threads(1)
     model = tiny_model("gemma3")
-    graph = attribute(model, transcoders(model.d_model), PROMPT, batch_size=16, progress=False)
-    w = CircuitGraph(graph, scheme=scheme)
+    tcs = transcoders(model.d_model)
+    graph = attribute(model, tcs, PROMPT, batch_size=16, progress=False)
+    cards = feature_cards(graph, model, tcs) if with_cards else None
+    w = CircuitGraph(graph, scheme=scheme, cards=cards)
     w.threshold = 1.0
+    if group:  # the first token and the last logit: opposite corners of the graph
+        kinds = payload_array(w.graph["kind"])
+        w.group("far apart", [int(np.nonzero(kinds == 2)[0][0]), int(np.nonzero(kinds == 3)[0][-1])])
     data = embed_data(views=[w], drop_defaults=False, state=dependency_state([w], drop_defaults=False))
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -38,7 +52,7 @@ def exported(tmp_path: Path, scheme: str) -> Path:
         "application/vnd.jupyter.widget-view+json": data["view_specs"][0], "text/plain": repr(w)})]  # fmt: skip
     nb.cells = [cell]
     nbformat.write(nb, tmp_path / "c.ipynb")
-    return export_html(tmp_path / "c.ipynb", tmp_path / "site" / "c.html", execute=False)
+    return export_html(tmp_path / "c.ipynb", tmp_path / "site" / "c.html", execute=False), w
 
 
 def open_offline(page: Page, html: Path) -> list[str]:
@@ -91,3 +105,49 @@ def test_dark_theme_paints_a_dark_canvas_with_light_nodes(page: Page, tmp_path):
           if (l < 60) dark++; else if (l > 120) bright++; }
         return {dark, bright, total: d.length / 4}; }""")
     assert stats["dark"] > 0.5 * stats["total"] and stats["bright"] > 50
+
+
+def test_exported_graph_keeps_its_labels_and_feature_cards(page: Page, tmp_path):
+    ensure_web_assets()
+    html, w = exported_widget(tmp_path, "light", with_cards=True)
+    page.set_viewport_size({"width": 1400, "height": 900})
+    assert not open_offline(page, html)
+    canvas = page.locator(".ilab-circuit canvas")
+    labels = canvas.evaluate("c => c.ilabLabels || []")
+    assert len(labels) >= 2 and all(lab["text"] for lab in labels)  # every logit named on the canvas
+    expect(page.locator(".ilab-cg-rule")).to_contain_text("influence on the logits")
+    kinds = payload_array(w.graph["kind"])
+    feature = int(np.nonzero(kinds == 0)[0][0])
+    xy = canvas.evaluate(f"c => c.ilabNodePosition({feature})")
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    page.mouse.click(box["x"] + xy[0], box["y"] + xy[1])
+    card = page.locator(".ilab-cg-card")
+    expect(card).to_be_visible()
+    expect(card.locator("h4")).to_have_text(f"feature: {w.graph['labels'][feature]}")
+    expect(card).to_contain_text("top activations")
+    assert card.locator(".ilab-cg-promotes tr").count() > 0
+
+
+def test_a_supernode_rings_its_members_instead_of_boxing_the_graph(page: Page, tmp_path):
+    ensure_web_assets()
+    html, w = exported_widget(tmp_path, "light", group=True)
+    assert not open_offline(page, html)
+    a, b = w.supernodes[0]["nodes"]
+    gold = """([x, y]) => { const c = document.querySelector('.ilab-circuit canvas');
+        const d = window.devicePixelRatio || 1;
+        const p = c.getContext('2d').getImageData(Math.round(x * d), Math.round(y * d), 1, 1).data;
+        return p[0] > 140 && p[1] > 90 && p[1] < 170 && p[2] < 60; }"""  # fmt: skip
+    canvas = page.locator(".ilab-circuit canvas")
+    (ax, ay), (bx, by) = (canvas.evaluate(f"c => c.ilabNodePosition({i})") for i in (a, b))
+    assert bx - ax > 300 and ay - by > 100  # far apart
+
+    def ring(x: float, y: float) -> bool:  # gold 8-10 px to each side
+        return all(any(page.evaluate(gold, [x + side * r, y]) for r in (8, 9, 10)) for side in (-1, 1))
+
+    assert ring(ax, ay) and ring(bx, by)  # a ring around each member
+    # a box around both would run along x = ax - 8, y = by - 8 and x = bx + 8 between them: nothing is drawn there
+    mid_x, mid_y = (ax + bx) / 2, (ay + by) / 2
+    box = [(ax - 8 + e, mid_y) for e in (-1, 0, 1)] + [(mid_x, by - 8 + e) for e in (-1, 0, 1)]
+    box += [(bx + 8 + e, mid_y) for e in (-1, 0, 1)]
+    assert not any(page.evaluate(gold, list(p)) for p in box)

@@ -89,7 +89,9 @@ def test_circuit_graph_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab_
     dash_card = out.locator(".ilab-dash .ilab-dash-card")
     expect(dash_card).to_have_attribute("data-latent", str(latent), timeout=15_000)
 
-    # shift-click two nodes, name them, Group: a supernode in Python and in the widget's list
+    # shift-click two nodes, name them, Group: a supernode in Python and in the widget's list (the dashboard
+    # scrolls its opened row into view, and the graph's card sits between them: find the node again)
+    x, y = node_xy(page, canvas, f)
     page.keyboard.down("Shift")
     page.mouse.click(x, y)
     ox, oy = node_xy(page, canvas, other)

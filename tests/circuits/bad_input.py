@@ -58,6 +58,12 @@ ROWS: list[Row] = [
         RuntimeError,
         "cycle",
     ),
+    Row(
+        "ilab.circuits.feature_cards",
+        lambda c: ilab.circuits.feature_cards(tiny_circuit()[2], tiny_circuit()[0], tiny_circuit()[1], context=0),
+        V,
+        "context",
+    ),
     Row("ilab.circuits.Graph.feature_index", lambda c: tiny_circuit()[2].feature_index(99, 0, 0), V, "is not a node"),
     Row(
         "ilab.circuits.Graph.load",

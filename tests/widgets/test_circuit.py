@@ -24,9 +24,10 @@ def built():
 
 def test_circuit_graph_sends_binary_arrays_matching_the_pruned_graph(built):
     _, _, graph = built
-    w = CircuitGraph(graph, node_threshold=0.9, edge_threshold=0.99)
-    kept = graph.prune(0.9, 0.99)
+    w = CircuitGraph(graph, node_threshold=0.9, edge_threshold=0.99)  # the default cap: at most 100 edges
+    kept = graph.prune(0.9, 0.99, max_edges=100)
     d = w.graph
+    assert d["n_edges"] <= 100 and "at most 100" in d["rule"]
     assert d["n_nodes"] == int(kept.nodes.sum())
     assert isinstance(d["kind"]["view"], memoryview) and d["kind"]["dtype"] == "uint8"
     kinds = payload_array(d["kind"])
@@ -72,3 +73,19 @@ def test_view_index_maps_graph_nodes_to_widget_nodes(built):
     logit = graph.n_nodes - 1
     w.group("answer", [w.view_index(logit)])
     assert w.supernodes[-1] == {"label": "answer", "nodes": [w.view_index(logit)]}
+
+
+def test_cards_for_shown_features_pins_and_hides(built):
+    model, tcs, graph = built
+    from interplab.core.circuits import feature_cards
+
+    cards = feature_cards(graph, model, tcs)
+    w = CircuitGraph(graph, cards=cards)
+    kinds, layers, latents = (payload_array(w.graph[k]) for k in ("kind", "layer", "latent"))
+    shown = {f"{la}_{lt}" for k, la, lt in zip(kinds, layers, latents, strict=True) if k == 0}
+    assert set(w.graph["cards"]) == shown and shown < set(cards)  # only what the view shows travels
+    assert w.graph["linked"] is False and w.pinned == [] and w.hidden == []
+    w.pinned, w.hidden = [0], [1]
+    assert w.pinned == [0] and w.hidden == [1]
+    with pytest.raises(TypeError, match="feature_cards"):
+        CircuitGraph(graph, cards=[1])

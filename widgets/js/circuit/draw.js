@@ -11,31 +11,60 @@ const KIND_COLOURS = {
 };
 
 /**
- * A box around each supernode's members, with its label.
+ * Each supernode: a ring around each of its members (however far apart they are: a box around them all
+ * would cover most of the graph) and its label beside its topmost member.
  * @param {CanvasRenderingContext2D} ctx
  * @param {Graph} g
  * @param {{label: string, nodes: number[]}[]} supernodes
  * @param {boolean} dark
+ * @param {Uint8Array} visible
  */
-function drawSupernodes(ctx, g, supernodes, dark) {
+function drawSupernodes(ctx, g, supernodes, dark, visible) {
+  ctx.strokeStyle = dark ? "#e0c060" : "#b08000";
+  ctx.fillStyle = ctx.strokeStyle;
+  ctx.lineWidth = 1.5;
   for (const sn of supernodes) {
-    const members = sn.nodes.filter((i) => i < g.n);
+    const members = sn.nodes.filter((i) => i < g.n && visible[i]);
     if (!members.length) continue;
-    let x0 = Infinity;
-    let y0 = Infinity;
-    let x1 = -Infinity;
-    let y1 = -Infinity;
+    let top = members[0];
     for (const i of members) {
-      x0 = Math.min(x0, g.xy[2 * i]);
-      x1 = Math.max(x1, g.xy[2 * i]);
-      y0 = Math.min(y0, g.xy[2 * i + 1]);
-      y1 = Math.max(y1, g.xy[2 * i + 1]);
+      ctx.beginPath();
+      ctx.arc(g.xy[2 * i], g.xy[2 * i + 1], 9, 0, 2 * Math.PI);
+      ctx.stroke();
+      if (g.xy[2 * i + 1] < g.xy[2 * top + 1]) top = i;
     }
-    ctx.strokeStyle = dark ? "#e0c060" : "#b08000";
-    ctx.strokeRect(x0 - 8, y0 - 8, x1 - x0 + 16, y1 - y0 + 16);
-    ctx.fillStyle = ctx.strokeStyle;
-    ctx.fillText(sn.label, x0 - 8, y0 - 11);
+    ctx.fillText(sn.label, g.xy[2 * top] + 12, g.xy[2 * top + 1] + 4);
   }
+}
+
+/**
+ * The names of the logit nodes (above them) and of pinned nodes (beside them); where each label went is
+ * kept on the canvas (`ilabLabels`: text and box), for tests.
+ * @param {CanvasRenderingContext2D} ctx
+ * @param {CircuitView} view
+ * @param {Graph} g
+ * @param {boolean} dark
+ */
+function drawLabels(ctx, { visible, model }, g, dark) {
+  const pinned = new Set(model.get("pinned") || []);
+  /** @type {{text: string, node: number, x: number, y: number, width: number}[]} */
+  const drawn = [];
+  ctx.font = "11px sans-serif";
+  for (let i = 0; i < g.n; i++) {
+    if (!visible[i] || !(g.kind[i] === 3 || pinned.has(i))) continue;
+    const text = g.names[i];
+    const width = ctx.measureText(text).width;
+    const logit = g.kind[i] === 3;
+    const x = logit ? g.xy[2 * i] - width / 2 : g.xy[2 * i] + 8;
+    const y = logit ? g.xy[2 * i + 1] - 9 : g.xy[2 * i + 1] - 6;
+    ctx.fillStyle = dark ? "rgba(30,30,30,0.8)" : "rgba(255,255,255,0.8)";
+    ctx.fillRect(x - 1, y - 10, width + 2, 13);
+    ctx.fillStyle = dark ? "#f0f0f0" : "#111";
+    ctx.fillText(text, x, y);
+    drawn.push({ text, node: i, x, y: y - 10, width });
+  }
+  ctx.font = "10px sans-serif";
+  /** @type {any} */ (ctx.canvas).ilabLabels = drawn;
 }
 
 /**
@@ -78,6 +107,7 @@ function drawEdges(ctx, { visible, highlight }, g, dark) {
  */
 function drawNodes(ctx, { model, visible, hover, picked }, g, dark) {
   const colours = dark ? KIND_COLOURS.dark : KIND_COLOURS.light;
+  const pinned = new Set(model.get("pinned") || []);
   let nodes = 0;
   for (let i = 0; i < g.n; i++) {
     if (!visible[i]) continue;
@@ -88,8 +118,9 @@ function drawNodes(ctx, { model, visible, hover, picked }, g, dark) {
     if (g.kind[i] === 1) ctx.rect(g.xy[2 * i] - r, g.xy[2 * i + 1] - r, 2 * r, 2 * r);
     else ctx.arc(g.xy[2 * i], g.xy[2 * i + 1], r, 0, 2 * Math.PI);
     ctx.fill();
-    if (picked.has(i)) {
+    if (picked.has(i) || pinned.has(i)) {
       ctx.strokeStyle = dark ? "#fff" : "#000";
+      ctx.lineWidth = pinned.has(i) ? 2 : 1;
       ctx.stroke();
     }
   }
@@ -114,7 +145,7 @@ function drawFrame(ctx, g, dark) {
 }
 
 /**
- * The prompt's tokens under their columns.
+ * The prompt's tokens under their columns (spaces shown as ␣), cut to the column's width.
  * @param {CanvasRenderingContext2D} ctx
  * @param {Graph} g
  * @param {boolean} dark
@@ -122,7 +153,7 @@ function drawFrame(ctx, g, dark) {
 function drawTokens(ctx, g, dark) {
   ctx.fillStyle = dark ? "#ddd" : "#222";
   for (let p = 0; p < g.nPos; p++) {
-    const t = ilabTokenText(g.tokens[p] || "").text.slice(0, 10);
+    const t = (g.tokenNames[p] ?? ilabTokenText(g.tokens[p] || "").text).slice(0, Math.max(3, Math.floor(g.colW / 6)));
     ctx.fillText(t, 50 + g.colW * p + 2, g.H - 4);
   }
 }
@@ -139,12 +170,14 @@ export function draw(view) {
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   const dark = ilabIsDark(model.get("scheme")) || view.root.classList.contains("ilab-dark");
   drawFrame(ctx, g, dark);
-  drawSupernodes(ctx, g, model.get("supernodes"), dark);
   const shown = drawEdges(ctx, view, g, dark);
+  drawSupernodes(ctx, g, model.get("supernodes"), dark, visible);
   const nodes = drawNodes(ctx, view, g, dark);
   drawTokens(ctx, g, dark);
-  view.sliderValue.textContent = ` ${Number(model.get("threshold")).toFixed(2)}`;
+  drawLabels(ctx, view, g, dark);
+  view.sliderValue.textContent = ` ${Math.round(100 * Number(model.get("threshold")))}% of the influence`;
   view.info.textContent = `${nodes} nodes, ${shown} edges shown`;
+  view.rule.textContent = g.rule ? `pruned to ${g.rule}` : "";
   /** @type {any} */ (canvas).ilabNodePosition = (/** @type {number} */ i) =>
     visible[i] ? [g.xy[2 * i], g.xy[2 * i + 1]] : null; // for tests
   canvas.dataset.nodes = String(nodes);

@@ -3,6 +3,8 @@
 import { ilabDecode, ilabFmt } from "../shared/index.js";
 
 export const KIND_NAMES = ["feature", "error", "token", "logit"];
+/** Horizontal room per logit node (CSS pixels), for its label. */
+const LOGIT_STEP = 84;
 
 /**
  * An attribution graph as drawn: nodes (kind 0 feature, 1 error, 2 token, 3 logit) and weighted edges.
@@ -12,13 +14,21 @@ export const KIND_NAMES = ["feature", "error", "token", "logit"];
  * @property {number} n nodes
  * @property {number} m edges
  * @property {string[]} tokens the prompt's tokens
- * @property {string[]} labels each node's label
+ * @property {string[]} tokenNames the prompt's tokens with their spaces shown
+ * @property {string[]} labels each node's label (hover boxes)
+ * @property {string[]} names each node's short name (drawn on the canvas: logits, pinned nodes)
  * @property {Uint8Array | Int32Array} kind
  * @property {Int32Array} layer
  * @property {Int32Array} pos
  * @property {Int32Array} latent
  * @property {Float32Array} activation
- * @property {Float32Array} rank influence rank: a node is shown when it is at most the threshold
+ * @property {Float32Array} rank cumulative influence: a node is shown when it is at most the threshold
+ * @property {Float32Array} influence the node's share of all influence on the logits
+ * @property {Int32Array} order the node's place by influence (1: the most influential of the whole graph)
+ * @property {number} nGraphNodes nodes in the whole (unpruned) graph
+ * @property {string} rule the pruning rule in words
+ * @property {Record<string, any>} cards feature cards by "layer_latent"
+ * @property {boolean} linked whether a FeatureDashboard is linked
  * @property {Int32Array} src
  * @property {Int32Array} dst
  * @property {Float32Array} weight
@@ -60,15 +70,19 @@ export function decodeGraph(model) {
   for (const list of [...out, ...inc]) list.sort((a, b) => Math.abs(weight[b]) - Math.abs(weight[a]));
   return {
     nLayers: d.n_layers, nPos: d.n_pos, n, m, tokens: d.prompt_tokens, labels: d.labels,
-    kind: ilabDecode(d.kind), layer: ilabDecode(d.layer), pos: ilabDecode(d.pos), latent: ilabDecode(d.latent),
-    activation: ilabDecode(d.activation), rank: ilabDecode(d.rank), src, dst, weight,
+    names: d.names || d.labels, kind: ilabDecode(d.kind), layer: ilabDecode(d.layer), pos: ilabDecode(d.pos),
+    latent: ilabDecode(d.latent), activation: ilabDecode(d.activation), rank: ilabDecode(d.rank),
+    influence: ilabDecode(d.influence), order: ilabDecode(d.order), nGraphNodes: d.n_graph_nodes || n,
+    tokenNames: d.prompt_names || [],
+    rule: d.rule || "", cards: d.cards || {}, linked: !!d.linked, src, dst, weight,
     latentLabels: d.latent_labels || {}, maxW: maxW || 1, out, inc, H: 0, rowH: 0, colW: 0, xy: new Float32Array(0),
   };
 }
 
 /**
  * Place the nodes: a column per position, a row per layer (embeddings at the bottom, logits at the top);
- * nodes sharing a cell are spread across it. Sizes the canvas.
+ * nodes sharing a cell are spread across it; the logits spread along the top row, ending at the last
+ * column, with room for their labels. Sizes the canvas.
  * @param {Graph} g
  * @param {HTMLCanvasElement} canvas
  * @param {number} W canvas width (CSS pixels)
@@ -101,17 +115,28 @@ export function layout(g, canvas, W) {
       xy[2 * i + 1] = H - 20 - rowH * row - rowH / 2;
     });
   }
+  const logits = [];
+  for (let i = 0; i < g.n; i++) if (g.kind[i] === 3) logits.push(i);
+  const step = Math.min(LOGIT_STEP, (W - 70) / Math.max(1, logits.length));
+  const right = Math.min(W - step / 2 - 4, 50 + colW * (g.nPos - 0.5) + (step * (logits.length - 1)) / 2);
+  logits.forEach((i, k) => {
+    xy[2 * i] = right - step * (logits.length - 1 - k);
+  });
   Object.assign(g, { H, rowH, colW, xy });
 }
 
 /**
- * Which nodes the pruning threshold keeps (tokens and logits always).
+ * Which nodes the pruning threshold keeps (tokens, logits and pinned nodes always; hidden nodes never).
  * @param {Graph} g
  * @param {number} threshold
+ * @param {number[]} [pinned]
+ * @param {number[]} [hidden]
  */
-export function visibleNodes(g, threshold) {
+export function visibleNodes(g, threshold, pinned = [], hidden = []) {
   const visible = new Uint8Array(g.n);
   for (let i = 0; i < g.n; i++) visible[i] = g.kind[i] >= 2 || g.rank[i] <= threshold ? 1 : 0;
+  for (const i of pinned) if (i >= 0 && i < g.n) visible[i] = 1;
+  for (const i of hidden) if (i >= 0 && i < g.n) visible[i] = 0;
   return visible;
 }
 
@@ -165,6 +190,17 @@ export function nodeAt(g, visible, x, y) {
 }
 
 /**
+ * Node `i`'s influence in words: its share of the influence on the logits and its place among all nodes.
+ * @param {Graph} g
+ * @param {number} i
+ */
+export function influenceText(g, i) {
+  if (g.kind[i] === 3) return "a logit: where the influence ends";
+  const share = (100 * g.influence[i]).toFixed(g.influence[i] < 0.01 ? 2 : 1);
+  return `influence ${share}% of the total (#${g.order[i]} of ${g.nGraphNodes} nodes)`;
+}
+
+/**
  * Node `i` in words, a line each: kind and label, where it is, its activation and label, its rank.
  * @param {Graph} g
  * @param {number} i
@@ -172,12 +208,14 @@ export function nodeAt(g, visible, x, y) {
  */
 export function describeNode(g, i) {
   const lines = [`${KIND_NAMES[g.kind[i]]}: ${g.labels[i]}`];
-  if (g.kind[i] <= 1) lines.push(`layer ${g.layer[i]}, position ${g.pos[i]} (${g.tokens[g.pos[i]] ?? ""})`);
+  if (g.kind[i] <= 1) lines.push(`layer ${g.layer[i]}, position ${g.pos[i]} (${g.tokenNames[g.pos[i]] ?? g.tokens[g.pos[i]] ?? ""})`);
   if (g.kind[i] === 0) {
     lines.push(`activation ${ilabFmt(g.activation[i])}`);
     const label = g.latentLabels[String(g.latent[i])];
     if (label) lines.push(label);
   }
-  lines.push(`influence rank ${ilabFmt(g.rank[i])}, ${g.inc[i].length} in / ${g.out[i].length} out`);
+  lines.push(influenceText(g, i));
+  const count = (/** @type {number} */ k) => `${k} edge${k === 1 ? "" : "s"}`;
+  lines.push(`${count(g.inc[i].length)} in, ${count(g.out[i].length)} out (as pruned)`);
   return lines;
 }

@@ -1,6 +1,8 @@
 // @ts-check
-// CircuitGraph: an attribution graph on a canvas; columns are positions, rows layers; client-side pruning.
+// CircuitGraph: an attribution graph on a canvas; columns are positions, rows layers; client-side pruning;
+// a card for the clicked node, with Pin and Hide.
 import { ilabEl, ilabListen, ilabOnThemeChange, ilabSave, ilabTheme } from "../shared/index.js";
+import { drawCard } from "./card.js";
 import { draw } from "./draw.js";
 import { decodeGraph, describeNode, layout, nodeAt, strongestPaths, visibleNodes } from "./graph.js";
 import { drawAnswer, drawGroups } from "./panel.js";
@@ -63,7 +65,8 @@ function wireCanvas(view) {
 }
 
 /**
- * The pruning slider (the browser prunes: no round trip) and the supernode button.
+ * The pruning slider (the browser prunes: no round trip), the supernode button and the button that brings
+ * hidden nodes back.
  * @param {CircuitView} view
  * @param {() => void} prune
  */
@@ -81,6 +84,17 @@ function wireControls(view, prune) {
     view.picked = new Set();
     groupName.value = "";
   });
+  view.showHidden.addEventListener("click", () => ilabSave(model, "hidden", []));
+}
+
+/**
+ * After pinning or hiding: the button that brings hidden nodes back says how many there are.
+ * @param {CircuitView} view
+ */
+function showHiddenCount(view) {
+  const n = (view.model.get("hidden") || []).length;
+  view.showHidden.hidden = n === 0;
+  view.showHidden.textContent = `Show hidden (${n})`;
 }
 
 /** @param {RenderProps} props */
@@ -89,7 +103,8 @@ function render({ model, el }) {
   const view = circuitView(model);
   el.appendChild(view.root);
   const prune = () => {
-    if (view.g) view.visible = visibleNodes(view.g, model.get("threshold"));
+    if (view.g) view.visible = visibleNodes(view.g, model.get("threshold"), model.get("pinned"), model.get("hidden"));
+    showHiddenCount(view);
     draw(view);
   };
   const drawAll = () => {
@@ -100,6 +115,7 @@ function render({ model, el }) {
     prune();
     drawAnswer(view.answer, model.get("intervention"));
     drawGroups(view.groupsLine, model.get("supernodes"));
+    drawCard(view);
   };
   wireCanvas(view);
   wireControls(view, prune);
@@ -112,7 +128,15 @@ function render({ model, el }) {
         view.slider.value = String(model.get("threshold"));
         prune();
       },
-      "change:selected": () => draw(view),
+      "change:selected": () => {
+        draw(view);
+        drawCard(view);
+      },
+      "change:pinned": () => {
+        prune();
+        drawCard(view);
+      },
+      "change:hidden": prune,
       "change:supernodes": () => {
         draw(view);
         drawGroups(view.groupsLine, model.get("supernodes"));

@@ -1,5 +1,6 @@
 // @ts-check
-// CircuitGraph, the view: the pruning slider, supernode controls, the canvas, the intervention's answer.
+// CircuitGraph, the view: the pruning slider and rule, supernode controls, the canvas, the selected node's
+// card, the intervention's answer.
 import { ilabEl, ilabKeepKeys, ilabSearchBox, ilabTip } from "../shared/index.js";
 /** @import { Tip } from "../shared/tip.js" */
 /** @import { Graph } from "./graph.js" */
@@ -16,6 +17,9 @@ export const WIDTH = 900;
  * @property {HTMLInputElement} groupName
  * @property {HTMLButtonElement} groupButton
  * @property {HTMLSpanElement} info
+ * @property {HTMLSpanElement} rule the pruning rule in words
+ * @property {HTMLButtonElement} showHidden brings hidden nodes back
+ * @property {HTMLDivElement} card the selected node's card
  * @property {HTMLCanvasElement} canvas
  * @property {HTMLDivElement} answer
  * @property {HTMLDivElement} groupsLine
@@ -49,25 +53,32 @@ function pruningSlider() {
 export function circuitView(model) {
   const root = ilabEl("div", "ilab-circuit");
   const bar = ilabEl("div", "ilab-cg-bar");
-  const sliderLabel = ilabEl("label", null, "pruning ");
+  const sliderLabel = ilabEl("label", null, "show nodes carrying ");
   const slider = pruningSlider();
   const sliderValue = ilabEl("span", "ilab-muted");
   sliderLabel.append(slider, sliderValue);
   const groupName = ilabSearchBox("supernode label", "supernode label");
   const groupButton = ilabEl("button", null, "Group");
   const info = ilabEl("span", "ilab-muted");
+  const showHidden = ilabEl("button", "ilab-cg-unhide", "Show hidden");
+  showHidden.hidden = true;
   bar.append(sliderLabel, groupName, groupButton, info);
+  const ruleLine = ilabEl("div", "ilab-cg-rule-line");
+  const rule = ilabEl("span", "ilab-cg-rule ilab-muted");
+  ruleLine.append(rule, showHidden);
+  const card = ilabEl("div", "ilab-cg-card");
+  card.hidden = true;
   const side = ilabEl("div", "ilab-cg-side");
   const canvas = ilabEl("canvas");
   canvas.tabIndex = 0;
   canvas.setAttribute("role", "img");
   canvas.setAttribute("aria-label", "attribution graph");
   const answer = ilabEl("div", "ilab-cg-answer");
-  side.append(canvas, answer);
+  side.append(canvas, card, answer);
   const groupsLine = ilabEl("div", "ilab-cg-groups ilab-muted");
-  root.append(bar, side, groupsLine);
+  root.append(bar, ruleLine, side, groupsLine);
   const tip = ilabTip(root, "ilab-cg-tip");
   [slider, groupName, canvas].forEach(ilabKeepKeys);
-  return { model, root, slider, sliderValue, groupName, groupButton, info, canvas, answer, groupsLine, tip,
+  return { model, root, slider, sliderValue, groupName, groupButton, info, rule, showHidden, card, canvas, answer, groupsLine, tip,
     g: null, visible: new Uint8Array(0), hover: -1, picked: new Set(), highlight: null };
 }

@@ -1,0 +1,102 @@
+// @ts-check
+// CircuitGraph, the selected node's card: what and where it is, its strongest inputs and outputs, Pin and Hide;
+// for a feature with card data (core/circuits/cards.py) its top activations and the tokens it promotes.
+import { ilabEl, ilabFmt, ilabFmtSigned, ilabSave, ilabTokenSpan } from "../shared/index.js";
+import { describeNode } from "./graph.js";
+/** @import { CircuitView } from "./view.js" */
+/** @import { Graph } from "./graph.js" */
+
+/**
+ * A node's strongest edges one way, as "name weight" rows.
+ * @param {Graph} g
+ * @param {number} i
+ * @param {"in" | "out"} way
+ */
+function strongest(g, i, way) {
+  const edges = (way === "in" ? g.inc : g.out)[i].slice(0, 3);
+  const table = ilabEl("table");
+  for (const e of edges) {
+    const other = way === "in" ? g.src[e] : g.dst[e];
+    const row = ilabEl("tr");
+    row.append(ilabEl("td", null, g.labels[other]), ilabEl("td", null, ilabFmtSigned(g.weight[e])));
+    table.append(row);
+  }
+  return edges.length ? [ilabEl("div", "ilab-cg-section", way === "in" ? "strongest inputs" : "strongest outputs"), table] : [];
+}
+
+/**
+ * A feature's top activations (one window of tokens each, the strongest token outlined) and logit effects.
+ * @param {any} card a feature card from core/circuits/cards.py
+ * @returns {HTMLElement[]}
+ */
+function featureSections(card) {
+  const parts = [ilabEl("div", "ilab-cg-section", `top activations (fires on ${(100 * card.density).toFixed(0)}% of tokens)`)];
+  for (const ex of card.examples) {
+    const line = ilabEl("div", "ilab-cg-example");
+    ex.tokens.forEach((/** @type {string} */ tok, /** @type {number} */ k) => {
+      const span = ilabTokenSpan(tok, ex.acts[k], ex.max);
+      if (k === ex.at) span.classList.add("ilab-cg-max");
+      line.append(span);
+    });
+    line.append(ilabEl("span", "ilab-muted", ` ${ilabFmt(ex.max)}`));
+    parts.push(line);
+  }
+  for (const [title, list] of [["promotes", card.promotes], ["suppresses", card.suppresses]]) {
+    const table = ilabEl("table", `ilab-cg-${title}`);
+    for (const [tok, v] of list || []) {
+      const row = ilabEl("tr");
+      row.append(ilabEl("td", null, tok), ilabEl("td", null, ilabFmtSigned(v)));
+      table.append(row);
+    }
+    parts.push(ilabEl("div", "ilab-cg-section", `${title} (logit effect)`), table);
+  }
+  return parts;
+}
+
+/**
+ * Pin (always shown, labelled) and Hide buttons for node `i`.
+ * @param {CircuitView} view
+ * @param {number} i
+ */
+function buttons(view, i) {
+  const { model } = view;
+  const box = ilabEl("div", "ilab-cg-buttons");
+  const pinned = (model.get("pinned") || []).includes(i);
+  const pin = ilabEl("button", "ilab-cg-pin", pinned ? "Unpin" : "Pin");
+  pin.addEventListener("click", () => {
+    const now = model.get("pinned") || [];
+    ilabSave(model, "pinned", pinned ? now.filter((/** @type {number} */ j) => j !== i) : [...now, i]);
+  });
+  const hide = ilabEl("button", "ilab-cg-hide", "Hide");
+  hide.addEventListener("click", () => {
+    const now = model.get("pinned") || [];
+    model.set("pinned", now.filter((/** @type {number} */ j) => j !== i));
+    model.set("selected", -1);
+    ilabSave(model, "hidden", [...(model.get("hidden") || []), i]);
+  });
+  box.append(pin, hide);
+  return box;
+}
+
+/**
+ * Fill the card of the selected node (hidden when none is selected).
+ * @param {CircuitView} view
+ */
+export function drawCard(view) {
+  const { g, card, model } = view;
+  const i = model.get("selected");
+  card.replaceChildren();
+  card.hidden = !g || i < 0 || i >= g.n;
+  if (!g || card.hidden) return;
+  const [title, ...rest] = describeNode(g, i);
+  card.dataset.node = String(i);
+  card.append(ilabEl("h4", null, title), ...rest.map((line) => ilabEl("div", null, line)), buttons(view, i));
+  card.append(...strongest(g, i, "in"), ...strongest(g, i, "out"));
+  if (g.kind[i] === 0) {
+    const data = g.cards[`${g.layer[i]}_${g.latent[i]}`];
+    if (data) card.append(...featureSections(data));
+    else if (!g.linked) {
+      card.append(ilabEl("div", "ilab-muted", "top activations and logit effects: CircuitGraph(graph, cards=ilab.circuits.feature_cards(graph, model, transcoders))"));
+    }
+  }
+}
