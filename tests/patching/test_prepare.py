@@ -52,9 +52,9 @@ def test_bad_inputs_fail_before_work():
     with pytest.raises(ValueError, match="sites"):
         ilab.patching.attribution(m, CLEAN, CORRUPT, metric(), sites=["resid", "heads"])
     for bad in (0, 2.0, True):
-        with pytest.raises(ValueError, match=r"steps must be an integer in 1\.\.1024, got 0"):
+        with pytest.raises(ValueError, match=r"steps must be an integer in 1\.\.1024, got"):
             ilab.patching.attribution(m, CLEAN, CORRUPT, metric(), steps=bad)
-    with pytest.raises(ValueError, match=r"steps must be an integer in 1\.\.1024, got 0"):
+    with pytest.raises(ValueError, match=r"steps must be an integer in 1\.\.1024, got -1"):
         ilab.patching.latents(m, tiny_sae(m), CLEAN, CORRUPT, metric(), steps=-1)
     with pytest.raises(ValueError, match="path='layer' is not one of"):
         ilab.patching.attribution(m, CLEAN, CORRUPT, metric(), steps=2, path="layer")
