@@ -19,8 +19,18 @@ import numpy as np
 
 from ..checks import check_int, check_latent
 from ..memory.budget import check_memory
-from ..storage.atomic import atomic_folder, leftover_target, recover
-from ..storage.readers import ArrayInfo, Fields, FileError, dtype_name, inside, load_npy, npy_header, read_json
+from ..storage.atomic import atomic_folder, leftover_target, reads_folder
+from ..storage.readers import (
+    ArrayInfo,
+    Fields,
+    FileError,
+    dtype_name,
+    in_folder,
+    inside,
+    load_npy,
+    npy_header,
+    read_json,
+)
 from .labels import FILE as LABELS_FILE
 from .labels import read_labels, update_label
 
@@ -263,6 +273,7 @@ class FeatureData:
         return root
 
     @classmethod
+    @reads_folder("path")
     def load(cls, path: str | Path, sae: Any = None) -> FeatureData:
         """Load a folder written by :meth:`save`, every field and array header checked before anything is read.
 
@@ -272,8 +283,7 @@ class FeatureData:
         No path stored in the folder is ever followed.
         """
         root = Path(path)
-        recover(root)
-        file = root / "meta.json"
+        file = in_folder(root, "meta.json")
         if not file.exists():
             raise FileNotFoundError(f"{str(root)!r} holds no feature data (no meta.json).")
         meta = Fields(file, read_json(file))
@@ -285,7 +295,7 @@ class FeatureData:
         known = {key: config.int(key, None, minimum=1) for key in ("n_top", "n_quantile", "n_bins", "n_logit")}
         infos = _check_arrays(root, d_sae, context, {k: v for k, v in known.items() if v is not None})
         check_memory(f"Loading feature data from {str(root)!r}", sum(i.nbytes for i in infos.values()))
-        arrays: dict[str, Any] = {name: load_npy(root / f"{name}.npy", info) for name, info in infos.items()}
+        arrays: dict[str, Any] = {name: load_npy(in_folder(root, f"{name}.npy"), info) for name, info in infos.items()}
         strings = meta.str_map("token_strings")
         labels = meta.str_map("labels", {})
         data = cls(
@@ -312,7 +322,7 @@ def _check_arrays(root: Path, d_sae: int, context: int, known: dict[str, int]) -
     """
     infos = {}
     for name, dtype in ARRAYS.items():
-        file = root / f"{name}.npy"
+        file = in_folder(root, f"{name}.npy")
         if not file.is_file():
             raise FileError(root, name, f"is missing: the folder lacks {name}.npy")
         info = npy_header(file)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..saes.base import sae_fingerprint
 from ..storage.atomic import write_json
 from ..storage.cache import cache_dir
-from ..storage.readers import Fields, FileError, read_json
+from ..storage.readers import Fields, FileError, in_folder, read_json
 
 if TYPE_CHECKING:
     from ..saes.base import SAE
@@ -54,7 +54,7 @@ def labels_path(sae: SAE) -> Path:
     folder = sae_folder(sae)
     writable = folder is not None and folder.exists() and os.access(folder, os.W_OK)
     if writable and folder is not None and not folder.resolve().is_relative_to(_ENGINE):
-        return folder / FILE
+        return in_folder(folder, FILE)
     return cache_dir() / LABELS_DIR / f"{sae_fingerprint(sae)}.json"
 
 
