@@ -32,7 +32,7 @@ from ..storage.readers import (
     read_json,
 )
 from .labels import FILE as LABELS_FILE
-from .labels import read_labels, update_label
+from .labels import check_label, read_labels, update_label
 
 FORMAT = "interplab-features"
 #: The running state of an unfinished pass, inside its output folder (one file, see interplab.core.storage.resumable).
@@ -197,8 +197,7 @@ class FeatureData:
     def set_label(self, i: int, text: str, save: bool = True) -> None:
         """Label latent ``i`` (an empty text removes the label) and save the labels beside the SAE."""
         i = self._index(i)
-        if not isinstance(text, str):
-            raise TypeError(f"A label is a string, got {type(text).__name__}.")
+        check_label(text)
         if text.strip():
             self.labels[i] = text.strip()
         else:

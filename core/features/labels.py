@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..checks import check_unicode
 from ..saes.base import sae_fingerprint
 from ..storage.atomic import write_json
 from ..storage.cache import cache_dir
@@ -101,7 +102,7 @@ def check_label(text: Any) -> str:
         raise TypeError(f"A label is a string, got {type(text).__name__}: {text!r:.60}.")
     if len(text) > MAX_LABEL:
         raise ValueError(f"A label is at most {MAX_LABEL} characters; this one has {len(text)}.")
-    return text
+    return check_unicode("The label", text)
 
 
 def set_label(sae: SAE, i: int, text: str, data: Any = None) -> Path:

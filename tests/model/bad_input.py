@@ -13,6 +13,9 @@ import interplab as ilab
 from tests.contracts.rows import SITE, Row, T, V
 from tests.tiny import TEXTS
 
+BAD_TEXT = "hello \ud800 world"
+NOT_UNICODE = r"is not valid Unicode: character 6 is a lone surrogate '\\ud800'"
+
 ROWS: list[Row] = [
     Row("ilab.Model", lambda c: ilab.Model(None, None, name="x").logits("a"), V, "Named sites are not mapped"),
     Row("ilab.Activations.flat", lambda c: c.acts.flat("blocks.0.nope"), KeyError, "was not collected; these were"),
@@ -86,6 +89,17 @@ ROWS: list[Row] = [
         lambda c: c.model.eager_attention(needed="yes").__enter__(),
         T,
         "needed must be True or False, got str",
+    ),
+    # lone surrogates: named before any forward pass (the tokenizer would raise a raw TypeError)
+    Row("Model.collect", lambda c: c.model.collect(["the cat", BAD_TEXT], SITE), V, r"texts\[1\] " + NOT_UNICODE),
+    Row("Model.logits", lambda c: c.model.logits(BAD_TEXT), V, r"texts\[0\] " + NOT_UNICODE),
+    Row("Model.generate", lambda c: c.model.generate([BAD_TEXT]), V, r"texts\[0\] " + NOT_UNICODE),
+    Row("Model.to_tokens", lambda c: c.model.to_tokens(BAD_TEXT), V, r"texts\[0\] " + NOT_UNICODE),
+    Row(
+        "Model.cache",
+        lambda c: c.model.cache(["the cat sat", BAD_TEXT], SITE, c.tmp / "bad-unicode", n_tokens=16),
+        V,
+        "Corpus item 1 " + NOT_UNICODE,
     ),
 ]
 

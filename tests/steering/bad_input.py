@@ -130,4 +130,10 @@ ROWS: list[Row] = [
     ),
     Row("ilab.steering.layer_sweep", lambda c: _layer_sweep(c, layers=[]), V, "layers is empty"),
     Row("ilab.steering.LayerSweep", lambda c: _layer_sweep(c, method="x"), V, "method='x' is not one of"),
+    Row(
+        "ilab.steering.generate",
+        lambda c: ilab.steering.generate(c.model, "the \ud800 cat", c.vec, max_new_tokens=2),
+        V,
+        r"texts\[0\] is not valid Unicode: character 4 is a lone surrogate",
+    ),
 ]
