@@ -338,11 +338,14 @@ def reading(path: str | os.PathLike[str]) -> Iterator[Path]:
     >>> with reading(Path("my_sae")) as folder:
     ...     cfg, weights = read_json(folder / "cfg.json"), read_safetensors(folder / "sae_weights.safetensors")
     """
+    if not isinstance(path, (str, os.PathLike)):
+        yield path  # not a path: the reader's own argument check names it
+        return
     target = Path(path)
     if not target.parent.is_dir():
         yield target
         return
-    with folder_lock(target.parent) as held:
+    with folder_lock(target.parent):
         split = _split_swap(target)
         if not split:
             yield target
