@@ -1,8 +1,9 @@
 """The folder-swap protocol of core/storage/atomic.py: a save racing a load, in real processes.
 
-One process loops ``sae.save(F)`` while another loops ``ilab.load_sae(F)``; the two versions saved differ in
-``d_sae``, so a load that mixed one version's ``cfg.json`` with the other's weights would fail its shape
-check. Every load returns one whole version, every save succeeds, and ``F`` holds a complete SAE at the end.
+One process loops ``sae.save(F)`` while another loops ``ilab.load_sae(F)`` (and the same for attribution graphs);
+the two versions saved differ in width, so a load that mixed one version's ``cfg.json`` with the other's weights
+would fail its shape check. Every load returns one whole version, every save succeeds, and ``F`` holds a
+complete folder at the end.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+from interplab.core.circuits.graph import Graph
 from interplab.core.storage import atomic, locks
 
 import interplab as ilab
@@ -26,11 +29,8 @@ WRITER = textwrap.dedent(
     from pathlib import Path
     import interplab as ilab
     folder, ready, done, n = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
-    saes = []
-    for seed, d_sae in ((1, 32), (2, 48)):
-        sae = ilab.SAE.create("topk", d_in=16, d_sae=d_sae, k=4, site="blocks.0.hook_resid_post")
-        sae.init_weights(seed)
-        saes.append(sae)
+    exec(sys.argv[5])  # the kind's versions and width()
+    saes = versions()
     saes[0].save(folder)
     while not ready.exists():  # the reader is loading: start racing it
         time.sleep(0.01)
@@ -51,14 +51,15 @@ READER = textwrap.dedent(
     from pathlib import Path
     import interplab as ilab
     folder, ready, done = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+    exec(sys.argv[4])  # the kind's versions and width()
     while not folder.exists():
         pass
     loads, failures, widths = 0, [], set()
-    ilab.load_sae(folder)
+    width(folder)
     ready.write_text("ready")
     while not done.exists():
         try:
-            widths.add(ilab.load_sae(folder).d_sae)
+            widths.add(width(folder))
             loads += 1
         except Exception as err:
             failures.append(f"{type(err).__name__}: {err}")
@@ -68,16 +69,54 @@ READER = textwrap.dedent(
 )
 
 
+#: Per swapped-folder kind: two versions of different widths (so a mix of the two fails its shape checks), and
+#: the width of what a folder loads as.
+KINDS = {
+    "SAE": textwrap.dedent(
+        """
+        def versions():
+            out = []
+            for seed, d_sae in ((1, 32), (2, 48)):
+                sae = ilab.SAE.create("topk", d_in=16, d_sae=d_sae, k=4, site="blocks.0.hook_resid_post")
+                sae.init_weights(seed)
+                out.append(sae)
+            return out
+
+        def width(folder):
+            return ilab.load_sae(folder).d_sae
+        """
+    ),
+    "Graph": textwrap.dedent(
+        """
+        import torch
+        from interplab.core.circuits.graph import Graph
+
+        def versions():
+            def graph(n_f):
+                n = n_f + 2 + 2 + 1
+                return Graph(prompt="ab", token_ids=[5, 6], tokens=["a", "b"], n_layers=1,
+                             features=torch.tensor([[0, 0, i] for i in range(n_f)]), activations=torch.ones(n_f),
+                             logit_ids=[7], logit_tokens=["c"], logit_probs=torch.ones(1), adjacency=torch.eye(n))
+            return [graph(32), graph(48)]
+
+        def width(folder):
+            return Graph.load(folder).n_features
+        """
+    ),
+}
+
+
 def _run(script: str, *args: object) -> subprocess.Popen[str]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     return subprocess.Popen([sys.executable, "-c", script, *map(str, args)], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
 
 
-def test_a_load_racing_a_save_sees_a_whole_version_and_the_sae_survives(tmp_path):
-    folder, ready, done = tmp_path / "sae", tmp_path / "ready", tmp_path / "done"
-    reader = _run(READER, folder, ready, done)
-    writer = _run(WRITER, folder, ready, done, 120)
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_a_load_racing_a_save_sees_a_whole_version_and_the_folder_survives(kind, tmp_path):
+    folder, ready, done = tmp_path / "saved", tmp_path / "ready", tmp_path / "done"
+    reader = _run(READER, folder, ready, done, KINDS[kind])
+    writer = _run(WRITER, folder, ready, done, 120, KINDS[kind])
     out_w, err_w = writer.communicate(timeout=570)
     if not done.exists():
         done.write_text("writer died")
@@ -87,8 +126,10 @@ def test_a_load_racing_a_save_sees_a_whole_version_and_the_sae_survives(tmp_path
     assert wrote["failures"] == [], wrote["failures"][:5]
     assert read["n_failures"] == 0, read["failures"]
     assert read["loads"] > 0 and set(read["widths"]) <= {32, 48}
-    assert sorted(p.name for p in folder.iterdir()) == ["cfg.json", "sae_weights.safetensors"], "the SAE is whole"
-    assert ilab.load_sae(folder).d_sae in (32, 48)
+    files = {"SAE": ["cfg.json", "sae_weights.safetensors"], "Graph": ["graph.json", "graph.safetensors"]}[kind]
+    assert sorted(p.name for p in folder.iterdir()) == files, "the folder is whole"
+    loaded = ilab.load_sae(folder).d_sae if kind == "SAE" else Graph.load(folder).n_features
+    assert loaded in (32, 48)
     assert [p.name for p in tmp_path.iterdir() if atomic.leftover_target(p.name)] == []
 
 
