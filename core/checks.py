@@ -2,7 +2,7 @@
 
 One check per kind of argument, so a message reads the same wherever it is raised:
 integers (:func:`check_positive_int`, :func:`check_int`), latent ids (:func:`check_latent`),
-texts (:func:`check_texts`), one-token answers (:func:`single_token_id`), finite numbers
+texts (:func:`check_texts`, :func:`check_unicode`), one-token answers (:func:`single_token_id`), finite numbers
 (:func:`check_number`, :func:`check_float` with bounds) and fractions (:func:`check_fraction`), paths
 (:func:`check_path`), keyword options (:func:`check_options`) and devices (:func:`check_device`). Sizes that
 would hang have upper bounds (``check_int(..., maximum=)``). The memory a request would take is checked
@@ -106,6 +106,28 @@ def check_fraction(name: str, value: Any, low: str = "(", high: str = ")", what:
     return x
 
 
+def check_unicode(what: str, text: str) -> str:
+    """``text`` if it is valid Unicode, else a ValueError naming ``what`` and where its lone surrogate is.
+
+    A lone surrogate (``"\\ud800"``: half of a UTF-16 pair, e.g. from bytes decoded with ``surrogateescape``)
+    can be neither tokenized nor saved, so every text a user gives is checked here before any work.
+
+    >>> check_unicode("texts[0]", "bad\\ud800label")
+    Traceback (most recent call last):
+    ValueError: texts[0] is not valid Unicode: character 3 is a lone surrogate '\\ud800' (in 'bad\\ud800label'); ...
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        near = text[max(0, err.start - 30) : err.start + 30]
+        raise ValueError(
+            f"{what} is not valid Unicode: character {err.start} is a lone surrogate {text[err.start]!r} (in "
+            f"{near!r}); text like this can be neither tokenized nor saved. Remove the character, or decode the "
+            "bytes it came from with errors='replace'."
+        ) from None
+    return text
+
+
 def check_texts(texts: str | Sequence[str]) -> list[str]:
     """Normalise one text or a list of texts; reject empty and non-string input early."""
     if isinstance(texts, str):
@@ -120,6 +142,7 @@ def check_texts(texts: str | Sequence[str]) -> list[str]:
             raise TypeError(f"texts[{i}] is {type(text).__name__} ({text!r}), not a string.")
         if not text.strip():
             raise ValueError(f"texts[{i}] is empty ({text!r}): every text needs at least one token.")
+        check_unicode(f"texts[{i}]", text)
     return texts
 
 
@@ -153,6 +176,7 @@ def single_token_id(tokenizer: Any, answer: str | int, what: str = "answer") -> 
         raise TypeError(f"{what} must be a non-empty string or a token id, got {answer!r}.")
     if not answer:
         raise ValueError(f"{what} is an empty string; give a non-empty string or a token id.")
+    check_unicode(what, answer)
     ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
     if len(ids) != 1:
         pieces = [tokenizer.decode([i]) for i in ids]

@@ -88,8 +88,10 @@ def export_html(
     notebook_path
         An ``.ipynb`` file. It is read, never written.
     out_path
-        The ``.html`` file to write, or an existing folder (the page is then ``NAME.html`` in it).
-        The scripts go to ``interplab-static/`` beside it.
+        A folder when it ends with ``/`` or is an existing folder: the page is then ``NAME.html`` in it
+        (``NAME`` the notebook's), the folder made if missing. Otherwise the page's file, ``.html``
+        appended when its name does not end in ``.html`` or ``.htm`` (``"report"`` writes
+        ``report.html``). The scripts go to ``interplab-static/`` beside the page.
     execute
         Run the notebook first (in a ``python3`` kernel from its own folder) so that its
         outputs and widget state are fresh. ``None``: only when it has no stored widget state.
@@ -109,9 +111,7 @@ def export_html(
         raise FileNotFoundError(f"Notebook {str(src)!r} does not exist.")
     if not src.is_file() or src.suffix != ".ipynb":
         raise ValueError(f"{str(src)!r} is not a notebook: give an .ipynb file.")
-    out = Path(out_path)
-    if out.is_dir():
-        out = out / f"{src.stem}.html"
+    out = page_path(src, out_path)
     assets = web_assets()  # fail before a long execution if the scripts are missing
 
     nb = nbformat.read(src, as_version=4)
@@ -135,6 +135,21 @@ def export_html(
     _copy_assets(assets, out.parent / STATIC_DIR)
     write_bytes(out, body.encode("utf-8"))
     return out
+
+
+def page_path(notebook: Path, out_path: str | os.PathLike[str]) -> Path:
+    """Where :func:`export_html` writes the page of ``notebook`` for ``out_path`` (see its ``out_path``).
+
+    >>> page_path(Path("nbs/01_heatmaps.ipynb"), "out/")
+    PosixPath('out/01_heatmaps.html')
+    """
+    if not isinstance(out_path, (str, os.PathLike)):
+        raise TypeError(f"out_path must be a folder or an .html file path, got {type(out_path).__name__}.")
+    text = os.fspath(out_path)
+    out = Path(text)
+    if text.endswith(("/", os.sep)) or out.is_dir():
+        return out / f"{notebook.stem}.html"
+    return out if out.suffix.lower() in (".html", ".htm") else out.with_name(f"{out.name}.html")
 
 
 def _execute(nb: Any, src: Path, timeout: int) -> None:

@@ -22,15 +22,15 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 import torch
-from safetensors.torch import save_file
 
 from ..memory.budget import check_memory
-from ..storage.atomic import atomic_folder, recover
+from ..storage.atomic import atomic_folder, reads_folder, write_safetensors
 from ..storage.readers import (
     Fields,
     FileError,
     expect_arrays,
     expect_values,
+    in_folder,
     read_json,
     read_safetensors,
     safetensors_header,
@@ -140,16 +140,16 @@ class Graph:
         }  # fmt: skip
         target = Path(path)
         with atomic_folder(target) as work:
-            save_file(arrays, str(work / _ARRAYS))
+            write_safetensors(work / _ARRAYS, arrays)
             (work / _META).write_text(json.dumps(meta))
         return target
 
     @staticmethod
+    @reads_folder("path")
     def load(path: str | Path) -> Graph:
         """Read a graph written by :meth:`save`, validating every field and array before allocating."""
         folder = Path(path)
-        recover(folder)
-        meta_file, arrays_file = folder / _META, folder / _ARRAYS
+        meta_file, arrays_file = in_folder(folder, _META), in_folder(folder, _ARRAYS)
         if not meta_file.exists():
             raise FileNotFoundError(f"No attribution graph at {str(folder)!r} (expected {_META} and {_ARRAYS}).")
         m = Fields(meta_file, read_json(meta_file, max_bytes=64 * 1024**2))

@@ -34,7 +34,7 @@ import torch
 from ..checks import check_fraction, check_int, check_number
 from ..model.trace_ops import orthonormal
 from ..patching.prompts import PromptPairs
-from ..storage.atomic import atomic_path
+from ..storage.atomic import write_safetensors
 from ..storage.readers import FLOATS, FileError, expect_arrays, expect_values, read_safetensors, result_header
 from ..storage.resumable import ResumableJob
 from ..views.charts import offline
@@ -102,14 +102,9 @@ class DASResult:
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """One safetensors file: ``Q_DK`` and the rest as JSON metadata."""
-        from safetensors.torch import save_file
-
         path = Path(path)
         meta = {**self.to_dict(), "positions": self.positions, "losses": self.losses, "settings": self.settings}
-        with atomic_path(path) as tmp:
-            save_file({"Q_DK": self.Q_DK.contiguous()}, tmp, metadata={"format": FORMAT,
-                                                                      "interplab": json.dumps(meta)})  # fmt: skip
-        return path
+        return write_safetensors(path, {"Q_DK": self.Q_DK}, {"format": FORMAT, "interplab": json.dumps(meta)})
 
     @staticmethod
     def load(path: str | os.PathLike[str]) -> DASResult:

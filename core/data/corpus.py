@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..checks import check_unicode
 from ..storage.atomic import atomic_path
 from ..storage.cache import cache_dir
 from ..storage.readers import FileError, parse_json
@@ -132,7 +133,7 @@ def _jsonl_texts(file: Path) -> Iterator[str]:
                     text = None
                 if not isinstance(text, str):
                     raise ValueError(f"{file}:{lineno}: expected a JSON object with a 'text' string, got {line[:80]!r}")
-                yield text
+                yield check_unicode(f"{file}:{lineno}: the text", text)
     except UnicodeDecodeError as err:
         raise ValueError(f"{file}: not UTF-8 text ({err}).") from None
 
@@ -164,6 +165,10 @@ def iter_texts(corpus: Any) -> Iterator[str]:
     if not (corpus is None or isinstance(corpus, str) or getattr(corpus, "column_names", None) is not None
             or isinstance(corpus, Iterable)):  # fmt: skip
         raise TypeError(f"Cannot read a corpus from {type(corpus).__name__}.")
+    if isinstance(corpus, (list, tuple)):  # a list in memory is checked whole, before any work
+        for i, doc in enumerate(corpus):
+            if isinstance(doc, str):
+                check_unicode(f"Corpus item {i}", doc)
     return _iter_texts(corpus, [])
 
 
@@ -182,14 +187,14 @@ def _iter_texts(corpus: Any, files: list[Path]) -> Iterator[str]:
     if column is not None:  # a datasets.Dataset
         if "text" not in column:
             raise ValueError(f"The dataset has no 'text' column; its columns are {column}.")
-        for row in corpus:
-            yield row["text"]
+        for i, row in enumerate(corpus):
+            yield check_unicode(f"Dataset row {i}'s text", row["text"])
         return
     if isinstance(corpus, Iterable):
         for i, doc in enumerate(corpus):
             if not isinstance(doc, str):
                 raise TypeError(f"Corpus item {i} is {type(doc).__name__}, not a string.")
-            yield doc
+            yield check_unicode(f"Corpus item {i}", doc)
         return
     raise TypeError(f"Cannot read a corpus from {type(corpus).__name__}.")
 

@@ -26,12 +26,20 @@ from typing import Any, Protocol
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import save_file
 
 from ..checks import check_int, check_path, check_positive_int
 from ..memory.budget import check_memory
-from ..storage.atomic import atomic_path, remove, write_json
-from ..storage.readers import Fields, FileError, expect_arrays, expect_values, inside, read_json, safetensors_header
+from ..storage.atomic import remove, write_json, write_safetensors
+from ..storage.readers import (
+    Fields,
+    FileError,
+    expect_arrays,
+    expect_values,
+    in_folder,
+    inside,
+    read_json,
+    safetensors_header,
+)
 from ..storage.resumable import ResumableJob
 from .corpus import describe_corpus
 from .streams import CorpusWindows
@@ -73,7 +81,7 @@ class ActivationStore:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        manifest = self.path / MANIFEST
+        manifest = in_folder(self.path, MANIFEST)
         if not manifest.exists():
             raise FileNotFoundError(f"{str(self.path)!r} is not an activation store: no {MANIFEST}.")
         self.manifest: dict[str, Any] = read_manifest(self.path)
@@ -421,13 +429,12 @@ def _flush(
 
 
 def _write_shard(file: Path, tensors: dict[str, torch.Tensor]) -> None:
-    with atomic_path(file) as tmp:
-        save_file(tensors, str(tmp))
+    write_safetensors(file, tensors)
 
 
 def read_manifest(root: Path) -> dict[str, Any]:
     """A store's manifest with every field checked (types, sites, widths, shard list adding up)."""
-    file = root / MANIFEST
+    file = in_folder(root, MANIFEST)
     f = Fields(file, read_json(file))
     if f.raw("format", None) != FORMAT:
         raise FileError(file, "format", f"is {f.raw('format', None)!r}: not an interplab activation manifest")

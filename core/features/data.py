@@ -19,13 +19,14 @@ import numpy as np
 
 from ..checks import check_int, check_latent
 from ..memory.budget import check_memory
-from ..storage.atomic import atomic_folder, leftover_target, recover
+from ..storage.atomic import atomic_folder, leftover_target, reads_folder
 from ..storage.readers import (
     ArrayInfo,
     Fields,
     FileError,
     dtype_name,
     expect_values,
+    in_folder,
     inside,
     load_npy,
     npy_header,
@@ -33,7 +34,7 @@ from ..storage.readers import (
 )
 from .distinct import distinct_order, gather
 from .labels import FILE as LABELS_FILE
-from .labels import check_labels, read_labels, update_label
+from .labels import check_label, check_labels, read_labels, update_label
 
 FORMAT = "interplab-features"
 #: The running state of an unfinished pass, inside its output folder (one file, see interplab.core.storage.resumable).
@@ -213,8 +214,7 @@ class FeatureData:
     def set_label(self, i: int, text: str, save: bool = True) -> None:
         """Label latent ``i`` (an empty text removes the label) and save the labels beside the SAE."""
         i = self._index(i)
-        if not isinstance(text, str):
-            raise TypeError(f"A label is a string, got {type(text).__name__}.")
+        check_label(text)
         if text.strip():
             self.labels[i] = text.strip()
         else:
@@ -289,6 +289,7 @@ class FeatureData:
         return root
 
     @classmethod
+    @reads_folder("path")
     def load(cls, path: str | Path, sae: Any = None) -> FeatureData:
         """Load a folder written by :meth:`save`, every field and array header checked before anything is read.
 
@@ -298,8 +299,7 @@ class FeatureData:
         No path stored in the folder is ever followed.
         """
         root = Path(path)
-        recover(root)
-        file = root / "meta.json"
+        file = in_folder(root, "meta.json")
         if not file.exists():
             raise FileNotFoundError(f"{str(root)!r} holds no feature data (no meta.json).")
         meta = Fields(file, read_json(file))
@@ -311,7 +311,7 @@ class FeatureData:
         known = {key: config.int(key, None, minimum=1) for key in ("n_top", "n_quantile", "n_bins", "n_logit")}
         infos = _check_arrays(root, d_sae, context, {k: v for k, v in known.items() if v is not None})
         check_memory(f"Loading feature data from {str(root)!r}", sum(i.nbytes for i in infos.values()))
-        arrays: dict[str, Any] = {name: load_npy(root / f"{name}.npy", info) for name, info in infos.items()}
+        arrays: dict[str, Any] = {name: load_npy(in_folder(root, f"{name}.npy"), info) for name, info in infos.items()}
         strings = meta.str_map("token_strings")
         labels = {k: v for k, v in meta.str_map("labels", {}).items() if 0 <= k < d_sae}
         _check_values(root, d_sae, arrays, strings, labels)
@@ -360,7 +360,7 @@ def _check_arrays(root: Path, d_sae: int, context: int, known: dict[str, int]) -
     """
     infos = {}
     for name, dtype in ARRAYS.items():
-        file = root / f"{name}.npy"
+        file = in_folder(root, f"{name}.npy")
         if not file.is_file():
             raise FileError(root, name, f"is missing: the folder lacks {name}.npy")
         info = npy_header(file)

@@ -20,10 +20,11 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..checks import check_unicode
 from ..saes.base import sae_fingerprint
 from ..storage.atomic import write_json
 from ..storage.cache import cache_dir
-from ..storage.readers import Fields, FileError, read_json
+from ..storage.readers import Fields, FileError, in_folder, read_json
 
 if TYPE_CHECKING:
     from ..saes.base import SAE
@@ -54,7 +55,7 @@ def labels_path(sae: SAE) -> Path:
     folder = sae_folder(sae)
     writable = folder is not None and folder.exists() and os.access(folder, os.W_OK)
     if writable and folder is not None and not folder.resolve().is_relative_to(_ENGINE):
-        return folder / FILE
+        return in_folder(folder, FILE)
     return cache_dir() / LABELS_DIR / f"{sae_fingerprint(sae)}.json"
 
 
@@ -106,7 +107,7 @@ def check_label(text: Any) -> str:
         raise TypeError(f"A label is a string, got {type(text).__name__}: {text!r:.60}.")
     if len(text) > MAX_LABEL:
         raise ValueError(f"A label is at most {MAX_LABEL} characters; this one has {len(text)}.")
-    return text
+    return check_unicode("The label", text)
 
 
 def set_label(sae: SAE, i: int, text: str, data: Any = None) -> Path:

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from ..checks import check_fraction, check_int, check_number, check_texts
-from ..storage.atomic import atomic_path
+from ..storage.atomic import write_safetensors
 from ..storage.readers import (
     FLOATS,
     Fields,
@@ -153,8 +153,6 @@ class ProbeResult:
     # ----------------------------------------------------------------- io
     def save(self, path: str | os.PathLike[str]) -> Path:
         """One safetensors file: each site's weights, and the scores and classes as JSON metadata."""
-        from safetensors.torch import save_file
-
         path = Path(path)
         tensors = {}
         for i, site in enumerate(self.sites):
@@ -166,9 +164,7 @@ class ProbeResult:
             text = json.dumps(meta, allow_nan=True)
         except TypeError as err:
             raise TypeError(f"Probe classes and settings must be JSON values to be saved: {err}") from None
-        with atomic_path(path) as tmp:
-            save_file(tensors, tmp, metadata={"format": FORMAT, "interplab": text})
-        return path
+        return write_safetensors(path, tensors, {"format": FORMAT, "interplab": text})
 
     @staticmethod
     def load(path: str | os.PathLike[str]) -> ProbeResult:

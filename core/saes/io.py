@@ -24,12 +24,13 @@ import torch
 from safetensors.torch import load_file
 
 from ..memory.budget import check_memory
-from ..storage.atomic import recover
+from ..storage.atomic import reading
 from ..storage.readers import (
     FLOATS,
     Fields,
     FileError,
     expect_arrays,
+    in_folder,
     load_npz,
     npz_headers,
     read_json,
@@ -119,10 +120,13 @@ def _saelens_config(file: Path) -> dict[str, Any]:
 
 def load_saelens(path: str | Path) -> SAE:
     """Load a SAELens folder (``cfg.json`` + ``sae_weights.safetensors``), checking everything before allocating."""
-    folder = Path(path)
-    recover(folder)  # a save killed between its renames is finished first
-    cfg = _saelens_config(folder / CFG)
-    weights = folder / WEIGHTS
+    with reading(path) as folder:  # the old version or the new one while a save races this load
+        return _read_saelens(folder)
+
+
+def _read_saelens(folder: Path) -> SAE:
+    cfg = _saelens_config(in_folder(folder, CFG))
+    weights = in_folder(folder, WEIGHTS)
     header = safetensors_header(weights)
     arch = cfg["arch"]
     if getattr(arch_class(arch), "batch_topk", False) and "threshold" not in header.tensors:
@@ -275,7 +279,7 @@ _DL_ARCH = {
 def load_dictionary_learning(path: str | Path) -> SAE:
     """Load a dictionary_learning folder: ``ae.pt`` (``weights_only=True``, memory-mapped) and ``config.json``."""
     folder = Path(path)
-    config_file, weights = folder / "config.json", folder / "ae.pt"
+    config_file, weights = in_folder(folder, "config.json"), in_folder(folder, "ae.pt")
     config = Fields(config_file, read_json(config_file, max_bytes=16 * 1024**2))
     trainer = config.obj("trainer") if config.has("trainer") else config
     dict_class = trainer.str("dict_class", "AutoEncoder")
@@ -328,22 +332,25 @@ def load_dictionary_learning(path: str | Path) -> SAE:
     return sae
 
 
-def load_path(path: str | Path, site: str | None = None) -> SAE:
-    """Load an SAE from any supported file or folder, detecting the format (``site`` replaces the file's)."""
-    p = Path(path)
-    recover(p)  # a save killed between its renames is finished first
+def _load_detected(p: Path, site: str | None) -> SAE:
+    """The SAE at ``p`` in whichever supported format it is (the caller holds the folder still)."""
     if not p.exists():
         raise FileNotFoundError(f"No SAE at {str(p)!r}. Expected {_FORMATS}.")
     if p.is_file() and p.suffix == ".npz":
-        sae = load_gemma_scope(p, site)
-    elif p.is_dir() and (p / CFG).exists() and (p / WEIGHTS).exists():
-        sae = load_saelens(p)
-    elif p.is_dir() and (p / "params.npz").exists():
-        sae = load_gemma_scope(p / "params.npz", site)
-    elif p.is_dir() and (p / "ae.pt").exists() and (p / "config.json").exists():
-        sae = load_dictionary_learning(p)
-    else:
-        raise ValueError(f"{str(p)!r} is not an SAE. Expected {_FORMATS}.")
+        return load_gemma_scope(p, site)
+    if p.is_dir() and (p / CFG).exists() and (p / WEIGHTS).exists():
+        return _read_saelens(p)
+    if p.is_dir() and (p / "params.npz").exists():
+        return load_gemma_scope(in_folder(p, "params.npz"), site)
+    if p.is_dir() and (p / "ae.pt").exists() and (p / "config.json").exists():
+        return load_dictionary_learning(p)
+    raise ValueError(f"{str(p)!r} is not an SAE. Expected {_FORMATS}.")
+
+
+def load_path(path: str | Path, site: str | None = None) -> SAE:
+    """Load an SAE from any supported file or folder, detecting the format (``site`` replaces the file's)."""
+    with reading(path) as p:  # a folder being saved is read whole, old or new, never half-swapped
+        sae = _load_detected(p, site)
     if site is not None:
         sae.cfg.site = site
     sae.source_path = p  # labels and dashboards are kept beside it when the folder is writable

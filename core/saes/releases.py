@@ -32,7 +32,16 @@ from typing import Any
 
 import torch
 
-from ..storage.readers import FLOATS, Fields, FileError, expect_arrays, read_json, read_safetensors, safetensors_header
+from ..storage.readers import (
+    FLOATS,
+    Fields,
+    FileError,
+    expect_arrays,
+    in_folder,
+    read_json,
+    read_safetensors,
+    safetensors_header,
+)
 from .base import SAE
 from .io import assign_tensors, build_sae
 
@@ -158,10 +167,20 @@ def fetch(release: Release, sae_id: str, local_files_only: bool | None = None) -
     return folder
 
 
+def member(folder: Path, name: str) -> Path:
+    """A file of a release folder, read only from inside the folder's Hugging Face cache repository.
+
+    The hub's cache keeps a snapshot's files as symlinks into the repository's ``blobs/``, so the folder
+    a file may lead into is the repository's (``models--org--name/``), found above ``snapshots/``.
+    """
+    repo = next((p.parent for p in folder.parents if p.name == "snapshots"), folder)
+    return in_folder(folder, name, root=repo)
+
+
 def read_params(folder: Path, d_out_same: bool = True) -> tuple[dict[str, torch.Tensor], int, int]:
     """The checked tensors of a Gemma Scope 2 ``params.safetensors`` (``W_enc``, ``W_dec``, ``b_enc``, ``b_dec``,
     ``threshold`` and any others), with ``d_in`` and ``d_sae``; shapes are checked before anything is read."""
-    file = folder / PARAMS
+    file = member(folder, PARAMS)
     header = safetensors_header(file)
     enc = header.tensors.get("w_enc")
     if enc is None or len(enc.shape) != 2:
@@ -179,7 +198,7 @@ def read_params(folder: Path, d_out_same: bool = True) -> tuple[dict[str, torch.
 
 def read_config(folder: Path) -> dict[str, Any]:
     """The folder's ``config.json`` when it has one (checked field by field), else ``{}``."""
-    file = folder / CONFIG
+    file = member(folder, CONFIG)
     if not file.is_file():
         return {}
     raw = Fields(file, read_json(file, max_bytes=1024**2))

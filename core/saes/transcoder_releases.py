@@ -20,7 +20,7 @@ from pathlib import Path
 from ..storage.readers import FLOATS, FileError, expect_arrays, safetensors_header
 from .base import SAE
 from .io import assign_tensors, build_sae
-from .releases import PARAMS, Release, add_release, grid, layer_of, read_config, read_params, register_kind
+from .releases import PARAMS, Release, add_release, grid, layer_of, member, read_config, read_params, register_kind
 
 
 def _widths_l0s(widths: tuple[str, ...], l0s: tuple[str, ...]) -> list[str]:
@@ -45,7 +45,7 @@ for _tune in ("pt", "it"):
 def build_transcoder(release: Release, sae_id: str, folder: Path) -> SAE:
     """A JumpReLU transcoder (MLP input -> MLP output, with the affine skip where the folder has one)."""
     read_config(folder)
-    file = folder / PARAMS
+    file = member(folder, PARAMS)
     header = safetensors_header(file)
     dec = header.tensors.get("w_dec")
     if dec is None or len(dec.shape) != 2:

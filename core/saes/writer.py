@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import torch
-from safetensors.torch import save_file
 
-from ..storage.atomic import atomic_folder
+from ..storage.atomic import atomic_folder, write_safetensors
 
 CFG, WEIGHTS, SPARSITY = "cfg.json", "sae_weights.safetensors", "sparsity.safetensors"
 SAELENS_FORMAT_VERSION = "6.0.0"  # the config layout written here: SAELens reads it as a v6 config
@@ -143,8 +142,8 @@ def save_saelens(
     cfg = saelens_config(sae, dtype)
     tensors = saelens_tensors(sae, dtype)
     with atomic_folder(target) as work:
-        save_file(tensors, str(work / WEIGHTS))
+        write_safetensors(work / WEIGHTS, tensors)
         if sparsity is not None:
-            save_file({"sparsity": sparsity.detach().to("cpu", torch.float32).contiguous()}, str(work / SPARSITY))
+            write_safetensors(work / SPARSITY, {"sparsity": sparsity.detach().to("cpu", torch.float32)})
         (work / CFG).write_text(json.dumps(cfg, indent=1))
     return target

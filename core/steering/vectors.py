@@ -24,10 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from safetensors.torch import save_file
 
 from ..checks import check_number, check_texts
-from ..storage.atomic import atomic_path
+from ..storage.atomic import write_safetensors
 from ..storage.readers import FLOATS, Fields, FileError, expect_arrays, parse_json, read_safetensors, safetensors_header
 
 if TYPE_CHECKING:
@@ -133,8 +132,7 @@ class SteeringVector:
             meta = json.dumps({"site": self.site, "scale": self.scale, "provenance": self.provenance})
         except TypeError as err:
             raise TypeError(f"provenance must hold JSON values only to be saved: {err}") from None
-        with atomic_path(path) as tmp:
-            save_file({"direction": self.direction.contiguous()}, tmp, metadata={"format": FORMAT, "interplab": meta})
+        write_safetensors(path, {"direction": self.direction}, {"format": FORMAT, "interplab": meta})
         return path
 
     @staticmethod

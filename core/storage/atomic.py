@@ -2,17 +2,22 @@
 
 A reader sees the old version or the new one, never half of one. Every writer in interplab goes
 through these helpers (``tests/contracts/test_writes.py`` checks it): :func:`atomic_path` (a file written by
-any library), :func:`write_bytes` / :func:`write_text` / :func:`write_json`, :func:`atomic_folder`
-(a folder swapped in whole) and :func:`make_dirs`. Files and folders get the permissions the
-user's umask gives new ones (a temporary file starts private and is opened up before it is renamed).
+any library), :func:`write_bytes` / :func:`write_text` / :func:`write_json`, :func:`write_safetensors`
+(every ``.safetensors`` file), :func:`atomic_folder` (a folder swapped in whole) and :func:`make_dirs`.
+Files and folders get the permissions the user's umask gives new ones (a temporary file starts private
+and is opened up before it is renamed).
+
+Folder swaps (:func:`atomic_folder`) and their readers (:func:`reading`, :func:`reads_folder`) take turns
+on the parent folder's lock (:mod:`interplab.core.storage.locks`): a reader never sees the folder
+missing or half-swapped, and nothing removes a live writer's temporary folder.
 
 Crash safety. Data reaches the disk (``fsync``) before the rename that publishes it, and the
 folder is synced after it, so a kill or a power cut at any instruction leaves either version.
 What an interrupted write leaves behind is recognised by name (``.NAME.tmp-*``, ``.NAME.new``,
 ``.NAME.old``) and never blocks: :func:`clean_leftovers` removes unfinished files and finishes an
-interrupted folder swap (:func:`recover`), which every reader of a swapped folder calls first.
-A full disk raises :class:`DiskFullError` naming the file and the space needed, with the old
-version kept.
+interrupted folder swap (:func:`recover`, which the next writer or reader of the folder runs).
+A full disk raises :class:`DiskFullError` (:mod:`interplab.core.storage.space`) naming the file and the
+space needed, with the old version kept.
 
 Example
 -------
@@ -26,7 +31,8 @@ Example
 from __future__ import annotations
 
 import contextlib
-import errno
+import functools
+import inspect
 import json
 import os
 import re
@@ -34,38 +40,22 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import torch
+
+from .locks import folder_lock, is_abandoned, own_folder
+from .space import DiskFullError, disk_full_error, free_space
 
 #: Name parts that mark what an interrupted write leaves (see :func:`leftover_target`).
 TMP_MARK, NEW_SUFFIX, OLD_SUFFIX = ".tmp-", ".new", ".old"
 _LEFTOVER = re.compile(r"^\.(?P<name>.+?)(?:\.tmp-[^/]*|\.new|\.old)$")
 _CHUNK = 16 * 1024 * 1024
 _umask_lock = threading.Lock()
-
-
-class DiskFullError(OSError):
-    """Not enough disk space for a write; nothing was replaced (an ``OSError`` with ``errno.ENOSPC``)."""
-
-    def __init__(self, path: Path, needed: int | None, free: int):
-        need = f" needs about {_size(needed)} and" if needed else ""
-        super().__init__(
-            errno.ENOSPC,
-            f"The disk is full: writing {str(path)!r}{need} only {_size(free)} are free. Nothing was replaced "
-            "(the previous version and any checkpoint are kept); free some space and run the same call again.",
-        )
-        self.path = path
-
-
-def _size(n: int | None) -> str:
-    value = float(n or 0)
-    for unit in ("bytes", "KB", "MB", "GB"):
-        if value < 1024 or unit == "GB":
-            return f"{int(value)} {unit}" if unit == "bytes" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TB"
+T = TypeVar("T")
 
 
 def umask() -> int:
@@ -103,22 +93,6 @@ def _fsync_file(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _disk_error(err: OSError, path: Path, needed: int | None = None) -> OSError:
-    """``err`` as a :class:`DiskFullError` when the disk (or quota) is full, else ``err`` itself."""
-    if isinstance(err, DiskFullError):
-        return err
-    full = err.errno in (errno.ENOSPC, errno.EDQUOT)
-    # numpy reports a short write as "N requested and M written" with no errno
-    full = full or (err.errno is None and "requested and" in str(err) and "written" in str(err))
-    if not full:
-        return err
-    try:
-        free = shutil.disk_usage(path.parent).free
-    except OSError:
-        free = 0
-    return DiskFullError(path, needed, free)
 
 
 def make_dirs(path: str | os.PathLike[str]) -> Path:
@@ -183,7 +157,7 @@ def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path
             yield tmp
             _commit_file(tmp, path)
         except OSError as err:
-            raised = _disk_error(err, path)
+            raised = disk_full_error(err, path)
             if raised is err:
                 raise
             raise raised from err
@@ -197,23 +171,75 @@ def write_bytes(path: str | os.PathLike[str], data: bytes | memoryview) -> Path:
     path = Path(path)
     view = memoryview(data).cast("B")
     make_dirs(path.parent)
-    try:
-        free = shutil.disk_usage(path.parent).free
-    except OSError:
-        free = None
+    free = free_space(path.parent)
     if free is not None and free < len(view):
         raise DiskFullError(path, len(view), free)
     with atomic_path(path) as tmp:
         fd = os.open(tmp, os.O_WRONLY | os.O_TRUNC)
         try:
-            start = 0
-            while start < len(view):
-                start += os.write(fd, view[start : start + _CHUNK])
+            _write_all(fd, view)
         except OSError as err:
-            raise _disk_error(err, path, len(view)) from err
+            raise disk_full_error(err, path, len(view)) from err
         finally:
             os.close(fd)
     return path
+
+
+#: safetensors' dtype names, by torch dtype name.
+_ST_DTYPE = {"float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16", "int64": "I64", "int32": "I32",
+             "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL"}  # fmt: skip
+
+
+def write_safetensors(
+    path: str | os.PathLike[str], tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None
+) -> Path:
+    """Write torch tensors as one safetensors file, atomically: the one writer of every ``.safetensors`` file.
+
+    The file is streamed tensor by tensor (no second copy in memory) through the same writes as
+    :func:`write_bytes`, so a full disk is a :class:`DiskFullError` naming ``path`` (refused before
+    writing when the free space is known short) and the old file is kept. Tensors are laid out as
+    the safetensors library lays them out (widest dtype first, then by name; header padded to 8 bytes).
+
+    >>> write_safetensors("vector.safetensors", {"direction": v_D}, {"format": "interplab-steering-1"})
+    """
+    path = Path(path)
+    items = sorted(((name, t.detach().to("cpu").contiguous()) for name, t in tensors.items()),
+                   key=lambda item: (-item[1].element_size(), item[0]))  # fmt: skip
+    header: dict[str, Any] = {"__metadata__": dict(metadata)} if metadata else {}
+    offset = 0
+    for name, t in items:
+        dtype = _ST_DTYPE.get(str(t.dtype).removeprefix("torch."))
+        if dtype is None:
+            raise TypeError(f"Tensor {name!r} has dtype {t.dtype}, which safetensors files here do not hold.")
+        end = offset + t.numel() * t.element_size()
+        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, end]}
+        offset = end
+    head = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    head += b" " * (-len(head) % 8)
+    total = 8 + len(head) + offset
+    make_dirs(path.parent)
+    free = free_space(path.parent)
+    if free is not None and free < total:
+        raise DiskFullError(path, total, free)
+    with atomic_path(path) as tmp:
+        fd = os.open(tmp, os.O_WRONLY | os.O_TRUNC)
+        try:
+            _write_all(fd, len(head).to_bytes(8, "little") + head)
+            for _, t in items:
+                if t.numel():
+                    _write_all(fd, memoryview(t.reshape(-1).view(torch.uint8).numpy()))
+        except OSError as err:
+            raise disk_full_error(err, path, total) from err
+        finally:
+            os.close(fd)
+    return path
+
+
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data).cast("B")
+    start = 0
+    while start < len(view):
+        start += os.write(fd, view[start : start + _CHUNK])
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> Path:
@@ -234,16 +260,30 @@ def leftover_target(name: str) -> str | None:
 
 
 def recover(path: str | os.PathLike[str]) -> None:
-    """Finish or undo an interrupted write of ``path`` so that exactly one complete version is there.
+    """Finish or undo an interrupted folder swap of ``path`` so that exactly one complete version is there.
 
-    A complete new folder (``.NAME.new``, renamed so only once it was whole) is moved into place;
-    a moved-aside old one (``.NAME.old``) is removed, or put back if nothing replaced it;
-    unfinished temporaries (``.NAME.tmp-*``) are removed. Safe to call at any time.
+    Runs under the parent folder's exclusive lock (:func:`~interplab.core.storage.locks.folder_lock`),
+    so no live swap is ever touched: a complete new folder (``.NAME.new``, renamed so only once it
+    was whole) is moved into place; a moved-aside old one (``.NAME.old``) is removed, or put back if
+    nothing replaced it; temporary folders (``.NAME.tmp-*``) whose writer is gone are removed, those
+    of a live writer are left to it. Safe to call at any time, from any process.
     """
     target = Path(path)
-    parent = target.parent
-    if not parent.is_dir():
+    if not target.parent.is_dir():
         return
+    with folder_lock(target.parent, exclusive=True) as held:
+        _recover_locked(target, held)
+
+
+def _split_swap(target: Path) -> bool:
+    """Whether a folder swap of ``target`` was interrupted between its renames."""
+    parent = target.parent
+    return (parent / f".{target.name}{NEW_SUFFIX}").exists() or (parent / f".{target.name}{OLD_SUFFIX}").exists()
+
+
+def _recover_locked(target: Path, held: bool) -> None:
+    """:func:`recover`'s work; the caller holds the parent's exclusive lock (``held``: a real lock)."""
+    parent = target.parent
     new, old = parent / f".{target.name}{NEW_SUFFIX}", parent / f".{target.name}{OLD_SUFFIX}"
     if new.is_dir():
         if target.exists():
@@ -258,8 +298,62 @@ def recover(path: str | os.PathLike[str]) -> None:
         else:
             os.rename(old, target)
             _fsync_dir(parent)
+    now = time.time()
     for stray in parent.glob(f".{glob_escape(target.name)}{TMP_MARK}*"):
-        remove(stray)
+        if not stray.is_dir() or stray.is_symlink():
+            continue
+        with contextlib.suppress(OSError):
+            if is_abandoned(stray) or (not held and now - stray.stat().st_mtime > STALE_SECONDS):
+                remove(stray)
+
+
+def reads_folder(arg: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Decorate a reader of a swapped folder: the folder named by its argument ``arg`` is held by :func:`reading`.
+
+    >>> @reads_folder("path")
+    ... def load(path): ...
+    """
+
+    def wrap(fn: Callable[..., T]) -> Callable[..., T]:
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def held(*args: Any, **kwargs: Any) -> T:
+            with reading(signature.bind(*args, **kwargs).arguments[arg]):
+                return fn(*args, **kwargs)
+
+        return held
+
+    return wrap
+
+
+@contextmanager
+def reading(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Hold a swapped folder still while it is read: the old version or the new one, never none or a mix.
+
+    The parent's lock is held shared for the block, so a writer's renames wait for the read to end
+    (and the read for them). A swap that a killed writer left split is finished first. Nothing is
+    written otherwise, and nothing of a live writer is touched.
+
+    >>> with reading(Path("my_sae")) as folder:
+    ...     cfg, weights = read_json(folder / "cfg.json"), read_safetensors(folder / "sae_weights.safetensors")
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        yield path  # not a path: the reader's own argument check names it
+        return
+    target = Path(path)
+    if not target.parent.is_dir():
+        yield target
+        return
+    with folder_lock(target.parent):
+        split = _split_swap(target)
+        if not split:
+            yield target
+            return
+    with folder_lock(target.parent, exclusive=True) as held:
+        _recover_locked(target, held)
+    with folder_lock(target.parent):
+        yield target
 
 
 def glob_escape(name: str) -> str:
@@ -270,13 +364,18 @@ def glob_escape(name: str) -> str:
 def clean_leftovers(folder: str | os.PathLike[str]) -> list[str]:
     """Remove what interrupted writes left in ``folder`` and finish interrupted folder swaps (see :func:`recover`).
 
-    Call it where a long job starts, on the job's own folder (one writer at a time). Returns the
+    Call it where a long job starts, on the job's own folder (one writer at a time): temporary files of
+    single-file writes go at once; temporary folders only once their writer is gone. Returns the
     names of the targets it touched.
     """
     folder = Path(folder)
     if not folder.is_dir():
         return []
-    targets = sorted({t for p in folder.iterdir() if (t := leftover_target(p.name)) is not None})
+    found = [(p, t) for p in folder.iterdir() if (t := leftover_target(p.name)) is not None]
+    for stray, _ in found:
+        if TMP_MARK in stray.name and not stray.is_dir():
+            remove(stray)
+    targets = sorted({t for _, t in found})
     for name in targets:
         recover(folder / name)
     return targets
@@ -304,32 +403,50 @@ def _finish_tree(root: Path) -> None:
 def atomic_folder(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield an empty temporary folder beside ``path``; on success it replaces ``path`` whole.
 
-    The finished folder is renamed to ``.NAME.new`` (so it is known to be complete), the old one
-    moved aside to ``.NAME.old``, the new one renamed into place and the old one removed. A kill
-    between any two of these steps is finished by :func:`recover` (called here first, and by the
-    readers of swapped folders). On error the temporary folder is removed and ``path`` is left as it was.
+    The protocol every swapped folder follows (SAEs, feature data, graphs, results):
+
+    1. the temporary folder ``.NAME.tmp-*`` is created and locked as this writer's
+       (:func:`~interplab.core.storage.locks.own_folder`), under the parent's shared lock;
+    2. the writer fills it with no lock held (as long as it takes);
+    3. under the parent's **exclusive** lock (readers of :func:`reading` hold it shared, so none is
+       mid-read): a split swap a killed writer left is finished and abandoned temporaries removed
+       (:func:`recover`), then ``tmp -> .NAME.new`` (complete), ``NAME -> .NAME.old``,
+       ``.NAME.new -> NAME``, and the old version removed.
+
+    A kill between any two renames is finished by the next writer or reader. On error the temporary
+    folder is removed and ``path`` is left as it was.
     """
     target = Path(path)
     parent = make_dirs(target.parent)
-    recover(target)
-    work = Path(tempfile.mkdtemp(prefix=f".{target.name}{TMP_MARK}", dir=parent))
-    new, old = parent / f".{target.name}{NEW_SUFFIX}", parent / f".{target.name}{OLD_SUFFIX}"
+    with folder_lock(parent):
+        work = Path(tempfile.mkdtemp(prefix=f".{target.name}{TMP_MARK}", dir=parent))
+        owned = own_folder(work)
     try:
         try:
             yield work
             _finish_tree(work)
             os.chmod(work, 0o777 & ~umask())  # mkdtemp makes it private; new folders follow the umask
-            os.rename(work, new)
         except OSError as err:
-            raised = _disk_error(err, target)
-            if raised is err:
+            full = err if isinstance(err, DiskFullError) else disk_full_error(err, target)
+            if not isinstance(full, DiskFullError):
                 raise
-            raise raised from err
-        _fsync_dir(parent)
-        if target.exists():
-            os.rename(target, old)
-        os.rename(new, target)
-        _fsync_dir(parent)
-        shutil.rmtree(old, ignore_errors=True)
+            raise DiskFullError(target, full.needed, free_space(parent) or 0) from err  # named by the folder
+        with folder_lock(parent, exclusive=True) as held:
+            _recover_locked(target, held)
+            _swap_in(work, target)
     finally:
+        owned.release()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _swap_in(work: Path, target: Path) -> None:
+    """The renames that publish a finished folder (the caller holds the parent's exclusive lock)."""
+    parent = target.parent
+    new, old = parent / f".{target.name}{NEW_SUFFIX}", parent / f".{target.name}{OLD_SUFFIX}"
+    os.rename(work, new)
+    _fsync_dir(parent)
+    if target.exists():
+        os.rename(target, old)
+    os.rename(new, target)
+    _fsync_dir(parent)
+    shutil.rmtree(old, ignore_errors=True)

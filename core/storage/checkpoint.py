@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .atomic import clean_leftovers, make_dirs, write_bytes
+from .atomic import clean_leftovers, make_dirs, write_safetensors
 from .readers import FileError, parse_json, read_safetensors
 
 FORMAT = "interplab-checkpoint"
@@ -178,8 +178,6 @@ def save_state(path: str | os.PathLike[str], job: str, inputs: Mapping[str, Any]
     The file is safetensors: tensors by their path in ``state`` (``opts.0.state.3.exp_avg``), and
     metadata ``format``, ``version``, ``job``, ``inputs`` and the JSON skeleton of ``state``.
     """
-    from safetensors.torch import save
-
     tensors: dict[str, torch.Tensor] = {}
     skeleton = _flatten(state, "", tensors)
     metadata = {
@@ -189,7 +187,7 @@ def save_state(path: str | os.PathLike[str], job: str, inputs: Mapping[str, Any]
         "inputs": json.dumps(inputs, allow_nan=False, default=str),
         "state": json.dumps(skeleton, allow_nan=False),
     }
-    return write_bytes(path, save(tensors, metadata=metadata))
+    return write_safetensors(path, tensors, metadata)
 
 
 def read_state_file(path: str | os.PathLike[str], job: str) -> tuple[dict[str, Any], Any]:

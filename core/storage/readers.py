@@ -426,6 +426,21 @@ def expect_arrays(
 
 
 # -------------------------------------------------------------------- paths
+def in_folder(folder: str | os.PathLike[str], name: str, root: str | os.PathLike[str] | None = None) -> Path:
+    """``folder / name``, a file a reader opens, when it stays inside ``root`` (default ``folder``) once symlinks
+    are followed; a :class:`FileError` otherwise. Every reader opens the files of a folder through this.
+
+    >>> in_folder("my_sae", "cfg.json")   # refused if cfg.json is a symlink to ../../elsewhere
+    PosixPath('my_sae/cfg.json')
+    """
+    path = Path(folder) / name
+    base = Path(root if root is not None else folder).resolve()
+    if os.path.lexists(path) and not path.resolve().is_relative_to(base):
+        raise FileError(path, "path", f"leads out of {str(base)!r} (to {str(path.resolve())!r}); a file of a "
+                                      "folder is read only from inside it")  # fmt: skip
+    return path
+
+
 def inside(folder: str | os.PathLike[str], relative: Any, file: str | os.PathLike[str], field: str) -> Path:
     """``folder / relative`` when it stays inside ``folder`` (symlinks resolved); a :class:`FileError` otherwise.
 

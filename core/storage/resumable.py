@@ -39,6 +39,7 @@ from typing import Any
 from ..checks import check_path
 from .checkpoint import TokenDigest, begin, check_inputs, check_tokens, read_state_file, save_state
 from .progress import progress_bar
+from .readers import in_folder
 
 #: The state file of a job that names none.
 STATE_FILE = "checkpoint.safetensors"
@@ -97,7 +98,7 @@ class ResumableJob:
         """
         if self.path is None or not self.path.exists():
             return None
-        recorded, state = self._read(self.path)
+        recorded, state = self._read(in_folder(self.path.parent, self.path.name))
         self.check_inputs(recorded)
         return state
 

@@ -50,6 +50,7 @@ EXEMPT = {
     ("core/data/corpus.py", "TemporaryDirectory"): "scratch for npm pack, removed on exit",
     ("interplab/web_assets.py", "TemporaryDirectory"): "scratch for npm pack, removed on exit",
     ("core/loading/embedded.py", "open"): "the conversion's lock file (flock), empty, never read as data",
+    ("core/storage/locks.py", "open"): "opens folders read-only (O_RDONLY) to flock them; writes nothing",
     # convert_gguf writes into the folder its only caller (prepare_embedded_model) holds in atomic_folder
     ("core/loading/gguf.py", "save_pretrained"): "inside the caller's atomic_folder",
     ("core/loading/gguf.py", "write_text"): "inside the caller's atomic_folder",

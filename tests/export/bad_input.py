@@ -8,13 +8,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import nbformat
+
 import interplab as ilab
-from tests.contracts.rows import Ctx, Row, V
+from tests.contracts.rows import Ctx, Row, T, V
 
 
 def _notebook(c: Ctx) -> Path:
     path = c.tmp / "not-a-notebook.txt"
     path.write_text("hello")
+    return path
+
+
+def _real_notebook(c: Ctx) -> Path:
+    path = c.tmp / "real.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(), path)
     return path
 
 
@@ -26,4 +34,10 @@ ROWS: list[Row] = [
         r"none\.ipynb' does not exist",
     ),
     Row("ilab.export_html", lambda c: ilab.export_html(_notebook(c), c.tmp), V, "is not a notebook"),
+    Row(
+        "ilab.export_html",
+        lambda c: ilab.export_html(_real_notebook(c), None),
+        T,
+        r"out_path must be a folder or an \.html file path, got NoneType",
+    ),
 ]

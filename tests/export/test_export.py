@@ -22,7 +22,7 @@ import pytest
 from interplab import web_assets
 from interplab.__main__ import _prepare_web
 from interplab.__main__ import main as cli
-from interplab.export import STATIC_DIR, export_html, has_widget_state
+from interplab.export import STATIC_DIR, export_html, has_widget_state, page_path
 from interplab.web_assets import PACKAGES, WebAssetsError, prepare_web_assets
 
 TOKENS = ["a", " <img src=x onerror=alert(1)>", "\n", " b"]
@@ -164,6 +164,32 @@ def test_export_into_a_folder_and_without_execution(tmp_path: Path) -> None:
     assert "widget-state+json" not in text
     assert (out / STATIC_DIR / "require.js").is_file()
     assert not list(out.glob(".*partial")) and not list((out / STATIC_DIR).glob(".*partial"))
+
+
+def test_a_trailing_slash_means_a_folder_and_a_file_gets_html(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's ``export_html(nb, "out/")`` writes ``out/NAME.html`` with its scripts inside ``out/``."""
+    ensure_web_assets()
+    nb = write_small_notebook(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    html = export_html(nb, "out/", execute=False)
+    assert html == Path("out") / "small.html" and html.is_file()
+    assert (tmp_path / "out" / STATIC_DIR / "require.js").is_file()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [STATIC_DIR, "small.html"]
+    assert not (tmp_path / STATIC_DIR).exists(), "no scripts beside the folder"
+    page = export_html(nb, tmp_path / "report", execute=False)  # a file path without .html
+    assert page == tmp_path / "report.html" and page.is_file() and not (tmp_path / "report").exists()
+
+
+@pytest.mark.parametrize(("out", "page"), [
+    ("out/", "out/small.html"), ("deep/er/", "deep/er/small.html"), ("existing", "existing/small.html"),
+    ("page.html", "page.html"), ("Page.HTM", "Page.HTM"), ("report", "report.html"), ("v1.2", "v1.2.html"),
+])  # fmt: skip
+def test_where_the_page_goes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, out: str, page: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "existing").mkdir()
+    assert page_path(Path("nbs/small.ipynb"), out) == Path(page)
+    with pytest.raises(TypeError, match=r"out_path must be a folder or an \.html file path, got NoneType"):
+        page_path(Path("nbs/small.ipynb"), None)  # type: ignore[arg-type]
 
 
 def test_cli_export(tmp_path: Path) -> None:

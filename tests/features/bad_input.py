@@ -70,6 +70,12 @@ ROWS: list[Row] = [
         V,
         "A label is at most 2000 characters",
     ),
+    Row(
+        "ilab.features.FeatureData.set_label",
+        lambda c: c.data.set_label(1, "bad\ud800label", save=False),
+        V,
+        r"The label is not valid Unicode: character 3 is a lone surrogate '\\ud800'",
+    ),
     Row("ilab.features.FeatureData.save", lambda c: c.data.save(Path(ilab.__file__).parent), V, "holds other files"),
     Row(
         "ilab.features.FeatureData.attach",
@@ -115,6 +121,12 @@ ROWS: list[Row] = [
     ),
     Row("ilab.features.nearest_latents", lambda c: ilab.features.nearest_latents(c.sae, 99), I, "Latent 99"),
     Row("ilab.features.set_label", lambda c: ilab.features.set_label(c.sae, 99, "x"), I, "Latent 99 is out of range"),
+    Row(
+        "ilab.features.set_label",
+        lambda c: ilab.features.set_label(c.sae, 1, "bad\ud800label"),
+        V,
+        r"The label is not valid Unicode: character 3 is a lone surrogate '\\ud800'",
+    ),
     Row("ilab.features.suggest_label", lambda c: ilab.features.suggest_label(c.data, 99), I, "Latent 99"),
     Row(
         "ilab.features.search_latents",

@@ -15,6 +15,8 @@ from tests.memory.bad_input import under_budget
 from tests.tiny import TEXTS
 
 LONG = " ".join(["the"] * 100)  # 101 tokens: the other texts are padded to it
+BAD_TEXT = "hello \ud800 world"
+NOT_UNICODE = r"is not valid Unicode: character 6 is a lone surrogate '\\ud800'"
 
 ROWS: list[Row] = [
     Row("ilab.Model", lambda c: ilab.Model(None, None, name="x").logits("a"), V, "Named sites are not mapped"),
@@ -128,6 +130,17 @@ ROWS: list[Row] = [
         lambda c: c.model.cache(TEXTS, SITE, a_file(c.tmp)),
         V,
         r"path='.*a-file' is an existing file, not a folder",
+    ),
+    # lone surrogates: named before any forward pass (the tokenizer would raise a raw TypeError)
+    Row("Model.collect", lambda c: c.model.collect(["the cat", BAD_TEXT], SITE), V, r"texts\[1\] " + NOT_UNICODE),
+    Row("Model.logits", lambda c: c.model.logits(BAD_TEXT), V, r"texts\[0\] " + NOT_UNICODE),
+    Row("Model.generate", lambda c: c.model.generate([BAD_TEXT]), V, r"texts\[0\] " + NOT_UNICODE),
+    Row("Model.to_tokens", lambda c: c.model.to_tokens(BAD_TEXT), V, r"texts\[0\] " + NOT_UNICODE),
+    Row(
+        "Model.cache",
+        lambda c: c.model.cache(["the cat sat", BAD_TEXT], SITE, c.tmp / "bad-unicode", n_tokens=16),
+        V,
+        "Corpus item 1 " + NOT_UNICODE,
     ),
 ]
 

@@ -80,6 +80,12 @@ ROWS: list[Row] = [
         V,
         r"text must be an integer in 0\.\.0, got 5",
     ),
+    Row(
+        "ilab.logit_lens",
+        lambda c: ilab.logit_lens(c.model, "the \ud800 cat"),
+        V,
+        r"texts\[0\] is not valid Unicode: character 4 is a lone surrogate",
+    ),
 ]
 
 EXEMPT: dict[str, str] = {

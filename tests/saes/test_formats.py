@@ -224,11 +224,11 @@ def test_a_failed_save_leaves_the_old_folder_intact(tmp_path, monkeypatch):
     save_saelens(make("topk"), tmp_path / "sae")
     before = tree(tmp_path)
 
-    def failing_save_file(tensors, filename, *args, **kwargs):
+    def failing_write(filename, tensors, *args, **kwargs):
         Path(filename).write_bytes(b"partial")
         raise OSError("disk full")
 
-    monkeypatch.setattr(writer_mod, "save_file", failing_save_file)
+    monkeypatch.setattr(writer_mod, "write_safetensors", failing_write)
     with pytest.raises(OSError, match="disk full"):
         save_saelens(make("standard", seed=3), tmp_path / "sae")
     assert tree(tmp_path) == before

@@ -181,4 +181,9 @@ ROWS: list[Row] = [
         V,
         r"scales must hold at least two different numbers to fit a line",
     ),
+    Row(
+        lambda c: ilab.steering.generate(c.model, "the \ud800 cat", c.vec, max_new_tokens=2),
+        V,
+        r"texts\[0\] is not valid Unicode: character 4 is a lone surrogate",
+    ),
 ]
