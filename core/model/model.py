@@ -508,6 +508,16 @@ class Model:
         )
 
     # -------------------------------------------------------------- logits
+    def position_plan(self, texts: list[str], positions: Any) -> tuple[list[int] | None, int, int]:
+        """(the positions as a list or None for every position, the longest text's length, positions per text),
+        checked against every text's length before any work."""
+        pos_list = as_positions(positions)
+        lengths = self.to_tokens(texts)["attention_mask"].sum(1)
+        if pos_list is not None:
+            position_columns(lengths, pos_list)  # every position inside every text
+        longest = int(lengths.max())
+        return pos_list, longest, longest if pos_list is None else len(pos_list)
+
     def logits(
         self,
         texts: str | Sequence[str],
@@ -525,12 +535,7 @@ class Model:
         texts = check_texts(texts)
         check_positive_int("batch_size", batch_size)
         self.check_mapped()
-        pos_list = as_positions(positions)
-        lengths = self.to_tokens(texts)["attention_mask"].sum(1)
-        if pos_list is not None:
-            position_columns(lengths, pos_list)  # every position inside every text, before any work
-        longest = int(lengths.max())
-        n_pos = longest if pos_list is None else len(pos_list)
+        pos_list, longest, n_pos = self.position_plan(texts, positions)
         vocab = int(getattr(self.config, "vocab_size", 0) or 0)
         batch_size = self.fit_batch(batch_size, longest, "logits", n_logits=None if pos_list is None else n_pos,
                                     rows=len(texts), output=4 * len(texts) * n_pos * vocab)  # fmt: skip

@@ -21,21 +21,8 @@ import torch
 from ..checks import check_positive_int
 from ..features.labels import load_labels
 from ..readout.metrics import Metric
+from . import prepare as shared
 from .gradients import check_steps, grads_for
-from .prepare import (
-    GRID_KIND,
-    Prepared,
-    auto_batch_size,
-    baselines,
-    check_batch,
-    check_positions,
-    check_top_k,
-    collect,
-    decode_each,
-    prepare,
-    score_rows,
-    sides,
-)
 from .prompts import PromptPairs
 from .result import PatchingResult
 
@@ -71,18 +58,18 @@ def latents(
     >>> lat = ilab.patching.latents(model, sae, pairs, top=8)
     """
     check_positive_int("top", top)
-    check_batch(batch_size)
+    shared.check_batch(batch_size)
     check_steps(steps, path)
     site_name = sae.check_fits(model)
     parsed = model.parse_site(site_name)
-    kind, layer = GRID_KIND.get(parsed.kind, parsed.kind), parsed.layer
-    prep = prepare(model, clean, corrupt, metric, direction)
-    positions_ = check_positions(positions, prep.n_pos)
-    k = check_top_k(model, top_k, min(top, sae.d_sae) * len(positions_), "patching.latents") if exact else 0
-    acts, logits = collect(model, torch.cat([prep.ids_clean, prep.ids_corrupt]), [kind], layers=[layer])
+    kind, layer = shared.GRID_KIND.get(parsed.kind, parsed.kind), parsed.layer
+    prep = shared.prepare(model, clean, corrupt, metric, direction)
+    positions_ = shared.check_positions(positions, prep.n_pos)
+    k = shared.check_top_k(model, top_k, min(top, sae.d_sae) * len(positions_), "patching.latents") if exact else 0
+    acts, logits = shared.collect(model, torch.cat([prep.ids_clean, prep.ids_corrupt]), [kind], layers=[layer])
     n = prep.n_pairs
-    clean_base, corrupt_base = baselines(prep, logits[:n], logits[n:])
-    base_ids, base_x, src_x = sides(prep, direction, acts[kind][:, 0])
+    clean_base, corrupt_base = shared.baselines(prep, logits[:n], logits[n:])
+    base_ids, base_x, src_x = shared.sides(prep, direction, acts[kind][:, 0])
     base_logits = logits[n:] if direction == "denoise" else logits[:n]
     base_value = corrupt_base if direction == "denoise" else clean_base
     grad_x = grads_for(model, prep, direction, base_logits, [kind], [layer], steps, path,
@@ -103,7 +90,7 @@ def latents(
                                          **common)}  # fmt: skip
     if not exact:
         return out
-    batch = batch_size or auto_batch_size(model, prep.n_pos)
+    batch = batch_size or shared.auto_batch_size(model, prep.n_pos)
     cells = [(lat, p) for lat in chosen for p in positions_]
     values, top_ids, top_probs = patch_latents(model, prep, (kind, layer), (base_ids, base_x, base_logits),
                                                delta, W_dec, cells, batch, k)  # fmt: skip
@@ -111,7 +98,7 @@ def latents(
     out["exact"] = PatchingResult(
         values=values.reshape(shape).numpy(), method="exact", **common,
         top_ids=top_ids.reshape(*shape, k).numpy(), top_probs=top_probs.reshape(*shape, k).numpy(),
-        top_tokens=decode_each(model, top_ids),
+        top_tokens=shared.decode_each(model, top_ids),
     )  # fmt: skip
     return out
 
@@ -126,7 +113,7 @@ def latent_deltas(sae: SAE, base_x: torch.Tensor, src_x: torch.Tensor) -> torch.
 
 def patch_latents(
     model: Model,
-    prep: Prepared,
+    prep: shared.Prepared,
     site: tuple[str, int],
     base: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
     delta: torch.Tensor,
@@ -147,7 +134,7 @@ def patch_latents(
         rows = base_x[i].unsqueeze(0).repeat(len(cells), 1, 1)
         for r, (lat, p) in enumerate(cells):
             rows[r, p] += delta[i, p, lat] * W_dec[lat]
-        vals, ids, probs = score_rows(model, prep.metric, base_ids[i : i + 1], kind, layer, rows, i, batch, k,
+        vals, ids, probs = shared.score_rows(model, prep.metric, base_ids[i : i + 1], kind, layer, rows, i, batch, k,
                                       base_x[i], base_logits[i])  # fmt: skip
         values += vals / n
         if i == 0:

@@ -27,7 +27,7 @@ import torch
 
 from ..checks import check_int, check_texts, single_token_id
 from ..memory.budget import check_memory
-from ..model.model import as_positions, free_trace_memory, position_columns
+from ..model.model import free_trace_memory, position_columns
 from ..model.trace_ops import log_normaliser, read_site
 
 if TYPE_CHECKING:
@@ -57,12 +57,7 @@ def logit_lens(
         positions = position
     texts = check_texts(texts)
     model.check_mapped()
-    pos_list = as_positions(positions)
-    lengths = model.to_tokens(texts)["attention_mask"].sum(1)
-    if pos_list is not None:
-        position_columns(lengths, pos_list)  # every position inside every text, before any work
-    longest = int(lengths.max())
-    n_pos = longest if pos_list is None else len(pos_list)
+    pos_list, longest, n_pos = model.position_plan(texts, positions)
     per_text = model.n_layers * n_pos * _vocab(model)  # logits returned per text
     batch = model.fit_batch(
         len(texts), longest, "logit_lens", n_logits=0, output=4 * len(texts) * per_text,

@@ -54,19 +54,23 @@ def _flock(fd: int, flags: int) -> bool:
     return True
 
 
-def locking_works(folder: str | os.PathLike[str]) -> bool:
-    """Whether folder locks work in ``folder`` (``flock`` available and accepted by its file system)."""
-    if fcntl is None:
-        return False
-    fd = _open_folder(Path(folder))
+def _try_lock(folder: str | os.PathLike[str], flags: int, busy: bool) -> bool:
+    """Try a non-blocking lock on ``folder`` and let it go: whether it was granted, ``busy`` when another process
+    holds it, False when the folder cannot be opened or the file system refuses locks."""
+    fd = _open_folder(Path(folder)) if fcntl is not None else None
     if fd is None:
         return False
     try:
-        return _flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return _flock(fd, flags | fcntl.LOCK_NB)
     except BlockingIOError:
-        return True
+        return busy
     finally:
         os.close(fd)
+
+
+def locking_works(folder: str | os.PathLike[str]) -> bool:
+    """Whether folder locks work in ``folder`` (``flock`` available and accepted by its file system)."""
+    return fcntl is not None and _try_lock(folder, fcntl.LOCK_SH, busy=True)
 
 
 @contextlib.contextmanager
@@ -114,12 +118,4 @@ def own_folder(folder: str | os.PathLike[str]) -> Owned:
 
 def is_abandoned(folder: str | os.PathLike[str]) -> bool:
     """True when ``folder``'s writer is gone (its lock is free), False while it lives or when that cannot be known."""
-    fd = _open_folder(Path(folder)) if fcntl is not None else None
-    if fd is None:
-        return False
-    try:
-        return _flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
+    return fcntl is not None and _try_lock(folder, fcntl.LOCK_EX, busy=False)

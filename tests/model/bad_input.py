@@ -131,6 +131,7 @@ ROWS: list[Row] = [
         V,
         r"path='.*a-file' is an existing file, not a folder",
     ),
+    Row("Model.position_plan", lambda c: c.model.position_plan(TEXTS, 99), V, "Position 99 is outside"),
     # lone surrogates: named before any forward pass (the tokenizer would raise a raw TypeError)
     Row("Model.collect", lambda c: c.model.collect(["the cat", BAD_TEXT], SITE), V, r"texts\[1\] " + NOT_UNICODE),
     Row("Model.logits", lambda c: c.model.logits(BAD_TEXT), V, r"texts\[0\] " + NOT_UNICODE),

@@ -182,6 +182,7 @@ ROWS: list[Row] = [
         r"scales must hold at least two different numbers to fit a line",
     ),
     Row(
+        "ilab.steering.generate",
         lambda c: ilab.steering.generate(c.model, "the \ud800 cat", c.vec, max_new_tokens=2),
         V,
         r"texts\[0\] is not valid Unicode: character 4 is a lone surrogate",
