@@ -55,7 +55,7 @@ def logit_lens(
                       stacklevel=2)  # fmt: skip
         positions = position
     texts = check_texts(texts)
-    model.check_mapped()
+    readout = model.readout  # the final norm and unembedding: a clear error when they are not found
     pos_list = as_positions(positions)
     enc = model.to_tokens(texts)
     lengths = enc["attention_mask"].sum(1)
@@ -65,7 +65,6 @@ def logit_lens(
         cols = position_columns(lengths, pos_list)  # [batch, n_pos]
     rows = torch.arange(len(texts))[:, None].expand_as(cols)
     blocks = [model.block(layer) for layer in range(model.n_layers)]
-    readout = model.readout
     inputs = {k: v.to(model.device) for k, v in enc.items()}
     with torch.no_grad(), model.nn.trace(inputs, **model.trace_kwargs) as tracer:
         per_layer = []
@@ -186,7 +185,7 @@ def lens_view(model: Model, text: str, top_k: int = 10, tokens: Sequence[str | i
     """
     (text,) = check_texts(text)
     check_int("top_k", top_k, minimum=1)
-    model.check_mapped()
+    model.readout_parts  # noqa: B018 - the final norm and unembedding: a clear error when they are not found
     asked = torch.tensor([single_token_id(model.tokenizer, t, "token") for t in tokens], dtype=torch.long)
     enc = model.to_tokens(text)
     blocks = [model.block(layer) for layer in range(model.n_layers)]

@@ -10,11 +10,25 @@ import torch
 
 import interplab as ilab
 from tests.contracts.rows import Row, T, V
-from tests.tiny import TEXTS
+from tests.tiny import TEXTS, tiny_tokenizer
+
+
+def _opt_without_final_norm() -> ilab.Model:
+    """A tiny OPT with post-norm blocks: its decoder has no final norm, so no logit lens."""
+    from tests.model.test_any_causal_lm import tiny_unmapped
+
+    return ilab.load_model(tiny_unmapped("opt", do_layer_norm_before=False), tokenizer=tiny_tokenizer())
+
 
 ROWS: list[Row] = [
     Row("ilab.logit_lens", lambda c: ilab.logit_lens(c.model, TEXTS, position=99), V, "Position 99 is outside"),
     Row("ilab.logit_lens", lambda c: ilab.logit_lens(c.model, []), V, "texts is empty"),
+    Row(
+        "ilab.logit_lens",
+        lambda c: ilab.logit_lens(_opt_without_final_norm(), TEXTS),
+        V,
+        r"model_type 'opt': no final norm .* under model\.decoder\. Read its modules through model\.nn",
+    ),
     Row(
         "ilab.metrics.logit_diff",
         lambda c: ilab.metrics.logit_diff(None, " John"),
