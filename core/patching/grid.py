@@ -85,7 +85,7 @@ def grid(
     positions_ = check_positions(positions, prep.n_pos)
     check_int("top_k", top_k, minimum=0)
     batch = batch_size or auto_batch_size(model, prep.n_pos)
-    config: Any = getattr(model.module, "config", None)  # a transformers config, when the model has one
+    config: Any = model.config  # the text model's transformers config, when the model has one
     k = min(top_k, int(config.vocab_size) if config is not None else top_k)
     if reuse_cache is None:
         reuse_cache = model.remote in (False, "local")
