@@ -17,6 +17,7 @@ Example
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -90,6 +91,10 @@ def grid(
     if reuse_cache is None:
         reuse_cache = model.remote in (False, "local")
     run_cells = cached_cells if reuse_cache and cached.supported(model) else full_cells
+    why = cached.why_not_cached(model) if reuse_cache else None
+    if why:
+        warnings.warn(f"{model.name}: the grid runs full passes (the values are the same), not the cached path: "
+                      f"{why}. reuse_cache=False asks for full passes without this warning.", stacklevel=2)  # fmt: skip
     bases, values, top_ids, top_probs = run_cells(model, prep, site, direction, positions_, batch, k)
     return layer_grid(
         model, prep, site, "exact", direction, values.numpy(), bases, positions_,
