@@ -107,6 +107,9 @@ def find_skeleton(module: torch.nn.Module, config: Any) -> Skeleton:
     decoder = _call(module, "get_decoder")
     if not isinstance(decoder, torch.nn.Module) or decoder is module:
         decoder = getattr(module, "base_model", module)
+    if decoder is module and n_layers:  # no decoder named: the first module holding a list of n_layers blocks
+        decoder = next((m for _, m in module.named_modules() if any(
+            isinstance(c, torch.nn.ModuleList) and len(c) == n_layers for c in m.children())), module)  # fmt: skip
     decoder_path = _path_of(module, decoder) or ""
     where = decoder_path or "the model root"
     missing = []

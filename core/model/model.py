@@ -170,7 +170,9 @@ class Model:
                 if skeleton else "logit_lens needs a transformers model")  # fmt: skip
             logger.warning("%s %s.", err, works)
             return None, skeleton
-        return (family, skeleton) if skeleton is None else (place_family(family, module, skeleton), skeleton)
+        if skeleton is None or not isinstance(module, torch.nn.Module):
+            return family, skeleton
+        return place_family(family, module, skeleton), skeleton
 
     def _outer(self, *parts: str) -> Family | Skeleton:
         """Where the blocks, final norm and unembedding are: the site table, or the parts found (:mod:`.derive`);
@@ -380,12 +382,12 @@ class Model:
         Take them before the trace; they are safe inside its body.
         """
         outer = self._outer("final_norm", "unembed")
-        return resolve(self.nn, outer.final_norm), resolve(self.nn, outer.unembed), self.softcap_value
+        return resolve(self.nn, str(outer.final_norm)), resolve(self.nn, str(outer.unembed)), self.softcap_value
 
     def readout_modules(self) -> tuple[torch.nn.Module, torch.nn.Module]:
         """The torch modules of the final norm and the unembedding (for their weights)."""
         outer = self._outer("final_norm", "unembed")
-        return resolve(self.module, outer.final_norm), resolve(self.module, outer.unembed)
+        return resolve(self.module, str(outer.final_norm)), resolve(self.module, str(outer.unembed))
 
     def run_sites(
         self, enc: dict[str, torch.Tensor], sites: str | Sequence[str] | Sequence[Site]

@@ -10,6 +10,7 @@ import pytest
 import torch
 from interplab.core.model.derive import DerivationError
 from transformers import (
+    AutoConfig,
     AutoModelForCausalLM,
     FalconConfig,
     Gemma4TextConfig,
@@ -30,6 +31,12 @@ CONFIGS = {
     "gemma4_text": lambda: Gemma4TextConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
                                             num_attention_heads=4, num_key_value_heads=1, head_dim=16, **COMMON),
 }  # fmt: skip
+#: Llama-shaped and other types whose configs take these names as they are (MoE, parallel and post-norm blocks).
+GENERIC = ("bloom", "phi", "phi3", "olmo2", "stablelm", "starcoder2", "granite", "mixtral", "qwen2_moe", "llama4_text")
+for _kind in GENERIC:
+    CONFIGS[_kind] = lambda kind=_kind: AutoConfig.for_model(
+        kind, num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=128,
+        max_position_embeddings=128, **COMMON)  # fmt: skip
 
 
 def tiny_unmapped(kind: str, **changes) -> torch.nn.Module:
@@ -123,3 +130,17 @@ def test_mapped_type_without_its_layer_list_is_refused_at_load_naming_it():
     del hf.model.layers
     with pytest.raises(DerivationError, match=r"no decoder-layer list of 2 blocks under model \(module lists: none\)"):
         ilab.load_model(hf, tokenizer=tiny_tokenizer())
+
+
+def test_lens_is_refused_where_the_model_scales_its_logits():
+    """Cohere multiplies the unembedding's output by logit_scale: the final norm and unembedding alone are not its
+    logits, so the lens says so (a one-token forward shows it) instead of reading wrong numbers; logits still work."""
+    torch.manual_seed(0)
+    config = AutoConfig.for_model("cohere", num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                                  intermediate_size=128, logit_scale=0.0625, **COMMON)  # fmt: skip
+    hf = AutoModelForCausalLM.from_config(config).eval()
+    model = ilab.load_model(hf, tokenizer=tiny_tokenizer())
+    want, _ = hf_logits(hf, TEXTS[:1])
+    torch.testing.assert_close(model.logits(TEXTS[:1])[0, 0], want[0, -1], rtol=1e-5, atol=1e-5)
+    with pytest.raises(DerivationError, match=r"model\.norm and the unembedding lm_head found do not give the model's"):
+        ilab.logit_lens(model, TEXTS)
