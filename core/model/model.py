@@ -232,7 +232,8 @@ class Model:
             raise ValueError(
                 f"Named sites are not mapped for {self.name!r} "
                 f"(model_type {getattr(self.config, 'model_type', None)!r}); they are for model types "
-                f"{sorted(MODEL_TYPES)}. Use model.nn (the nnsight model) directly."
+                f"{sorted(MODEL_TYPES)}. Use model.nn (the nnsight model) directly; model.logits and "
+                "ilab.logit_lens need no sites."
             )
         return self.family
 
