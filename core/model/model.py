@@ -35,6 +35,7 @@ torch.Size([1, 1, 262144])
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import operator
 import threading
@@ -52,6 +53,7 @@ from ..memory.budget import Estimate
 from ..memory.freeing import release
 from . import limits
 from .activations import Activations, pad_and_stack, pad_patterns
+from .derive import Skeleton, check_readout, config_int, find_skeleton, place_family, text_config
 from .eager_attention import check_patterns, eager_attention
 from .runlock import run_lock
 from .sites import (
@@ -136,24 +138,57 @@ class Model:
         #: What :func:`interplab.core.model.remote.connect` learnt about the NDIF server (remote models only).
         self.server = server
         self._model_key: str | None = None
-        config = getattr(nn, "config", None)
+        #: The text model's config (a multimodal checkpoint's ``text_config``).
+        config = text_config(getattr(nn, "config", None))
         self.config = config
-        self.family: Family | None = None
-        if config is not None and getattr(config, "model_type", None):
-            try:
-                self.family = family_for(config.model_type)
-            except ValueError as err:
-                logger.warning("%s", err)
-        self.n_layers = int(getattr(config, "num_hidden_layers", getattr(config, "n_layer", 0)) or 0)
-        self.d_model = int(getattr(config, "hidden_size", getattr(config, "n_embd", 0)) or 0)
-        self.n_heads = int(getattr(config, "num_attention_heads", getattr(config, "n_head", 0)) or 0)
-        head_dim = getattr(config, "head_dim", None)
-        self.d_head = int(head_dim) if head_dim else (self.d_model // self.n_heads if self.n_heads else 0)
-        d_mlp = getattr(config, "intermediate_size", None) or getattr(config, "n_inner", None)
-        self.d_mlp = int(d_mlp or 4 * self.d_model)
+        self._readout_checked = False
+        self.family, self.skeleton = self._find_parts(config)
+        self.n_layers = config_int(config, "num_hidden_layers", "n_layer")
+        self.d_model = config_int(config, "hidden_size", "n_embd")
+        self.n_heads = config_int(config, "num_attention_heads", "n_head")
+        self.d_head = config_int(config, "head_dim") or (self.d_model // self.n_heads if self.n_heads else 0)
+        self.d_mlp = config_int(config, "intermediate_size", "n_inner") or 4 * self.d_model
         #: Site kinds this model has (blocks that run attention and MLP in parallel have no resid_mid).
         own = self.family.kinds if self.family is not None and self.family.kinds is not None else KINDS
         self.kinds = tuple(k for k in KINDS if (k != "resid_mid" or not parallel_blocks(config)) and k in own)
+
+    def _find_parts(self, config: Any) -> tuple[Family | None, Skeleton | None]:
+        """The site table (None for unmapped types, with a warning saying what still works) and the parts found
+        around the blocks (:mod:`.derive`; None for a model without a torch module or a config)."""
+        module = getattr(self.nn, "_module", None)
+        model_type = getattr(config, "model_type", None)
+        skeleton = find_skeleton(module, config) if isinstance(module, torch.nn.Module) and model_type else None
+        if not model_type:
+            return None, skeleton
+        try:
+            family = family_for(model_type)
+        except ValueError as err:
+            parts = skeleton.missing if skeleton is not None else ()
+            works = "model.logits works (it reads the model's own output); " + (
+                f"logit_lens cannot run: {'; '.join(parts)}" if parts else
+                f"logit_lens reads {skeleton.layers} through {skeleton.final_norm} and {skeleton.unembed}"
+                if skeleton else "logit_lens needs a transformers model")  # fmt: skip
+            logger.warning("%s %s.", err, works)
+            return None, skeleton
+        if skeleton is None or not isinstance(module, torch.nn.Module):
+            return family, skeleton
+        return place_family(family, module, skeleton), skeleton
+
+    def _outer(self, *parts: str) -> Family | Skeleton:
+        """Where the blocks, final norm and unembedding are: the site table, or the parts found (:mod:`.derive`);
+        an error naming the part not found."""
+        if self.family is not None:
+            return self.family
+        if self.skeleton is None:
+            return self.check_mapped()
+        self.skeleton.require("layers", *parts, model_type=getattr(self.config, "model_type", "?"))
+        here = self.remote in (False, "local") and next(self.module.parameters()).device.type != "meta"
+        if "unembed" in parts and here and not self._readout_checked:
+            with self.lock:
+                check_readout(self.module, self.skeleton, self.softcap_value, int(self.tokenizer.bos_token_id or 0)
+                              if self.tokenizer is not None else 0)  # fmt: skip
+            self._readout_checked = True
+        return self.skeleton
 
     # ----------------------------------------------------------------- names
     @property
@@ -197,7 +232,8 @@ class Model:
             raise ValueError(
                 f"Named sites are not mapped for {self.name!r} "
                 f"(model_type {getattr(self.config, 'model_type', None)!r}); they are for model types "
-                f"{sorted(MODEL_TYPES)}. Use model.nn (the nnsight model) directly."
+                f"{sorted(MODEL_TYPES)}. Use model.nn (the nnsight model) directly; model.logits and "
+                "ilab.logit_lens need no sites."
             )
         return self.family
 
@@ -243,9 +279,9 @@ class Model:
 
     def block(self, layer: int) -> Any:
         """The nnsight module of block ``layer`` (its input is ``resid_pre``, its output ``resid_post``)."""
-        family = self.check_mapped()
+        layers = self._outer().layers
         layer = check_int("layer", layer, 0, self.n_layers - 1)
-        return resolve(self.nn, f"{family.layers}.{layer}")
+        return resolve(self.nn, f"{layers}.{layer}")
 
     @property
     def device(self) -> torch.device:
@@ -346,8 +382,7 @@ class Model:
         >>> with model.nn.trace("Hello", **model.trace_kwargs) as tracer:
         ...     logits = nnsight.save(readout(model.nn.model.layers[5].output[:, -1]))
         """
-        family = self.check_mapped()
-        norm, unembed, cap = resolve(self.nn, family.final_norm), resolve(self.nn, family.unembed), self.softcap_value
+        norm, unembed, cap = self.readout_parts
 
         def readout(hidden: Any) -> Any:
             logits = unembed(norm(hidden))
@@ -364,13 +399,13 @@ class Model:
 
         Take them before the trace; they are safe inside its body.
         """
-        family = self.check_mapped()
-        return resolve(self.nn, family.final_norm), resolve(self.nn, family.unembed), self.softcap_value
+        outer = self._outer("final_norm", "unembed")
+        return resolve(self.nn, str(outer.final_norm)), resolve(self.nn, str(outer.unembed)), self.softcap_value
 
     def readout_modules(self) -> tuple[torch.nn.Module, torch.nn.Module]:
         """The torch modules of the final norm and the unembedding (for their weights)."""
-        family = self.check_mapped()
-        return resolve(self.module, family.final_norm), resolve(self.module, family.unembed)
+        outer = self._outer("final_norm", "unembed")
+        return resolve(self.module, str(outer.final_norm)), resolve(self.module, str(outer.unembed))
 
     def run_sites(
         self, enc: dict[str, torch.Tensor], sites: str | Sequence[str] | Sequence[Site]
@@ -531,13 +566,16 @@ class Model:
         ``None`` means every position (the full [batch, pos, vocab] tensor, padded).
         ``edit(inputs, 0)`` runs inside the trace first (see :data:`Edit`; steering uses it).
         Returns float32 [batch, n_positions, vocab], whatever the weights' dtype (computed in it).
+        A model without named sites (any Hugging Face causal LM) gives its own output's logits.
         """
         texts = check_texts(texts)
         check_positive_int("batch_size", batch_size)
-        self.check_mapped()
+        if self.family is None:
+            self.check_causal_lm()
         pos_list, longest, n_pos = self.position_plan(texts, positions)
         vocab = int(getattr(self.config, "vocab_size", 0) or 0)
-        batch_size = self.fit_batch(batch_size, longest, "logits", n_logits=None if pos_list is None else n_pos,
+        n_logits = None if pos_list is None or self.family is None else n_pos
+        batch_size = self.fit_batch(batch_size, longest, "logits", n_logits=n_logits,
                                     rows=len(texts), output=4 * len(texts) * n_pos * vocab)  # fmt: skip
         out = []
         for chunk in self.batches(texts, batch_size, "logits"):
@@ -557,6 +595,8 @@ class Model:
         else:
             cols = position_columns(lengths, positions)  # [batch, n_pos]
             rows = torch.arange(len(lengths))[:, None].expand_as(cols)
+        if self.family is None:
+            return self._output_logits(enc, rows, cols, edit)
         last, readout = self.block(self.n_layers - 1), self.readout
         inputs = {k: v.to(self.device) for k, v in enc.items()}
         with torch.no_grad(), self.nn.trace(inputs, **self.trace_kwargs) as tracer:
@@ -567,6 +607,35 @@ class Model:
                 hidden = hidden[rows, cols]
             logits = nnsight.save(readout(hidden))
             tracer.stop()
+        free_trace_memory()
+        return logits.detach().to("cpu", torch.float32)
+
+    def check_causal_lm(self) -> None:
+        """Refuse a model whose output holds no ``logits`` (anything but a Hugging Face causal LM) when it has no
+        site table to read logits through."""
+        from transformers import PreTrainedModel
+
+        if not isinstance(getattr(self.nn, "_module", None), PreTrainedModel):
+            self.check_mapped()
+
+    def _output_logits(self, enc: dict[str, torch.Tensor], rows: torch.Tensor | None, cols: torch.Tensor | None,
+                       edit: Edit | None) -> torch.Tensor:  # fmt: skip
+        """Logits from the model's own output at ``rows, cols`` (all when None), for models without a site table;
+        only the positions from the first one asked for are unembedded where the model takes ``logits_to_keep``."""
+        width = int(enc["input_ids"].shape[1])
+        keep = width if cols is None else width - int(cols.min())
+        takes_keep = "logits_to_keep" in inspect.signature(self.module.forward).parameters
+        kwargs = {"logits_to_keep": keep} if takes_keep else {}
+        shifted = None if cols is None else cols - (width - keep if takes_keep else 0)
+        inputs = {k: v.to(self.device) for k, v in enc.items()}
+        root = self.nn
+        with torch.no_grad(), root.trace(inputs, **kwargs, **self.trace_kwargs):
+            if edit is not None:
+                edit(inputs, 0)
+            logits = root.output.logits
+            if rows is not None:
+                logits = logits[rows, shifted]
+            logits = nnsight.save(logits)
         free_trace_memory()
         return logits.detach().to("cpu", torch.float32)
 

@@ -43,12 +43,33 @@ BLOCK_TOKENS = 24
 
 
 def supported(model: Model) -> bool:
-    """Whether the cached path applies: a transformers model (it takes a ``cache=`` argument)."""
+    """Whether the cached path applies: a transformers model (it takes a ``cache=`` argument) whose cache holds
+    keys and values at every layer (see :func:`why_not_cached`)."""
     try:
         from transformers import DynamicCache, PreTrainedModel
     except ImportError:  # pragma: no cover
         return False
-    return DynamicCache is not None and isinstance(model.module, PreTrainedModel)
+    return DynamicCache is not None and isinstance(model.module, PreTrainedModel) and why_not_cached(model) is None
+
+
+def why_not_cached(model: Model) -> str | None:
+    """Why a transformers model's cache cannot be cut at a position (None when it can, or for a model that is not a
+    transformers one): a layer that keeps a recurrent state (Mamba's SSM and convolution states, linear attention)
+    holds no keys and values per position, so no pass can start from the base run's positions before a patch."""
+    from transformers import PreTrainedModel
+    from transformers.cache_utils import CacheLayerMixin, LinearAttentionCacheLayerMixin
+
+    if not isinstance(model.module, PreTrainedModel):
+        return None  # not a transformers model: full passes, nothing to say
+    try:
+        layers = new_cache(model).layers
+    except (TypeError, ValueError, AttributeError) as err:
+        return f"no transformers DynamicCache is built for it ({type(err).__name__}: {str(err)[:100]})"
+    kinds = sorted({type(layer).__name__ for layer in layers if isinstance(layer, LinearAttentionCacheLayerMixin)
+                    or not isinstance(layer, CacheLayerMixin)})  # fmt: skip
+    if kinds:
+        return f"its cache has layers without per-position keys and values ({', '.join(kinds)})"
+    return None
 
 
 def new_cache(model: Model) -> Any:

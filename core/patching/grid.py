@@ -17,6 +17,7 @@ Example
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -92,6 +93,10 @@ def grid(
     batch = batch_size or auto_batch_size(model, prep.n_pos)
     if reuse_cache is None:
         reuse_cache = model.remote in (False, "local")
+    why = cached.why_not_cached(model) if reuse_cache else None
+    if why:
+        warnings.warn(f"{model.name}: the grid runs full passes (the values are the same), not the cached path: "
+                      f"{why}. reuse_cache=False asks for full passes without this warning.", stacklevel=2)  # fmt: skip
     reuse = reuse_cache and cached.supported(model)
     steps = model.n_layers * (1 if reuse else prep.n_pairs)
     with progress_bar(steps, desc=f"patching {site}", show=progress, leave=False) as bar:

@@ -56,7 +56,7 @@ def logit_lens(
                       stacklevel=2)  # fmt: skip
         positions = position
     texts = check_texts(texts)
-    model.check_mapped()
+    model.readout  # noqa: B018 - the final norm and unembedding: a clear error when they are not found
     pos_list, longest, n_pos = model.position_plan(texts, positions)
     per_text = model.n_layers * n_pos * _vocab(model)  # logits returned per text
     batch = model.fit_batch(
@@ -77,6 +77,7 @@ def logit_lens(
 
 def _lens_batch(model: Model, enc: dict[str, torch.Tensor], pos_list: list[int] | None, out: torch.Tensor) -> None:
     """The lens logits of one batch, in one trace, written into ``out`` [batch, n_layers, n_positions, vocab]."""
+    readout = model.readout
     lengths = enc["attention_mask"].sum(1)
     if pos_list is None:
         cols = torch.arange(enc["input_ids"].shape[1]).expand(len(lengths), -1)
@@ -84,7 +85,6 @@ def _lens_batch(model: Model, enc: dict[str, torch.Tensor], pos_list: list[int] 
         cols = position_columns(lengths, pos_list)  # [batch, n_pos]
     rows = torch.arange(len(lengths))[:, None].expand_as(cols)
     blocks = [model.block(layer) for layer in range(model.n_layers)]
-    readout = model.readout
     inputs = {k: v.to(model.device) for k, v in enc.items()}
     with torch.no_grad(), model.nn.trace(inputs, **model.trace_kwargs) as tracer:
         per_layer = []
@@ -209,7 +209,7 @@ def lens_view(model: Model, text: str, top_k: int = 10, tokens: Sequence[str | i
     """
     (text,) = check_texts(text)
     check_int("top_k", top_k, minimum=1)
-    model.check_mapped()
+    model.readout_parts  # noqa: B018 - the final norm and unembedding: a clear error when they are not found
     asked = torch.tensor([single_token_id(model.tokenizer, t, "token") for t in tokens], dtype=torch.long)
     enc = model.to_tokens(text)
     n_pos, vocab = int(enc["input_ids"].shape[1]), _vocab(model)

@@ -10,6 +10,15 @@ import torch
 
 import interplab as ilab
 from tests.contracts.rows import Row, T, V
+from tests.tiny import tiny_hf_model, tiny_tokenizer
+
+
+def _llama_without_layers() -> ilab.Model:
+    """A mapped type (llama) whose module tree has lost its layer list: refused at load, naming what is missing."""
+    hf = tiny_hf_model("llama")
+    del hf.model.layers
+    return ilab.load_model(hf, tokenizer=tiny_tokenizer())
+
 
 ROWS: list[Row] = [
     Row("ilab.load_model", lambda c: ilab.load_model(42), T, "model must be None .*got int"),
@@ -25,4 +34,10 @@ ROWS: list[Row] = [
         r"device='cuda:\d+' does not exist: this machine has \d+ CUDA device",
     ),
     Row("ilab.load_model", lambda c: ilab.load_model(device="nowhere"), V, r"device='nowhere' is not a device"),
+    Row(
+        "ilab.load_model",
+        lambda c: _llama_without_layers(),
+        V,
+        r"no decoder-layer list of 2 blocks under model \(module lists: none\).*model\.nn",
+    ),
 ]

@@ -149,3 +149,20 @@ def test_a_real_remote_model_runs_full_passes_unless_asked(monkeypatch):
     ilab.patching.grid(model, CLEAN[0], CORRUPT[0], ilab.patching.logit_diff(" Mary", " John"), positions=[-1])
     with pytest.raises(AssertionError, match="cached path ran"):
         ilab.patching.grid(model, CLEAN[0], CORRUPT[0], ilab.patching.logit_diff(" Mary", " John"), reuse_cache=True)
+
+
+@pytest.mark.parametrize("kind", ["mamba", "mamba2"])
+def test_a_cache_without_keys_falls_back_to_full_passes_saying_so(kind):
+    """Mamba's cache keeps SSM and convolution states, no keys and values per position: the default grid runs full
+    passes with a warning naming the cache layers, and equals reuse_cache=False."""
+    from tests.model.test_mamba_sites import tiny_mamba
+    from tests.tiny import tiny_tokenizer
+
+    model = ilab.load_model(tiny_mamba(kind), tokenizer=tiny_tokenizer())
+    kwargs = {"clean": CLEAN, "corrupt": CORRUPT, "metric": ANSWERS}
+    with pytest.warns(UserWarning, match=r"runs full passes .*without per-position keys and values \(LinearAttention"):
+        default = ilab.patching.grid(model, **kwargs)
+    full = ilab.patching.grid(model, reuse_cache=False, **kwargs)
+    np.testing.assert_array_equal(default.values, full.values)
+    assert default.values.shape == (2, len(CLEAN[0].split()) + 1)
+    assert np.abs(full.values - full.corrupt_baseline).max() > 0

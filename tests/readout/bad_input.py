@@ -12,7 +12,15 @@ from interplab.core.memory.budget import MemoryBudgetError
 import interplab as ilab
 from tests.contracts.rows import Row, T, V
 from tests.memory.bad_input import under_budget
-from tests.tiny import TEXTS
+from tests.tiny import TEXTS, tiny_tokenizer
+
+
+def _opt_without_final_norm() -> ilab.Model:
+    """A tiny OPT with post-norm blocks: its decoder has no final norm, so no logit lens."""
+    from tests.model.test_any_causal_lm import tiny_unmapped
+
+    return ilab.load_model(tiny_unmapped("opt", do_layer_norm_before=False), tokenizer=tiny_tokenizer())
+
 
 ROWS: list[Row] = [
     Row("ilab.logit_lens", lambda c: ilab.logit_lens(c.model, TEXTS, position=99), V, "Position 99 is outside"),
@@ -22,6 +30,12 @@ ROWS: list[Row] = [
         lambda c: under_budget("100KB", lambda: ilab.logit_lens(c.model, TEXTS * 10, positions=None)),
         MemoryBudgetError,
         r"logit_lens on 30 texts of up to 15 tokens would need about .* returned.*fewer positions",
+    ),
+    Row(
+        "ilab.logit_lens",
+        lambda c: ilab.logit_lens(_opt_without_final_norm(), TEXTS),
+        V,
+        r"model_type 'opt': no final norm .* under model\.decoder\. Read its modules through model\.nn",
     ),
     Row(
         "ilab.metrics.logit_diff",
