@@ -20,13 +20,13 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.browser
 
-SETUP = f"""
+#: The kernel's first lines in the circuit browser tests: the tiny Gemma 3, its transcoders and the graph's prompt.
+GRAPH_PRELUDE = f"""
 import sys
 sys.path.insert(0, {str(REPO_ROOT)!r})
 import numpy as np
 import torch
 import interplab as ilab
-from interplab.core.circuits import attribute
 from interplab.core.features import feature_data
 from interplab.widgets._kit import payload_array
 from tests.circuits.test_attribute import PROMPT, transcoders
@@ -34,8 +34,12 @@ from tests.tiny import TEXTS, tiny_model
 torch.set_num_threads(1)
 model = tiny_model("gemma3")
 tcs = transcoders(model.d_model)
-graph = attribute(model, tcs, PROMPT, batch_size=16, progress=False)
-data = feature_data(tcs[1], model, TEXTS, progress=False)
+graph = ilab.circuits.attribute(model, tcs, PROMPT, batch_size=16, progress=False)
+"""
+
+SETUP = (
+    GRAPH_PRELUDE
+    + """data = feature_data(tcs[1], model, TEXTS, progress=False)
 dash = ilab.widgets.FeatureDashboard(data, sae=tcs[1], model=model, n_cards=4)
 w = ilab.widgets.CircuitGraph(graph, dashboard=dash, dashboard_layer=1)
 kind, layer, rank = (payload_array(w.graph[k]) for k in ("kind", "layer", "rank"))
@@ -45,6 +49,7 @@ LATENT = int(payload_array(w.graph["latent"])[F])
 OTHER = int(np.nonzero((kind == 0) & (rank <= 0.8) & (np.arange(len(kind)) != F))[0][0])
 display(w, dash)
 """
+)
 
 
 def node_xy(page: Page, canvas: Locator, i: int) -> tuple[float, float]:

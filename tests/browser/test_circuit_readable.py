@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 import pytest
 from playwright.sync_api import Page, expect
 
-from .conftest import REPO_ROOT, cell_output_locator
-from .test_circuit_lab import node_xy
+from .conftest import cell_output_locator
+from .test_circuit_lab import GRAPH_PRELUDE, node_xy
 from .test_heatmap import kernel_eval, wait_for_python
 from .test_tour import _notebook
 
@@ -23,20 +23,9 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.browser
 
-SETUP = f"""
-import sys
-sys.path.insert(0, {str(REPO_ROOT)!r})
-import numpy as np
-import torch
-import interplab as ilab
-from interplab.widgets._kit import payload_array
-from tests.circuits.test_attribute import PROMPT, transcoders
-from tests.tiny import TEXTS, tiny_model
-torch.set_num_threads(1)
-model = tiny_model("gemma3")
-tcs = transcoders(model.d_model)
-graph = ilab.circuits.attribute(model, tcs, PROMPT, batch_size=16, progress=False)
-cards = ilab.circuits.feature_cards(graph, model, tcs, [PROMPT, *TEXTS[:3]])
+SETUP = (
+    GRAPH_PRELUDE
+    + """cards = ilab.circuits.feature_cards(graph, model, tcs, [PROMPT, *TEXTS[:3]])
 w = ilab.widgets.CircuitGraph(graph, cards=cards)
 kind, layer, rank, latent = (payload_array(w.graph[k]) for k in ("kind", "layer", "rank", "latent"))
 NAMES = w.graph["names"]
@@ -44,9 +33,10 @@ LOGITS = [NAMES[i] for i in np.nonzero(kind == 3)[0]]
 # a feature shown at the starting threshold (0.8) and hidden at 0.05, and another shown feature
 F = int(np.nonzero((kind == 0) & (rank <= 0.8) & (rank > 0.05))[0][0])
 OTHER = int(np.nonzero((kind == 0) & (rank <= 0.8) & (np.arange(len(kind)) != F))[0][0])
-CARD = cards[f"{{layer[F]}}_{{latent[F]}}"]
+CARD = cards[f"{layer[F]}_{latent[F]}"]
 display(w)
 """
+)
 
 
 def test_readable_graph_labels_card_pin_and_hide(page: Page, run_notebook: RunNotebook, lab_server: LabServer,

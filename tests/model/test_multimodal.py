@@ -10,25 +10,12 @@ import torch
 from transformers import Gemma3Config, Gemma3ForConditionalGeneration
 
 import interplab as ilab
-from tests.tiny import TEXTS, VOCAB_SIZE, tiny_tokenizer
+from tests.tiny import TEXTS, VOCAB_SIZE, tiny_config, tiny_tokenizer
 
 
 @pytest.fixture(scope="module")
 def gemma3_mm():
-    text = dict(
-        num_hidden_layers=2,
-        hidden_size=32,
-        intermediate_size=64,
-        num_attention_heads=4,
-        num_key_value_heads=1,
-        head_dim=16,
-        vocab_size=VOCAB_SIZE,
-        max_position_embeddings=128,
-        sliding_window=8,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=0,
-    )
+    text = tiny_config("gemma3").to_dict()  # the tiny Gemma 3 text model of tests/tiny.py
     vision = dict(
         num_hidden_layers=1, hidden_size=32, intermediate_size=64, num_attention_heads=2, image_size=28, patch_size=14
     )
