@@ -200,7 +200,7 @@ def lens_view(model: Model, text: str, top_k: int = 10, tokens: Sequence[str | i
     """Every layer x position of one text through the lens, in one trace (remote-safe).
 
     Each block's output is normalised and unembedded once (the logits of :func:`logit_lens`, in the model's
-    dtype) and cast to float32; the top ``top_k`` tokens and the log-normaliser of each cell are kept, then the
+    dtype); the top ``top_k`` tokens and the log-normaliser of each cell are kept, then the
     probability of every candidate (any cell's top tokens, plus ``tokens``) in every cell is computed from the
     normalised states and the candidates' unembedding rows. Probabilities are normalised in float32 only.
 
@@ -227,12 +227,11 @@ def lens_view(model: Model, text: str, top_k: int = 10, tokens: Sequence[str | i
             logits = unembed(h)
             if cap:
                 logits = torch.tanh(logits / cap) * cap
-            logits = logits.float()  # the logits of logit_lens, normalised in float32
             states.append(h)
-            norms.append(log_normaliser(logits))
-            best = logits.topk(top_k, dim=-1)
+            norms.append(log_normaliser(logits))  # in float32, its copy freed inside the function
+            best = logits.topk(top_k, dim=-1)  # the logits of logit_lens; float32 holds them exactly
             top_ids.append(best.indices)
-            top_logits.append(best.values)
+            top_logits.append(best.values.float())
         ids = torch.stack(top_ids)  # [L, P, k]
         lse = torch.stack(norms)  # [L, P]
         candidates = torch.unique(torch.cat([ids.flatten(), asked.to(ids.device)]))
