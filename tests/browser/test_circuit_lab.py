@@ -62,16 +62,23 @@ def node_xy(page: Page, canvas: Locator, i: int) -> tuple[float, float]:
     return box["x"] + xy[0], box["y"] + xy[1]
 
 
-def test_circuit_graph_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab_server: LabServer, scratch_dir: Path):
-    page.set_viewport_size({"width": 1280, "height": 800})
-    nb = scratch_dir / "circuit.ipynb"
-    nb.write_text(json.dumps(_notebook(SETUP)))
+def open_graph(page: Page, run_notebook: RunNotebook, lab_server: LabServer, nb: Path, setup: str
+               ) -> tuple[Locator, Locator]:  # fmt: skip
+    """Run ``setup`` as a notebook in JupyterLab; (its output, the graph's canvas) once the canvas shows every node
+    the starting threshold keeps."""
+    nb.write_text(json.dumps(_notebook(setup)))
     cells = run_notebook(page, nb.relative_to(lab_server.root).as_posix(), timeout_s=240)
     assert not any(c["has_error"] for c in cells), json.dumps(cells, indent=1)
     out = cell_output_locator(page, cells[0]["index"], cells[0]["panel_id"])
     canvas = out.locator(".ilab-circuit canvas")
     shown = kernel_eval(page, "print(int(((kind >= 2) | (rank <= 0.8)).sum()))")  # tokens and logits always
     expect(canvas).to_have_attribute("data-nodes", shown, timeout=30_000)
+    return out, canvas
+
+
+def test_circuit_graph_in_jupyterlab(page: Page, run_notebook: RunNotebook, lab_server: LabServer, scratch_dir: Path):
+    page.set_viewport_size({"width": 1280, "height": 800})
+    out, canvas = open_graph(page, run_notebook, lab_server, scratch_dir / "circuit.ipynb", SETUP)
     nodes = int(canvas.get_attribute("data-nodes") or 0)
     assert nodes > 10 and int(canvas.get_attribute("data-edges") or 0) > 10
     f, latent, other = (int(x) for x in kernel_eval(page, "print(F, LATENT, OTHER)").split())

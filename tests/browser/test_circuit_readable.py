@@ -13,10 +13,8 @@ from typing import TYPE_CHECKING
 import pytest
 from playwright.sync_api import Page, expect
 
-from .conftest import cell_output_locator
-from .test_circuit_lab import GRAPH_PRELUDE, node_xy
+from .test_circuit_lab import GRAPH_PRELUDE, node_xy, open_graph
 from .test_heatmap import kernel_eval, wait_for_python
-from .test_tour import _notebook
 
 if TYPE_CHECKING:
     from .conftest import LabServer, RunNotebook
@@ -42,14 +40,7 @@ display(w)
 def test_readable_graph_labels_card_pin_and_hide(page: Page, run_notebook: RunNotebook, lab_server: LabServer,
                                                  scratch_dir: Path):  # fmt: skip
     page.set_viewport_size({"width": 1280, "height": 900})
-    nb = scratch_dir / "readable.ipynb"
-    nb.write_text(json.dumps(_notebook(SETUP)))
-    cells = run_notebook(page, nb.relative_to(lab_server.root).as_posix(), timeout_s=240)
-    assert not any(c["has_error"] for c in cells), json.dumps(cells, indent=1)
-    out = cell_output_locator(page, cells[0]["index"], cells[0]["panel_id"])
-    canvas = out.locator(".ilab-circuit canvas")
-    shown = kernel_eval(page, "print(int(((kind >= 2) | (rank <= 0.8)).sum()))")  # tokens and logits always
-    expect(canvas).to_have_attribute("data-nodes", shown, timeout=30_000)
+    out, canvas = open_graph(page, run_notebook, lab_server, scratch_dir / "readable.ipynb", SETUP)
     logits = json.loads(kernel_eval(page, "import json; print(json.dumps(LOGITS))"))
     f, other = (int(x) for x in kernel_eval(page, "print(F, OTHER)").split())
     card = json.loads(kernel_eval(page, "print(json.dumps(CARD))"))
