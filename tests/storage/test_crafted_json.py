@@ -1,6 +1,7 @@
-"""Deeply nested JSON is refused before it is parsed, in every reader (core/storage/readers.py ``parse_json``).
+"""Deeply nested JSON is refused before it is parsed, in every reader (core/storage/readers/json_fields.py
+``parse_json``).
 
-``"[" * 50000 + "]" * 50000`` made Python's parser raise RecursionError; the nesting is measured first
+``"[" * 50000 + "]" * 50000`` makes Python's parser raise RecursionError; the nesting is measured first
 (brackets inside strings do not count) and a file nesting deeper than ``MAX_JSON_DEPTH`` is a FileError
 naming the file and the part of it.
 """
