@@ -1,6 +1,6 @@
 """Data: text corpora (the default offline corpus, files, datasets) and on-disk activation stores.
 
-``corpus.py`` turns any corpus into documents and token windows; ``store.py`` streams a model's
+``corpus.py`` turns any corpus into documents and token windows; ``store/`` streams a model's
 activations into resumable shards and reads them back as shuffled training batches; ``sources.py`` is
 where a long job's activations come from (a model over a corpus or a store, one protocol), read by
 ``streams.py`` (a model's, resumable at any point) and ``rows.py`` (documents cut into rows).

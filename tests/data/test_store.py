@@ -15,7 +15,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import interplab.core.data.store as store_mod
+import interplab.core.data.store.caching as store_mod
 import pytest
 import torch
 from interplab.core.data.store import ActivationStore
@@ -328,7 +328,7 @@ def test_exhausted_corpus_warns_and_completes(gpt2, tmp_path, monkeypatch, caplo
     windows = expected_windows(gpt2.tokenizer, small, CONTEXT)
     available = len(windows) * (CONTEXT - 1)
     path = tmp_path / "small"
-    with caplog.at_level(logging.WARNING, logger="interplab.core.data.store"):
+    with caplog.at_level(logging.WARNING, logger="interplab.core.data.store.caching"):
         store = gpt2.cache(small, "blocks.0.hook_resid_post", path, **{**KW, "n_tokens": 10_000})
     assert 0 < store.n_tokens == available < 10_000
     assert store.complete and store.manifest["exhausted"] is True

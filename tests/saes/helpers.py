@@ -45,7 +45,7 @@ def planted(n: int, d: int, m: int = 64, active: int = 3, seed: int = 100) -> to
 
 
 def write_store(path: Path, data: dict[str, torch.Tensor], shard: int = 2048) -> ActivationStore:
-    """A real activation store folder written the way core/store.py writes one (manifest + shards)."""
+    """A real activation store folder written the way core/data/store/ writes one (manifest + shards)."""
     path.mkdir(parents=True)
     n = len(next(iter(data.values())))
     shards = []
