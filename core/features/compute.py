@@ -40,7 +40,8 @@ from ..saes.base import sae_fingerprint
 from ..storage.atomic import recover
 from ..storage.readers import FileError
 from ..storage.resumable import ResumableJob
-from .data import CHECKPOINT, FeatureData, check_target
+from .data import FeatureData
+from .folder_format import CHECKPOINT, check_target
 from .labels import labels_path, load_labels
 from .search import all_neighbours, logit_effects
 from .stats import FeatureAccumulator, fine_bins

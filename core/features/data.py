@@ -9,7 +9,6 @@ Example
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,48 +18,12 @@ import numpy as np
 
 from ..checks import check_int, check_latent
 from ..memory.budget import check_memory
-from ..storage.atomic import atomic_folder, leftover_target, reads_folder
-from ..storage.readers import (
-    ArrayInfo,
-    Fields,
-    FileError,
-    dtype_name,
-    expect_values,
-    in_folder,
-    inside,
-    load_npy,
-    npy_header,
-    read_json,
-)
+from ..storage.atomic import reads_folder
+from ..storage.readers import Fields, FileError, in_folder, inside, load_npy, read_json
 from .distinct import distinct_order, gather
+from .folder_format import ARRAYS, FORMAT, check_array_headers, check_array_values, write_arrays
 from .labels import FILE as LABELS_FILE
-from .labels import check_label, check_labels, read_labels, update_label
-
-FORMAT = "interplab-features"
-#: The running state of an unfinished pass, inside its output folder (one file, see interplab.core.storage.resumable).
-CHECKPOINT = ".checkpoint.safetensors"
-#: Array fields and their dtypes, in the order they are saved.
-ARRAYS: dict[str, Any] = {
-    "density": np.float32,
-    "max_act": np.float32,
-    "mean_act": np.float32,
-    "hist_edges": np.float32,
-    "hist_counts": np.int64,
-    "top_tokens": np.int32,
-    "top_acts": np.float32,
-    "top_max": np.float32,
-    "top_where": np.int64,
-    "quantile_tokens": np.int32,
-    "quantile_acts": np.float32,
-    "quantile_max": np.float32,
-    "quantile_where": np.int64,
-    "logit_top_ids": np.int32,
-    "logit_top_values": np.float32,
-    "logit_bottom_ids": np.int32,
-    "logit_bottom_values": np.float32,
-    "neighbour_ids": np.int32,
-    "neighbour_sims": np.float32,
-}
+from .labels import check_label, read_labels, update_label
 
 
 @dataclass(repr=False, eq=False)
@@ -309,12 +272,12 @@ class FeatureData:
         context = meta.int("context", minimum=1)
         config = meta.obj("config", {})
         known = {key: config.int(key, None, minimum=1) for key in ("n_top", "n_quantile", "n_bins", "n_logit")}
-        infos = _check_arrays(root, d_sae, context, {k: v for k, v in known.items() if v is not None})
+        infos = check_array_headers(root, d_sae, context, {k: v for k, v in known.items() if v is not None})
         check_memory(f"Loading feature data from {str(root)!r}", sum(i.nbytes for i in infos.values()))
         arrays: dict[str, Any] = {name: load_npy(in_folder(root, f"{name}.npy"), info) for name, info in infos.items()}
         strings = meta.str_map("token_strings")
         labels = {k: v for k, v in meta.str_map("labels", {}).items() if 0 <= k < d_sae}
-        _check_values(root, d_sae, arrays, strings, labels)
+        check_array_values(root, d_sae, arrays, strings, labels)
         data = cls(
             site=meta.str("site"), d_sae=d_sae, n_tokens=meta.int("n_tokens", minimum=0), context=context,
             lead=meta.int("lead", minimum=0, maximum=context - 1), **arrays,
@@ -329,99 +292,3 @@ class FeatureData:
         if own.is_file():
             data.labels = read_labels(own, d_sae)  # edits made after the save
         return data
-
-
-def _check_values(root: Path, d_sae: int, arrays: dict[str, np.ndarray], strings: dict[int, str],
-                  labels: dict[int, str]) -> None:  # fmt: skip
-    """Every number in its range (the readers' :func:`expect_values`): neighbours are latents of the SAE, token ids
-    (-1: no token) ones the data holds a string for, statistics finite, labels no longer than labels.json's."""
-    expect_values(root / "neighbour_ids.npy", "neighbour_ids", arrays["neighbour_ids"], 0, d_sae, "d_sae")
-    for name in ("max_act", "mean_act", "neighbour_sims", "hist_edges"):
-        expect_values(root / f"{name}.npy", name, arrays[name])
-    expect_values(root / "density.npy", "density", arrays["density"], 0, maximum=1)
-    expect_values(root / "hist_counts.npy", "hist_counts", arrays["hist_counts"], 0)
-    known = np.fromiter(strings, dtype=np.int64, count=len(strings))
-    for name in ("top_tokens", "quantile_tokens", "logit_top_ids", "logit_bottom_ids"):
-        ids = arrays[name]
-        expect_values(root / f"{name}.npy", name, ids, -1)
-        unknown = (ids >= 0) & ~np.isin(ids, known)
-        if unknown.any():
-            at = [int(i) for i in np.argwhere(unknown)[0]]
-            raise FileError(root / f"{name}.npy", name, f"holds token {int(ids[tuple(at)])} at {at}, which "
-                                                        "meta.json's token_strings does not name")  # fmt: skip
-    check_labels(root / "meta.json", labels, where="labels")
-
-
-def _check_arrays(root: Path, d_sae: int, context: int, known: dict[str, int]) -> dict[str, ArrayInfo]:
-    """Every array's header: there, its dtype, and shapes that agree with each other and the metadata.
-
-    ``known`` sizes (``n_top``, ``n_quantile``, ``n_bins``, ``n_logit`` from the saved settings) are the
-    reference; others are taken from the first array that has them.
-    """
-    infos = {}
-    for name, dtype in ARRAYS.items():
-        file = in_folder(root, f"{name}.npy")
-        if not file.is_file():
-            raise FileError(root, name, f"is missing: the folder lacks {name}.npy")
-        info = npy_header(file)
-        if info.dtype != dtype_name(np.dtype(dtype)):
-            raise FileError(file, name, f"has dtype {info.dtype}, expected {dtype_name(np.dtype(dtype))}")
-        infos[name] = info
-    sizes: dict[str, int] = {"bins": known["n_bins"]} if "n_bins" in known else {}
-    sizes.update({k: v for k, v in known.items() if k in ("n_top", "n_quantile", "n_logit")})
-
-    def shape(name: str, *dims: Any) -> None:
-        got = infos[name].shape
-        want: list[int] = []
-        for dim in dims:
-            if isinstance(dim, str):  # a size named by the first array that has it
-                sizes.setdefault(dim, got[len(want)] if len(got) > len(want) else -1)
-                dim = sizes[dim]
-            want.append(dim)
-        if got != tuple(want):
-            raise FileError(root / f"{name}.npy", name, f"has shape {list(got)}, expected {want} (d_sae={d_sae}, "
-                                                        f"context={context})")  # fmt: skip
-
-    for name in ("density", "max_act", "mean_act"):
-        shape(name, d_sae)
-    shape("hist_counts", d_sae, "bins")
-    shape("hist_edges", d_sae, sizes["bins"] + 1)
-    for prefix, k in (("top", "n_top"), ("quantile", "n_quantile")):
-        shape(f"{prefix}_max", d_sae, k)
-        shape(f"{prefix}_tokens", d_sae, k, context)
-        shape(f"{prefix}_acts", d_sae, k, context)
-        shape(f"{prefix}_where", d_sae, k, 2)
-    for name in ("logit_top_ids", "logit_top_values", "logit_bottom_ids", "logit_bottom_values"):
-        shape(name, d_sae, "n_logit")
-    shape("neighbour_ids", d_sae, "n_near")
-    shape("neighbour_sims", d_sae, "n_near")
-    return infos
-
-
-# ------------------------------------------------------------------ folders
-def check_target(path: Path) -> None:
-    """Refuse a folder holding anything but feature data: saving replaces the whole folder.
-
-    What interrupted writes leave there (see :func:`interplab.core.storage.atomic.leftover_target`) does not count.
-    """
-    if not path.exists():
-        return
-    ours = {"meta.json", CHECKPOINT, LABELS_FILE}
-    other = [p.name for p in path.iterdir() if p.name not in ours and p.suffix != ".npy"
-             and leftover_target(p.name) is None] if path.is_dir() else [""]  # fmt: skip
-    if other:
-        raise ValueError(
-            f"{str(path)!r} holds other files ({sorted(other)[:5]}); feature data replaces its folder, "
-            "so give a new or empty folder."
-        )
-
-
-def write_arrays(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray], extra: dict[str, bytes]) -> None:
-    """Write meta.json + one .npy per array (+ ``extra`` files) as a folder, swapped into place whole."""
-    check_target(path)
-    with atomic_folder(path) as tmp:
-        for name, arr in arrays.items():
-            np.save(tmp / f"{name}.npy", np.ascontiguousarray(arr), allow_pickle=False)
-        for name, data in extra.items():
-            (tmp / name).write_bytes(data)
-        (tmp / "meta.json").write_text(json.dumps(meta, allow_nan=False))

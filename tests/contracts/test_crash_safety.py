@@ -28,7 +28,7 @@ import pytest
 import torch
 from interplab.core.data.store import ActivationStore
 from interplab.core.features import FeatureData, feature_data
-from interplab.core.features.data import CHECKPOINT as FEATURE_CHECKPOINT
+from interplab.core.features.folder_format import CHECKPOINT as FEATURE_CHECKPOINT
 from interplab.core.features.labels import read_labels, set_label
 from interplab.core.saes import SAE, load_sae
 from interplab.core.saes.training.trainer import CHECKPOINT, read_checkpoint, train_saes
