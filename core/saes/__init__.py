@@ -1,6 +1,7 @@
 """Sparse autoencoders: one base class, one file per architecture, training, files, the packaged suite.
 
-``base.py`` holds the class every architecture extends and the registry; ``standard.py``,
+``base.py`` holds the class every architecture extends and the registry, ``config.py`` what an SAE is
+(:class:`SAEConfig`) and the checks every config passes; ``standard.py``,
 ``topk.py``, ``batchtopk.py``, ``jumprelu.py``, ``gated.py`` and ``matryoshka.py`` one architecture each (with its
 defaults, checks and loss); ``kernels/`` the fast training kernels; ``training/`` the trainer (it names no
 architecture: :func:`train_sae`, :func:`train_saes`); ``io.py`` reads SAELens, Gemma Scope and
@@ -15,8 +16,9 @@ Example
 >>> sae = load_sae("embedded", layer=6)
 """
 
-from .base import REGISTRY, SAE, SAEConfig, arch_class, sae_fingerprint
+from .base import REGISTRY, SAE, arch_class, sae_fingerprint
 from .batchtopk import BatchTopKSAE
+from .config import SAEConfig
 from .gated import GatedSAE
 from .jumprelu import JumpReLUSAE
 from .loader import load_sae

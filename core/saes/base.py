@@ -28,42 +28,18 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
-from ..checks import check_int, check_latent, check_number
+from ..checks import check_latent
 from ..memory.budget import check_memory
+from .config import SAEConfig, check_config
 from .writer import save_saelens
 
 REGISTRY: dict[str, type[SAE]] = {}
-
-
-@dataclass
-class SAEConfig:
-    """What an SAE is: its architecture, sizes, the site it reads and its hyper-parameters."""
-
-    arch: str
-    d_in: int
-    d_sae: int
-    site: str = ""
-    model_name: str = ""
-    apply_b_dec_to_input: bool = True
-    k: int | None = None  # topk / batchtopk
-    l1_coefficient: float | None = None  # standard / gated
-    l0_coefficient: float | None = None  # jumprelu
-    bandwidth: float = 0.001  # jumprelu straight-through estimator
-    site_out: str = ""  # a transcoder's output site ("" for an SAE, which reconstructs its input)
-    d_out: int | None = None  # a transcoder's output width (None: d_in)
-    skip: bool = False  # a transcoder's affine skip connection x @ W_skip
-    matryoshka_widths: list[int] | None = None  # matryoshka: nested prefix widths, the last = d_sae
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _keeps_graph(x: torch.Tensor) -> bool:
@@ -118,31 +94,7 @@ class SAE(nn.Module):
     @classmethod
     def validate(cls, cfg: SAEConfig) -> None:
         """Clear errors for an impossible config, before any allocation (subclasses add their own checks)."""
-        check_int("d_in", cfg.d_in, minimum=1)
-        check_int("width", cfg.d_sae, minimum=1)
-        for name in ("l1_coefficient", "l0_coefficient"):
-            value = getattr(cfg, name)
-            if value is not None and check_number(value, name) < 0:
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}.")
-        if check_number(cfg.bandwidth, "bandwidth") <= 0:
-            raise ValueError(f"bandwidth must be a positive number, got {cfg.bandwidth!r}.")
-        if not isinstance(cfg.apply_b_dec_to_input, bool):
-            raise TypeError(f"apply_b_dec_to_input must be True or False, got {cfg.apply_b_dec_to_input!r}.")
-        for name in ("site", "model_name", "site_out"):
-            if not isinstance(getattr(cfg, name), str):
-                raise TypeError(f"{name} must be a string, got {getattr(cfg, name)!r}.")
-        if cfg.d_out is not None:
-            check_int("d_out", cfg.d_out, minimum=1)
-        if not isinstance(cfg.skip, bool):
-            raise TypeError(f"skip must be True or False, got {cfg.skip!r}.")
-        transcoder = bool(cfg.site_out) or cfg.d_out is not None
-        if cfg.skip and not transcoder:
-            raise ValueError("skip=True is for transcoders: give site_out= (the site the transcoder predicts).")
-        if transcoder and cfg.apply_b_dec_to_input:
-            raise ValueError(
-                "A transcoder's b_dec lives at its output site, so apply_b_dec_to_input must be False "
-                f"(site={cfg.site!r}, site_out={cfg.site_out!r})."
-            )
+        check_config(cfg)
         n = sum(math.prod(shape) for shape in cls.file_shapes(cfg).values())
         check_memory(f"A {cls.arch or 'SAE'} SAE with d_in={cfg.d_in:,} and width={cfg.d_sae:,}", 4 * n,
                      "Give a smaller width.")  # fmt: skip

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from .base import SAE, SAEConfig
+from .base import SAE
+from .config import SAEConfig
 from .topk import TopKSAE
 
 THRESHOLD_RATE = 0.01

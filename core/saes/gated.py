@@ -15,7 +15,8 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from .base import SAE, SAEConfig
+from .base import SAE
+from .config import SAEConfig
 
 
 class GatedSAE(SAE):

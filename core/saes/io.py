@@ -36,7 +36,8 @@ from ..storage.readers import (
     read_json,
     safetensors_header,
 )
-from .base import REGISTRY, SAE, SAEConfig, arch_class
+from .base import REGISTRY, SAE, arch_class
+from .config import SAEConfig
 from .writer import CFG, SPARSITY, WEIGHTS
 
 _FORMATS = (

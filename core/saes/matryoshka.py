@@ -21,8 +21,8 @@ from typing import Any, ClassVar
 
 import torch
 
-from .base import SAEConfig
 from .batchtopk import BatchTopKSAE
+from .config import SAEConfig
 from .kernels.sparse import decode_pairs, select_active
 from .topk import AUX_COEFFICIENT
 

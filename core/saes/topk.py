@@ -16,7 +16,8 @@ import torch
 import torch.nn.functional as F
 
 from ..checks import check_int
-from .base import SAE, SAEConfig
+from .base import SAE
+from .config import SAEConfig
 from .kernels.sparse import decode_pairs, select_active
 
 AUX_COEFFICIENT = 1 / 32

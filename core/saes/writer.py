@@ -24,7 +24,7 @@ SAELENS_FORMAT_VERSION = "6.0.0"  # the config layout written here: SAELens read
 
 
 class SavedSettings(Protocol):
-    """The settings of an SAE's config that its cfg.json records (an :class:`~interplab.core.saes.base.SAEConfig`)."""
+    """The settings of an SAE's config that its cfg.json records (an :class:`~interplab.core.saes.config.SAEConfig`)."""
 
     @property
     def apply_b_dec_to_input(self) -> bool: ...

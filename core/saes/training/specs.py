@@ -15,7 +15,8 @@ from typing import Any
 from ...checks import check_float, check_int, check_positive_int
 from ...data.sources import ActivationSource
 from ...memory.budget import check_memory
-from ..base import SAE, SAEConfig, arch_class
+from ..base import SAE, arch_class
+from ..config import SAEConfig
 
 #: The settings an SAE spec may give.
 #: The largest learning rate a spec may ask for (Adam steps above 1 diverge on any SAE).
