@@ -55,10 +55,12 @@ from . import limits
 from .activations import Activations, pad_and_stack, pad_patterns
 from .derive import Skeleton, check_readout, config_int, find_skeleton, place_family, text_config
 from .eager_attention import check_patterns, eager_attention
+from .routing import check_kinds_asked, listed, on_moe_layers, per_position, stream_only, with_router
 from .runlock import run_lock
 from .sites import (
     KINDS,
     MODEL_TYPES,
+    SITE_ORDER,
     Family,
     Site,
     family_for,
@@ -143,6 +145,7 @@ class Model:
         self.config = config
         self._readout_checked = False
         self.family, self.skeleton = self._find_parts(config)
+        self.family = with_router(self.family, getattr(nn, "_module", None), self.skeleton, config)
         self.n_layers = config_int(config, "num_hidden_layers", "n_layer")
         self.d_model = config_int(config, "hidden_size", "n_embd")
         self.n_heads = config_int(config, "num_attention_heads", "n_head")
@@ -150,7 +153,7 @@ class Model:
         self.d_mlp = config_int(config, "intermediate_size", "n_inner") or 4 * self.d_model
         #: Site kinds this model has (blocks that run attention and MLP in parallel have no resid_mid).
         own = self.family.kinds if self.family is not None and self.family.kinds is not None else KINDS
-        self.kinds = tuple(k for k in KINDS if (k != "resid_mid" or not parallel_blocks(config)) and k in own)
+        self.kinds = tuple(k for k in SITE_ORDER if (k != "resid_mid" or not parallel_blocks(config)) and k in own)
 
     def _find_parts(self, config: Any) -> tuple[Family | None, Skeleton | None]:
         """The site table (None for unmapped types, with a warning saying what still works) and the parts found
@@ -177,7 +180,7 @@ class Model:
     def _outer(self, *parts: str) -> Family | Skeleton:
         """Where the blocks, final norm and unembedding are: the site table, or the parts found (:mod:`.derive`);
         an error naming the part not found."""
-        if self.family is not None:
+        if self.family is not None and not stream_only(self.family):
             return self.family
         if self.skeleton is None:
             return self.check_mapped()
@@ -199,7 +202,7 @@ class Model:
     @property
     def sites(self) -> list[str]:
         """Every site name, in forward order (empty for unsupported architectures)."""
-        return site_names(self.n_layers, self.kinds) if self.family else []
+        return listed(self.family, site_names(self.n_layers, self.kinds)) if self.family else []
 
     def site_dim(self, site: str) -> int:
         """Width of the activations at a site per token.
@@ -214,7 +217,9 @@ class Model:
                 "token: read it with model.collect (or ilab.widgets.AttentionPattern); it cannot feed a store, "
                 "an SAE or a steering vector."
             )
-        return {"hook_z": self.n_heads * self.d_head, "mlp_post": self.d_mlp}.get(parsed.kind, self.d_model)
+        widths = {"hook_z": self.n_heads * self.d_head, "mlp_post": self.d_mlp}
+        widths.update({kind: width for kind, _, width in self.check_mapped().routing})
+        return widths.get(parsed.kind, self.d_model)
 
     def sites_of_width(self, width: int) -> list[str]:
         """Sites holding one vector of ``width`` per token, in forward order: where a steering vector or an SAE
@@ -251,7 +256,9 @@ class Model:
             "its blocks run attention and the MLP in parallel on the same input (use_parallel_residual), so no "
             "residual stream lies between them; hook_resid_pre plus hook_attn_out is what attention adds"
         )
-        return parse_sites(sites if isinstance(sites, str) else list(sites), self.n_layers, self.kinds, why)
+        spec = sites if isinstance(sites, str) else list(sites)
+        check_kinds_asked(spec, self.kinds, str(getattr(self.config, "model_type", "?")))
+        return on_moe_layers(family, spec, parse_sites(spec, self.n_layers, self.kinds, why))
 
     def parse_site(self, site: str) -> Site:
         """Parse and check one site name; a short form (every layer's) is refused, naming one full name to give.
@@ -429,7 +436,8 @@ class Model:
         if patterns:
             check_patterns(saved, self.config)
         free_trace_memory()
-        return [s.detach().to("cpu") for s in saved]
+        shape = inputs["input_ids"].shape
+        return [per_position(s.detach().to("cpu"), io, shape) for s, (_, io) in zip(saved, targets, strict=True)]
 
     @contextlib.contextmanager
     def eager_attention(self, needed: bool = True) -> Iterator[None]:
