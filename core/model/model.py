@@ -218,7 +218,7 @@ class Model:
                 "an SAE or a steering vector."
             )
         widths = {"hook_z": self.n_heads * self.d_head, "mlp_post": self.d_mlp}
-        widths.update({kind: width for kind, _, width in self.check_mapped().routing})
+        widths.update({kind: width for kind, _, _, width in self.check_mapped().routing})
         return widths.get(parsed.kind, self.d_model)
 
     def sites_of_width(self, width: int) -> list[str]:

@@ -10,11 +10,13 @@ chosen experts are the top-k of its logits). :func:`with_router` adds the routin
 
 * ``blocks.{L}.mlp.hook_router_logits``: the logits [batch, pos, n_experts];
 * ``blocks.{L}.mlp.hook_expert_ids``: the chosen experts [batch, pos, top_k];
-* ``blocks.{L}.mlp.hook_expert_weights``: their weights in the block's sum [batch, pos, top_k].
+* ``blocks.{L}.mlp.hook_expert_weights``: their weights in the block's sum [batch, pos, top_k];
+* ``blocks.{L}.mlp.hook_expert_out``: every expert's output [batch, pos, n_experts * d_model], where the experts
+  module gives them apart (Llama 4 runs every expert on its score-scaled tokens and stacks the outputs).
 
-All three are read-only and exist only at the layers that have a router (DeepSeek-V3's first layers are
-dense). Transformers 5 fuses the experts of a block into one module of stacked weights, so no per-expert
-output exists as a module output to read.
+All are read-only and exist only at the layers that have a router (DeepSeek-V3's first layers are dense).
+The other types' experts modules (transformers 5 fuses a block's experts into stacked weights) take the chosen
+experts and return their weighted sum, so no per-expert output exists there as a module output to read.
 
 Example
 -------
@@ -27,6 +29,7 @@ torch.Size([1, 5, 2])
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 import re
 from collections.abc import Sequence
@@ -44,7 +47,7 @@ MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss", "deepseek_
              "qwen3_next", "llama4_text")  # fmt: skip
 #: The name ending of a family that maps only the residual stream and the router (a type without a site table).
 STREAM_FAMILY = "+routing"
-_ROUTING_SITE = re.compile(r"^blocks\.(\d+)\.mlp\.hook_(?:router_logits|expert_ids|expert_weights)$")
+_ROUTING_SITE = re.compile(r"^blocks\.(\d+)\.mlp\.hook_(?:router_logits|expert_ids|expert_weights|expert_out)$")
 
 
 def router_class(module: torch.nn.Module) -> tuple[type | None, int]:
@@ -81,15 +84,26 @@ def find_routers(module: torch.nn.Module, layers: str) -> tuple[str, tuple[int, 
     return path, tuple(i for i, p, _ in found if p == path), first, logits_index
 
 
-def routing_reads(logits_index: int, top_k: int, n_experts: int) -> tuple[tuple[str, str, int], ...]:
-    """``(kind, io, width)`` of each routing kind for a router whose logits are element ``logits_index`` of its
-    output: ``(logits, weights, indices)`` routers give all three; ``(dense scores, logits)`` routers give the
-    top-k of the logits as the experts and of the scores as their weights."""
+def routing_reads(block: torch.nn.Module, path: str, logits_index: int, top_k: int, n_experts: int,
+                  width: int) -> tuple[tuple[str, str, str, int], ...]:  # fmt: skip
+    """``(kind, module path, io, width)`` of each routing kind for a router at ``path`` in ``block`` whose logits are
+    element ``logits_index`` of its output: ``(logits, weights, indices)`` routers give the first three;
+    ``(dense scores, logits)`` routers give the top-k of the logits as the experts and of the scores as their
+    weights. An ``experts`` module beside the router that takes only the tokens (one row block per expert, Llama 4)
+    gives each expert's output."""
     if logits_index == 0:
         reads = ("element.0", "element.2", "element.1")
     else:
         reads = (f"element.{logits_index}", f"topk.{logits_index}.{top_k}.indices", f"topk.0.{top_k}.values")
-    return tuple(zip(ROUTING_KINDS, reads, (n_experts, top_k, top_k), strict=True))
+    out = [
+        (kind, path, io, size)
+        for kind, io, size in zip(ROUTING_KINDS[:3], reads, (n_experts, top_k, top_k), strict=True)
+    ]
+    experts = f"{path.rsplit('.', 1)[0]}.experts" if "." in path else "experts"
+    # the class's forward: nnsight wraps the instance's; (self, hidden_states) takes the tokens alone
+    if _resolves(block, experts) and len(inspect.signature(type(resolve(block, experts)).forward).parameters) == 2:
+        out.append(("expert_out", experts, f"experts.{n_experts}", n_experts * width))
+    return tuple(out)
 
 
 def _check_layout(router: torch.nn.Module, logits_index: int, top_k: int, n_experts: int, width: int) -> str | None:
@@ -149,8 +163,9 @@ def with_router(family: Family | None, module: Any, skeleton: Skeleton | None, c
     block = resolve(module, f"{base.layers}.{moe_layers[0]}")
     if base.down_proj and not _resolves(block, base.down_proj):
         kinds = tuple(k for k in kinds if k != "mlp_post")  # the experts are fused: no one down projection
-    reads = routing_reads(logits_index, top_k, n_experts)
-    return dataclasses.replace(base, kinds=kinds + ROUTING_KINDS, router=path, routing=reads, moe_layers=moe_layers)
+    reads = routing_reads(block, path, logits_index, top_k, n_experts, width)
+    kinds += tuple(kind for kind, *_ in reads)
+    return dataclasses.replace(base, kinds=kinds, router=path, routing=reads, moe_layers=moe_layers)
 
 
 def _resolves(root: Any, path: str) -> bool:
@@ -180,7 +195,8 @@ def check_kinds_asked(spec: str | Sequence[str], kinds: Sequence[str], model_typ
         if kind in ROUTING_KINDS:
             raise ValueError(
                 f"{item!r}: model_type {model_type!r} has no mixture-of-experts router, so it has no routing sites "
-                f"(router_logits, expert_ids, expert_weights); they exist on MoE models such as {', '.join(MOE_TYPES)}."
+                f"(router_logits, expert_ids, expert_weights, expert_out); they exist on MoE models such as "
+                f"{', '.join(MOE_TYPES)}."
             )
         raise ValueError(
             f"{item!r}: model_type {model_type!r} has no state-space mixer, so it has no hook_mixer_in or "
@@ -217,6 +233,6 @@ def listed(family: Family | None, names: list[str]) -> list[str]:
 def per_position(value: torch.Tensor, io: str, shape: Sequence[int]) -> torch.Tensor:
     """A routing site's value [tokens, ...] (routers see tokens flattened) as [batch, pos, ...] for an input of
     ``shape`` [batch, pos]; any other site's value as it is."""
-    if io.startswith(("element.", "topk.")) and value.dim() == 2:
+    if io.startswith(("element.", "topk.", "experts.")) and value.dim() == 2:
         return value.reshape(int(shape[0]), int(shape[1]), -1)
     return value

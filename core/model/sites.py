@@ -36,8 +36,9 @@ KINDS = (
 BLOCK_KINDS = KINDS[1:]
 #: A state-space block's mixer input and output (Mamba, Mamba-2), in place of attention and the MLP.
 MIXER_KINDS = ("mixer_in", "mixer_out")
-#: A mixture-of-experts block's router: its logits, the experts chosen per token and their weights (read-only).
-ROUTING_KINDS = ("router_logits", "expert_ids", "expert_weights")
+#: A mixture-of-experts block's router: its logits, the experts chosen per token and their weights, and each expert's
+#: output where the experts module gives them apart (read-only).
+ROUTING_KINDS = ("router_logits", "expert_ids", "expert_weights", "expert_out")
 #: Every kind in the order it runs inside a block (mixer kinds between the stream sites, routing after mlp_in).
 SITE_ORDER = KINDS[:2] + MIXER_KINDS + KINDS[2:7] + ROUTING_KINDS + KINDS[7:]
 _HOOK_SUFFIX = {
@@ -56,6 +57,7 @@ _HOOK_SUFFIX = {
     "router_logits": "mlp.hook_router_logits",
     "expert_ids": "mlp.hook_expert_ids",
     "expert_weights": "mlp.hook_expert_weights",
+    "expert_out": "mlp.hook_expert_out",
 }
 _SUFFIX_KIND = {v: k for k, v in _HOOK_SUFFIX.items()}
 _SITE_RE = re.compile(r"^(?:blocks\.(\d+)\.([\w.]+)|(hook_embed))$")
@@ -82,6 +84,8 @@ DESCRIPTIONS = {
     "router_logits": "a mixture-of-experts router's logits, one per expert (read-only; only MoE layers)",
     "expert_ids": "the experts the router chose per token, top-k indices as the model orders them (read-only)",
     "expert_weights": "the weights the block gives the chosen experts, aligned with expert_ids (read-only)",
+    "expert_out": "every expert's output per token, experts x d_model flattened (read-only; where the experts module "
+    "gives them apart: Llama 4)",
 }
 
 
@@ -110,9 +114,10 @@ class Family:
     why_missing: str = ""
     #: The state-space mixer (relative to the block) whose input and output are ``hook_mixer_in``/``hook_mixer_out``.
     mixer: str = ""
-    #: The MoE router (relative to the block; :mod:`.routing` finds it) and, per routing kind, ``(kind, io, width)``.
+    #: The MoE router (relative to the block; :mod:`.routing` finds it) and, per routing kind,
+    #: ``(kind, module path relative to the block, io, width)``.
     router: str = ""
-    routing: tuple[tuple[str, str, int], ...] = ()
+    routing: tuple[tuple[str, str, str, int], ...] = ()
     #: The layers whose blocks have a router (a dense layer has no routing sites).
     moe_layers: tuple[int, ...] = ()
 
@@ -338,7 +343,8 @@ def site_module_path(family: Family, site: Site) -> tuple[str, str]:
     if site.kind in MIXER_KINDS:
         return f"{block}.{family.mixer}", "input" if site.kind == "mixer_in" else "output"
     if site.kind in ROUTING_KINDS:
-        return f"{block}.{family.router}", dict((k, io) for k, io, _ in family.routing)[site.kind]
+        path, io = next((path, io) for kind, path, io, _ in family.routing if kind == site.kind)
+        return f"{block}.{path}", io
     if site.kind == "hook_z":
         return f"{block}.{family.o_proj}", "input"
     if site.kind == "pattern":

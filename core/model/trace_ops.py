@@ -34,10 +34,14 @@ def read_site(envoy: Any, io: str) -> Any:
 
     A router's ``io`` names what of its output tuple to read: ``"element.I"`` its element ``I``,
     ``"topk.I.K.indices"`` / ``"topk.I.K.values"`` the top ``K`` of element ``I`` over the experts
-    (for routers that return no indices). Routers see tokens flattened, so these are [tokens, ...].
+    (for routers that return no indices); ``"experts.E"`` an experts module's stacked output [E * tokens, d] as
+    [tokens, E * d]. Routers and experts see tokens flattened, so these are [tokens, ...].
     """
     if io == "weights":
         return envoy.output[1]
+    if io.startswith("experts."):
+        out = envoy.output
+        return out.view(int(io.split(".")[1]), -1, out.shape[-1]).transpose(0, 1).flatten(1)
     if io.startswith(("element.", "topk.")):
         parts = io.split(".")
         value = envoy.output[int(parts[1])]
@@ -60,10 +64,11 @@ def write_site(envoy: Any, io: str, value: Any) -> None:
             "Attention patterns (attn.hook_pattern) can be read, not written: the attention output is computed "
             "from them inside the attention module. Write attn.hook_z or hook_attn_out instead."
         )
-    if io.startswith(("element.", "topk.")):
+    if io.startswith(("element.", "topk.", "experts.")):
         raise ValueError(
-            "Routing sites (mlp.hook_router_logits, mlp.hook_expert_ids, mlp.hook_expert_weights) can be read, not "
-            "written: the router's choice is made inside the MoE block. Write hook_mlp_in or hook_mlp_out instead."
+            "Routing sites (mlp.hook_router_logits, hook_expert_ids, hook_expert_weights, hook_expert_out) can be "
+            "read, not written: the router's choice is made inside the MoE block. Write hook_mlp_in or hook_mlp_out "
+            "instead."
         )
     if io == "stream":
         current = envoy.input

@@ -69,9 +69,11 @@ def test_unmapped_type_loads_with_a_warning_naming_it_and_what_works(unmapped):
     assert f"Unsupported model_type {kind!r}" in warned and "'gpt2'" in warned
     assert "model.logits works" in warned and "logit_lens reads" in warned
     if kind in MOE_TYPES:
-        assert model.sites[:6] == ["hook_embed", "blocks.0.hook_resid_pre", "blocks.0.mlp.hook_router_logits",
-                                   "blocks.0.mlp.hook_expert_ids", "blocks.0.mlp.hook_expert_weights",
-                                   "blocks.0.hook_resid_post"]  # fmt: skip
+        experts = ["blocks.0.mlp.hook_expert_out"] if kind == "llama4_text" else []
+        assert model.sites[: 6 + len(experts)] == ["hook_embed", "blocks.0.hook_resid_pre",
+                                                   "blocks.0.mlp.hook_router_logits", "blocks.0.mlp.hook_expert_ids",
+                                                   "blocks.0.mlp.hook_expert_weights", *experts,
+                                                   "blocks.0.hook_resid_post"]  # fmt: skip
         with pytest.raises(ValueError, match=r"'blocks\.0\.hook_mlp_out' does not exist in this model: interplab "
                            r"maps only the residual stream and the router"):  # fmt: skip
             model.collect(TEXTS, "blocks.0.hook_mlp_out")

@@ -73,7 +73,8 @@ def test_every_moe_type_lists_routing_sites_at_its_moe_layers(moe):
     kind, hf, model = moe
     moe_layers = [1] if kind == "deepseek_v3" else [0, 1]
     routing = [s for s in model.sites if ".mlp.hook_" in s]
-    assert routing == [f"blocks.{layer}.mlp.hook_{name}" for layer in moe_layers for name in ROUTING]
+    kinds = [*ROUTING, "expert_out"] if kind == "llama4_text" else ROUTING  # only Llama 4's experts give them apart
+    assert routing == [f"blocks.{layer}.mlp.hook_{name}" for layer in moe_layers for name in kinds]
     config = hf.config
     n_experts = config.num_local_experts if hasattr(config, "num_local_experts") else (
         getattr(config, "num_experts", None) or config.n_routed_experts)  # fmt: skip
@@ -160,3 +161,36 @@ def test_routing_sites_cannot_be_written():
     envoy, io = model.envoy("blocks.0.mlp.hook_router_logits")
     with pytest.raises(ValueError, match=r"Routing sites .* can be read, not written"):
         write_site(envoy, io, torch.zeros(1))
+
+
+def test_llama4_expert_outputs_equal_its_experts_and_sum_to_the_routed_output():
+    """The control: a torch hook on Llama 4's experts module (its stacked [experts * tokens, d] output), and the
+    block's identity: the experts' outputs summed, plus the shared expert's, are the MoE block's output."""
+    hf = tiny_moe("llama4_text")
+    model = ilab.load_model(hf, tokenizer=tiny_tokenizer())
+    site = "blocks.1.mlp.hook_expert_out"
+    assert model.site_dim(site) == 4 * 64
+    acts = model.collect(TEXTS, site)
+    moe_block = hf.model.layers[1].feed_forward
+    seen = {}
+    hooks = [moe_block.experts.register_forward_hook(lambda _m, _i, out: seen.update(experts=out)),
+             moe_block.shared_expert.register_forward_hook(lambda _m, _i, out: seen.update(shared=out.clone())),
+             moe_block.register_forward_hook(lambda _m, _i, out: seen.update(block=out[0]))]  # fmt: skip
+    try:
+        _, lengths = hf_router_logits(hf)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    B, L = len(TEXTS), int(lengths.max())
+    want = seen["experts"].view(4, B, L, 64).permute(1, 2, 0, 3)
+    got = acts[site].view(B, L, 4, 64)
+    summed = got.sum(2) + seen["shared"].view(B, L, 64)
+    for row, n in enumerate(lengths.tolist()):
+        torch.testing.assert_close(got[row, :n], want[row, :n], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(summed[row, :n], seen["block"].view(B, L, 64)[row, :n], rtol=1e-5, atol=1e-5)
+    # an expert not chosen runs on zero-scaled tokens and gives exactly 0: the nonzero outputs are the chosen experts
+    ids = model.collect(TEXTS, "blocks.1.mlp.hook_expert_ids")["blocks.1.mlp.hook_expert_ids"].long()
+    for row, n in enumerate(lengths.tolist()):
+        nonzero = got[row, :n].abs().sum(-1).gt(0)
+        chosen = torch.zeros_like(nonzero).scatter(1, ids[row, :n], True)
+        assert torch.equal(nonzero, chosen)
