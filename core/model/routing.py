@@ -127,10 +127,12 @@ def _check_layout(router: torch.nn.Module, logits_index: int, top_k: int, n_expe
 
 
 def stream_family(model_type: str, skeleton: Skeleton) -> Family:
-    """A family mapping only the residual stream (for a MoE type without a site table), named with
-    :data:`STREAM_FAMILY`, so the logit lens still checks the readout found (:mod:`.derive`)."""
+    """A family mapping only the residual stream around each block (for a MoE type without a site table), named
+    with :data:`STREAM_FAMILY`, so the logit lens still checks the readout found (:mod:`.derive`). No ``hook_embed``:
+    some types scale the embedding before the first block (GraniteMoE's ``embedding_multiplier``), so the
+    embedding's output is not known to be the stream; block 0's ``hook_resid_pre`` is."""
     assert skeleton.layers is not None
-    kinds = ("embed", "resid_pre", "resid_post") if skeleton.embed else ("resid_pre", "resid_post")
+    kinds = ("resid_pre", "resid_post")
     return Family(
         f"{model_type}{STREAM_FAMILY}", skeleton.layers, "", "", "", skeleton.final_norm or "",
         embed=skeleton.embed or "", attn="", mlp_norm="", down_proj="", unembed=skeleton.unembed or "lm_head",

@@ -70,7 +70,7 @@ def test_unmapped_type_loads_with_a_warning_naming_it_and_what_works(unmapped):
     assert "model.logits works" in warned and "logit_lens reads" in warned
     if kind in MOE_TYPES:
         experts = ["blocks.0.mlp.hook_expert_out"] if kind == "llama4_text" else []
-        assert model.sites[: 6 + len(experts)] == ["hook_embed", "blocks.0.hook_resid_pre",
+        assert model.sites[: 5 + len(experts)] == ["blocks.0.hook_resid_pre",
                                                    "blocks.0.mlp.hook_router_logits", "blocks.0.mlp.hook_expert_ids",
                                                    "blocks.0.mlp.hook_expert_weights", *experts,
                                                    "blocks.0.hook_resid_post"]  # fmt: skip

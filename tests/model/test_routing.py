@@ -82,6 +82,25 @@ def test_every_moe_type_lists_routing_sites_at_its_moe_layers(moe):
     assert widths == [n_experts, config.num_experts_per_tok, config.num_experts_per_tok]
 
 
+def test_stream_sites_of_a_moe_type_equal_hf_hidden_states(moe):
+    """A MoE type without a site table still has the residual stream around each block: block L's input is HF's
+    hidden_states[L], and the last block's output through the final norm is HF's last hidden state."""
+    _, hf, model = moe
+    acts = model.collect(TEXTS, ["resid_pre", "resid_post"])
+    enc = tiny_tokenizer()(TEXTS, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        hidden = hf(**enc, output_hidden_states=True).hidden_states
+    norm, _ = model.readout_modules()
+    for row, n in enumerate(enc["attention_mask"].sum(1).tolist()):
+        for layer in range(2):
+            want = hidden[layer][row, :n]
+            torch.testing.assert_close(acts[f"blocks.{layer}.hook_resid_pre"][row, :n], want, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(acts["blocks.0.hook_resid_post"][row, :n], hidden[1][row, :n], rtol=1e-5, atol=1e-5)
+        with torch.no_grad():
+            last = norm(acts["blocks.1.hook_resid_post"][row, :n])
+        torch.testing.assert_close(last, hidden[2][row, :n], rtol=1e-5, atol=1e-5)
+
+
 def test_router_logits_equal_hf_output_router_logits(moe):
     _, hf, model = moe
     acts = model.collect(TEXTS, ROUTING)
