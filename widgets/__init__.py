@@ -7,6 +7,7 @@ from .flow import FeatureFlow
 from .heatmap import FeatureHeatmap, TokenHeatmap
 from .lens import LogitLens
 from .patching import PatchingGrid
+from .routing import Routing
 from .steering import SteeringPanel
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "FeatureHeatmap",
     "LogitLens",
     "PatchingGrid",
+    "Routing",
     "SteeringPanel",
     "TokenHeatmap",
 ]

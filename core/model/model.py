@@ -52,8 +52,9 @@ from .derive import config_int, text_config
 from .eager_attention import check_patterns, eager_attention
 from .parts import ModelParts
 from .positions import as_positions, position_columns
+from .routing import per_position, with_router
 from .runlock import run_lock
-from .sites import KINDS, Site, parallel_blocks
+from .sites import KINDS, SITE_ORDER, Site, parallel_blocks
 from .trace_ops import read_site
 
 logger = logging.getLogger(__name__)
@@ -99,6 +100,7 @@ class Model(ModelParts):
         self.config = config
         self._readout_checked = False
         self.family, self.skeleton = self._find_parts(config)
+        self.family = with_router(self.family, getattr(nn, "_module", None), self.skeleton, config)
         self.n_layers = config_int(config, "num_hidden_layers", "n_layer")
         self.d_model = config_int(config, "hidden_size", "n_embd")
         self.n_heads = config_int(config, "num_attention_heads", "n_head")
@@ -106,7 +108,7 @@ class Model(ModelParts):
         self.d_mlp = config_int(config, "intermediate_size", "n_inner") or 4 * self.d_model
         #: Site kinds this model has (blocks that run attention and MLP in parallel have no resid_mid).
         own = self.family.kinds if self.family is not None and self.family.kinds is not None else KINDS
-        self.kinds = tuple(k for k in KINDS if (k != "resid_mid" or not parallel_blocks(config)) and k in own)
+        self.kinds = tuple(k for k in SITE_ORDER if (k != "resid_mid" or not parallel_blocks(config)) and k in own)
 
     # ------------------------------------------------------- engine interface
     @property
@@ -149,7 +151,8 @@ class Model(ModelParts):
         if patterns:
             check_patterns(saved, self.config)
         free_trace_memory()
-        return [s.detach().to("cpu") for s in saved]
+        shape = inputs["input_ids"].shape
+        return [per_position(s.detach().to("cpu"), io, shape) for s, (_, io) in zip(saved, targets, strict=True)]
 
     @contextlib.contextmanager
     def eager_attention(self, needed: bool = True) -> Iterator[None]:

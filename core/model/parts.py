@@ -26,6 +26,7 @@ from ..checks import check_int, check_positive_int, check_texts
 from ..memory.budget import Estimate
 from . import limits
 from .derive import Skeleton, check_readout, find_skeleton, place_family
+from .routing import check_kinds_asked, listed, on_moe_layers, stream_only
 from .runlock import run_lock
 from .sites import (
     MODEL_TYPES,
@@ -84,7 +85,7 @@ class ModelParts:
     def _outer(self, *parts: str) -> Family | Skeleton:
         """Where the blocks, final norm and unembedding are: the site table, or the parts found (:mod:`.derive`);
         an error naming the part not found."""
-        if self.family is not None:
+        if self.family is not None and not stream_only(self.family):
             return self.family
         if self.skeleton is None:
             return self.check_mapped()
@@ -106,7 +107,7 @@ class ModelParts:
     @property
     def sites(self) -> list[str]:
         """Every site name, in forward order (empty for unsupported architectures)."""
-        return site_names(self.n_layers, self.kinds) if self.family else []
+        return listed(self.family, site_names(self.n_layers, self.kinds)) if self.family else []
 
     def site_dim(self, site: str) -> int:
         """Width of the activations at a site per token.
@@ -121,7 +122,9 @@ class ModelParts:
                 "token: read it with model.collect (or ilab.widgets.AttentionPattern); it cannot feed a store, "
                 "an SAE or a steering vector."
             )
-        return {"hook_z": self.n_heads * self.d_head, "mlp_post": self.d_mlp}.get(parsed.kind, self.d_model)
+        widths = {"hook_z": self.n_heads * self.d_head, "mlp_post": self.d_mlp}
+        widths.update({kind: width for kind, _, _, width in self.check_mapped().routing})
+        return widths.get(parsed.kind, self.d_model)
 
     def sites_of_width(self, width: int) -> list[str]:
         """Sites holding one vector of ``width`` per token, in forward order: where a steering vector or an SAE
@@ -158,7 +161,9 @@ class ModelParts:
             "its blocks run attention and the MLP in parallel on the same input (use_parallel_residual), so no "
             "residual stream lies between them; hook_resid_pre plus hook_attn_out is what attention adds"
         )
-        return parse_sites(sites if isinstance(sites, str) else list(sites), self.n_layers, self.kinds, why)
+        spec = sites if isinstance(sites, str) else list(sites)
+        check_kinds_asked(spec, self.kinds, str(getattr(self.config, "model_type", "?")))
+        return on_moe_layers(family, spec, parse_sites(spec, self.n_layers, self.kinds, why))
 
     def parse_site(self, site: str) -> Site:
         """Parse and check one site name; a short form (every layer's) is refused, naming one full name to give.

@@ -34,6 +34,13 @@ KINDS = (
 )
 #: Kinds that exist once per block (``embed`` is once per model).
 BLOCK_KINDS = KINDS[1:]
+#: A state-space block's mixer input and output (Mamba, Mamba-2), in place of attention and the MLP.
+MIXER_KINDS = ("mixer_in", "mixer_out")
+#: A mixture-of-experts block's router: its logits, the experts chosen per token and their weights, and each expert's
+#: output where the experts module gives them apart (read-only).
+ROUTING_KINDS = ("router_logits", "expert_ids", "expert_weights", "expert_out")
+#: Every kind in the order it runs inside a block (mixer kinds between the stream sites, routing after mlp_in).
+SITE_ORDER = KINDS[:2] + MIXER_KINDS + KINDS[2:7] + ROUTING_KINDS + KINDS[7:]
 _HOOK_SUFFIX = {
     "embed": "hook_embed",
     "resid_pre": "hook_resid_pre",
@@ -45,6 +52,12 @@ _HOOK_SUFFIX = {
     "mlp_post": "mlp.hook_post",
     "mlp_out": "hook_mlp_out",
     "resid_post": "hook_resid_post",
+    "mixer_in": "hook_mixer_in",
+    "mixer_out": "hook_mixer_out",
+    "router_logits": "mlp.hook_router_logits",
+    "expert_ids": "mlp.hook_expert_ids",
+    "expert_weights": "mlp.hook_expert_weights",
+    "expert_out": "mlp.hook_expert_out",
 }
 _SUFFIX_KIND = {v: k for k, v in _HOOK_SUFFIX.items()}
 _SITE_RE = re.compile(r"^(?:blocks\.(\d+)\.([\w.]+)|(hook_embed))$")
@@ -66,6 +79,13 @@ DESCRIPTIONS = {
     "mlp_post": "MLP neurons: the activation entering the down projection",
     "mlp_out": "the MLP output added to the residual stream",
     "resid_post": "the residual stream leaving the block",
+    "mixer_in": "a state-space block's mixer input: the output of the norm before it (Mamba, Mamba-2)",
+    "mixer_out": "a state-space block's mixer output, added to the residual stream (Mamba, Mamba-2)",
+    "router_logits": "a mixture-of-experts router's logits, one per expert (read-only; only MoE layers)",
+    "expert_ids": "the experts the router chose per token, top-k indices as the model orders them (read-only)",
+    "expert_weights": "the weights the block gives the chosen experts, aligned with expert_ids (read-only)",
+    "expert_out": "every expert's output per token, experts x d_model flattened (read-only; where the experts module "
+    "gives them apart: Llama 4)",
 }
 
 
@@ -88,10 +108,18 @@ class Family:
     mlp_norm: str  # the norm before the MLP; its input is the residual stream between attention and MLP
     down_proj: str  # the MLP's down projection; its input is mlp.hook_post
     unembed: str = "lm_head"
-    #: The site kinds blocks of this family have (None: all of :data:`KINDS`); Mamba blocks have only the stream.
+    #: The site kinds blocks of this family have (None: all of :data:`KINDS`); Mamba blocks have the stream and mixer.
     kinds: tuple[str, ...] | None = None
     #: Why the other kinds are missing, for the error naming one.
     why_missing: str = ""
+    #: The state-space mixer (relative to the block) whose input and output are ``hook_mixer_in``/``hook_mixer_out``.
+    mixer: str = ""
+    #: The MoE router (relative to the block; :mod:`.routing` finds it) and, per routing kind,
+    #: ``(kind, module path relative to the block, io, width)``.
+    router: str = ""
+    routing: tuple[tuple[str, str, str, int], ...] = ()
+    #: The layers whose blocks have a router (a dense layer has no routing sites).
+    moe_layers: tuple[int, ...] = ()
 
 
 FAMILIES: dict[str, Family] = {
@@ -116,9 +144,9 @@ FAMILIES: dict[str, Family] = {
     # Mamba / Mamba-2: a block is residual + mixer(norm(residual)); no attention, no MLP, only the stream
     "mamba": Family(
         "mamba", "backbone.layers", "", "", "", "backbone.norm_f", embed="backbone.embeddings", attn="",
-        mlp_norm="", down_proj="", kinds=("embed", "resid_pre", "resid_post"),
+        mlp_norm="", down_proj="", kinds=("embed", "resid_pre", "mixer_in", "mixer_out", "resid_post"),
         why_missing="Mamba blocks have a state-space mixer instead of attention and an MLP, so only hook_embed, "
-        "hook_resid_pre and hook_resid_post exist",
+        "hook_resid_pre, hook_mixer_in, hook_mixer_out and hook_resid_post exist", mixer="mixer",
     ),
 }  # fmt: skip
 
@@ -175,14 +203,14 @@ def site_name(layer: int, kind: str) -> str:
     'blocks.3.attn.hook_z'
     """
     if kind not in _HOOK_SUFFIX:
-        raise ValueError(f"Unknown site kind {kind!r}; kinds are {KINDS}.")
+        raise ValueError(f"Unknown site kind {kind!r}; kinds are {SITE_ORDER}.")
     return _HOOK_SUFFIX[kind] if kind == "embed" else f"blocks.{layer}.{_HOOK_SUFFIX[kind]}"
 
 
 def site_names(n_layers: int, kinds: tuple[str, ...] = KINDS) -> list[str]:
     """All site names of a model with ``n_layers`` blocks, in forward order (only the ``kinds`` given)."""
     head = [site_name(0, "embed")] if "embed" in kinds else []
-    return head + [site_name(layer, k) for layer in range(n_layers) for k in BLOCK_KINDS if k in kinds]
+    return head + [site_name(layer, k) for layer in range(n_layers) for k in SITE_ORDER[1:] if k in kinds]
 
 
 def parse_site(name: str, n_layers: int, kinds: tuple[str, ...] = KINDS, why_missing: str = "") -> Site:
@@ -201,7 +229,7 @@ def parse_site(name: str, n_layers: int, kinds: tuple[str, ...] = KINDS, why_mis
         valid = site_names(n_layers, kinds)
         shape = (
             f"Valid sites are hook_embed and blocks.{{0..{n_layers - 1}}}."
-            f"{{{', '.join(_HOOK_SUFFIX[k] for k in BLOCK_KINDS if k in kinds)}}}"
+            f"{{{', '.join(_HOOK_SUFFIX[k] for k in SITE_ORDER[1:] if k in kinds)}}}"
         )
         if _TL_UNMAPPED.match(name):
             raise ValueError(
@@ -212,12 +240,12 @@ def parse_site(name: str, n_layers: int, kinds: tuple[str, ...] = KINDS, why_mis
         close = difflib.get_close_matches(name, valid, n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         raise ValueError(f"Unknown site {name!r}.{hint} {shape}; for example {valid[1:6]}.")
-    return Site(layer=layer, rank=KINDS.index(kind), kind=kind, name=name)
+    return Site(layer=layer, rank=SITE_ORDER.index(kind), kind=kind, name=name)
 
 
 def short_forms(kinds: tuple[str, ...] = KINDS) -> list[str]:
     """The short site names a model with ``kinds`` takes wherever it takes sites (each means every layer's)."""
-    return [k for k in KINDS if k in kinds] + [alias for alias, k in SHORT_ALIASES.items() if k in kinds]
+    return [k for k in SITE_ORDER if k in kinds] + [alias for alias, k in SHORT_ALIASES.items() if k in kinds]
 
 
 #: Short names that are not kind names: ``heads`` (what ``patching.grid(site="heads")`` patches) is ``hook_z``.
@@ -260,9 +288,9 @@ def kind_of(short: str, kinds: tuple[str, ...] = KINDS, why_missing: str = "", s
     by_suffix = _SUFFIX_KIND.get(short) if suffixes and isinstance(short, str) else None
     kind = by_suffix or SHORT_ALIASES.get(short, short)
     valid = short_forms(kinds)
-    if kind in KINDS and kind not in kinds:
+    if kind in SITE_ORDER and kind not in kinds:
         raise ValueError(f"{short!r} does not exist in this model: {why_missing or 'it has no ' + kind + ' site'}.")
-    if kind not in KINDS:
+    if kind not in SITE_ORDER:
         close = difflib.get_close_matches(str(short), valid, n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         raise ValueError(
@@ -312,6 +340,11 @@ def site_module_path(family: Family, site: Site) -> tuple[str, str]:
         return block, "input"
     if site.kind == "resid_post":
         return block, "output"
+    if site.kind in MIXER_KINDS:
+        return f"{block}.{family.mixer}", "input" if site.kind == "mixer_in" else "output"
+    if site.kind in ROUTING_KINDS:
+        path, io = next((path, io) for kind, path, io, _ in family.routing if kind == site.kind)
+        return f"{block}.{path}", io
     if site.kind == "hook_z":
         return f"{block}.{family.o_proj}", "input"
     if site.kind == "pattern":

@@ -30,9 +30,25 @@ import torch
 
 
 def read_site(envoy: Any, io: str) -> Any:
-    """A site's tensor inside an nnsight trace (the first element when the module returns a tuple)."""
+    """A site's tensor inside an nnsight trace (the first element when the module returns a tuple).
+
+    A router's ``io`` names what of its output tuple to read: ``"element.I"`` its element ``I``,
+    ``"topk.I.K.indices"`` / ``"topk.I.K.values"`` the top ``K`` of element ``I`` over the experts
+    (for routers that return no indices); ``"experts.E"`` an experts module's stacked output [E * tokens, d] as
+    [tokens, E * d]. Routers and experts see tokens flattened, so these are [tokens, ...].
+    """
     if io == "weights":
         return envoy.output[1]
+    if io.startswith("experts."):
+        out = envoy.output
+        return out.view(int(io.split(".")[1]), -1, out.shape[-1]).transpose(0, 1).flatten(1)
+    if io.startswith(("element.", "topk.")):
+        parts = io.split(".")
+        value = envoy.output[int(parts[1])]
+        if parts[0] == "element":
+            return value
+        top = torch.topk(value, int(parts[2]), dim=-1)
+        return top.indices if parts[3] == "indices" else top.values
     value = envoy.output if io == "output" else envoy.input
     return value[0] if isinstance(value, tuple) else value
 
@@ -47,6 +63,12 @@ def write_site(envoy: Any, io: str, value: Any) -> None:
         raise ValueError(
             "Attention patterns (attn.hook_pattern) can be read, not written: the attention output is computed "
             "from them inside the attention module. Write attn.hook_z or hook_attn_out instead."
+        )
+    if io.startswith(("element.", "topk.", "experts.")):
+        raise ValueError(
+            "Routing sites (mlp.hook_router_logits, hook_expert_ids, hook_expert_weights, hook_expert_out) can be "
+            "read, not written: the router's choice is made inside the MoE block. Write hook_mlp_in or hook_mlp_out "
+            "instead."
         )
     if io == "stream":
         current = envoy.input

@@ -49,6 +49,18 @@ ROWS: list[Row] = [
         r"Unknown site 'mlp'\..*short form meaning every layer:.*mlp_out",
     ),
     Row("Model.envoy", lambda c: c.model.envoy("blocks.1.hook_nothing"), V, "Unknown site"),
+    Row(
+        "Model.collect",
+        lambda c: c.model.collect(TEXTS, ["resid_post", "blocks.1.mlp.hook_expert_ids"]),
+        V,
+        r"'blocks\.1\.mlp\.hook_expert_ids': model_type 'gpt2' has no mixture-of-experts router.* such as mixtral",
+    ),
+    Row(
+        "Model.parse_sites",
+        lambda c: c.model.parse_sites("mixer_out"),
+        V,
+        r"'mixer_out': model_type 'gpt2' has no state-space mixer.*Mamba and Mamba-2",
+    ),
     Row("Model.block", lambda c: c.model.block(99), V, r"layer must be an integer in 0\.\.1, got 99"),
     Row("Model.to_tokens", lambda c: c.model.to_tokens([""]), V, r"texts\[0\] is empty"),
     Row("Model.to_tokens", lambda c: c.model.to_tokens(" ".join(["the"] * 300)), V, "longer than"),

@@ -9,6 +9,7 @@ import logging
 import pytest
 import torch
 from interplab.core.model.derive import DerivationError
+from interplab.core.model.routing import MOE_TYPES
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
@@ -62,10 +63,22 @@ def hf_logits(hf: torch.nn.Module, texts: list[str]) -> tuple[torch.Tensor, torc
 
 
 def test_unmapped_type_loads_with_a_warning_naming_it_and_what_works(unmapped):
+    """A MoE type's router is found all the same: it gets the residual stream and the routing sites
+    (:mod:`interplab.core.model.routing`), the rest of its blocks is read through model.nn."""
     kind, _, model, warned = unmapped
-    assert model.family is None and model.sites == []
     assert f"Unsupported model_type {kind!r}" in warned and "'gpt2'" in warned
     assert "model.logits works" in warned and "logit_lens reads" in warned
+    if kind in MOE_TYPES:
+        experts = ["blocks.0.mlp.hook_expert_out"] if kind == "llama4_text" else []
+        assert model.sites[: 5 + len(experts)] == ["blocks.0.hook_resid_pre",
+                                                   "blocks.0.mlp.hook_router_logits", "blocks.0.mlp.hook_expert_ids",
+                                                   "blocks.0.mlp.hook_expert_weights", *experts,
+                                                   "blocks.0.hook_resid_post"]  # fmt: skip
+        with pytest.raises(ValueError, match=r"'blocks\.0\.hook_mlp_out' does not exist in this model: interplab "
+                           r"maps only the residual stream and the router"):  # fmt: skip
+            model.collect(TEXTS, "blocks.0.hook_mlp_out")
+        return
+    assert model.family is None and model.sites == []
     with pytest.raises(ValueError, match=r"not mapped.*model\.logits and ilab\.logit_lens need no sites"):
         model.collect(TEXTS, "blocks.0.hook_resid_post")
 

@@ -30,12 +30,41 @@ def mamba(request):
     return hf, ilab.load_model(hf, tokenizer=tiny_tokenizer())
 
 
-def test_sites_are_the_residual_stream_only(mamba):
+def test_sites_are_the_residual_stream_and_the_mixer(mamba):
     _, model = mamba
-    assert model.sites == ["hook_embed", "blocks.0.hook_resid_pre", "blocks.0.hook_resid_post",
-                           "blocks.1.hook_resid_pre", "blocks.1.hook_resid_post"]  # fmt: skip
+    assert model.sites == ["hook_embed", "blocks.0.hook_resid_pre", "blocks.0.hook_mixer_in", "blocks.0.hook_mixer_out",
+                           "blocks.0.hook_resid_post", "blocks.1.hook_resid_pre", "blocks.1.hook_mixer_in",
+                           "blocks.1.hook_mixer_out", "blocks.1.hook_resid_post"]  # fmt: skip
     with pytest.raises(ValueError, match=r"'blocks\.0\.hook_mlp_out' does not exist in this model: Mamba blocks have"):
         model.parse_sites("blocks.0.hook_mlp_out")
+
+
+def test_mixer_sites_equal_forward_hooks_on_the_mixer(mamba):
+    """The control: torch hooks on each block's mixer, its input (the norm's output) and its output; and the block
+    adds the mixer's output to the stream (resid_post = resid_pre + mixer_out)."""
+    hf, model = mamba
+    acts = model.collect(TEXTS, ["resid_pre", "mixer_in", "mixer_out", "resid_post"])
+    seen: dict[str, torch.Tensor] = {}
+    hooks = [block.mixer.register_forward_hook(lambda _m, args, out, layer=layer: seen.update(
+        {f"blocks.{layer}.hook_mixer_in": args[0], f"blocks.{layer}.hook_mixer_out": out}))
+        for layer, block in enumerate(hf.backbone.layers)]  # fmt: skip
+    enc = tiny_tokenizer()(TEXTS, return_tensors="pt", padding=True)
+    try:
+        with torch.no_grad():
+            hf(**enc)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert len(seen) == 4
+    for row, n in enumerate(enc["attention_mask"].sum(1).tolist()):
+        for site, want in seen.items():
+            torch.testing.assert_close(acts[site][row, :n], want[row, :n], rtol=1e-5, atol=1e-5)
+        for layer in range(2):
+            pre, out, post = (
+                acts[f"blocks.{layer}.hook_{k}"][row, :n] for k in ("resid_pre", "mixer_out", "resid_post")
+            )
+            torch.testing.assert_close(pre + out, post, rtol=1e-5, atol=1e-5)
+    assert model.site_dim("blocks.0.hook_mixer_in") == model.site_dim("blocks.0.hook_mixer_out") == 32
 
 
 def test_residual_sites_equal_hf_hidden_states(mamba):

@@ -166,3 +166,49 @@ def test_a_cache_without_keys_falls_back_to_full_passes_saying_so(kind):
     np.testing.assert_array_equal(default.values, full.values)
     assert default.values.shape == (2, len(CLEAN[0].split()) + 1)
     assert np.abs(full.values - full.corrupt_baseline).max() > 0
+
+
+@pytest.mark.parametrize("kind", ["mamba", "mamba2"])
+def test_mamba_grid_equals_patched_forwards_by_torch_hooks(kind):
+    """The control for Mamba's full-pass grid: each cell (block, position) is the corrupt run with that block's input
+    at that position replaced by the clean run's, made with torch hooks on the Hugging Face model, and the logit
+    difference of the answers read from its logits."""
+    from tests.model.test_mamba_sites import tiny_mamba
+    from tests.tiny import tiny_tokenizer
+
+    hf = tiny_mamba(kind)
+    model = ilab.load_model(hf, tokenizer=tiny_tokenizer())
+    grid = ilab.patching.grid(model, CLEAN, CORRUPT, ANSWERS, site="resid_pre", reuse_cache=False)
+    clean, corrupt = (model.to_tokens(texts)["input_ids"] for texts in (CLEAN, CORRUPT))
+    answers = [[tiny_tokenizer()(w, add_special_tokens=False)["input_ids"] for w in ws]
+               for ws in ([" Mary", " dog"], [" John", " cat"])]  # fmt: skip
+    assert all(len(ids) == 1 for ws in answers for ids in ws)
+    seen: list[torch.Tensor] = []
+    blocks = hf.backbone.layers
+
+    def run(ids: torch.Tensor, layer: int | None = None, position: int = 0) -> float:
+        def patch(_module, args):
+            if layer is None:
+                seen.append(args[0].clone())
+                return None
+            hidden = args[0].clone()
+            hidden[:, position] = stored[layer][:, position]
+            return (hidden, *args[1:])
+
+        hooks = [b.register_forward_pre_hook(patch) for i, b in enumerate(blocks) if layer in (None, i)]
+        try:
+            with torch.no_grad():
+                logits = hf(input_ids=ids).logits[:, -1]
+        finally:
+            for hook in hooks:
+                hook.remove()
+        rows = torch.arange(len(ids))
+        good, bad = (torch.tensor([a[0] for a in ws]) for ws in answers)
+        return float((logits[rows, good] - logits[rows, bad]).mean())
+
+    run(clean)
+    stored = list(seen)
+    assert grid.corrupt_baseline == pytest.approx(run(corrupt), abs=1e-5)
+    want = [[run(corrupt, layer, p) for p in range(corrupt.shape[1])] for layer in range(len(blocks))]
+    np.testing.assert_allclose(grid.values, np.array(want), atol=1e-5)
+    assert np.abs(grid.values - grid.corrupt_baseline).max() > 1e-3

@@ -209,6 +209,14 @@ ROWS: list[Row] = [
         r"Latent 99 is out of range: latents are 0\.\.23",
     ),
     Row("ilab.widgets.FeatureFlow", lambda c: ilab.widgets.FeatureFlow(["x"]), T, r"non-empty list of matches"),
+    Row(
+        "ilab.widgets.Routing",
+        before_work(lambda c: ilab.widgets.Routing(c.model, "the cat sat", layer=1)),
+        V,
+        r"'blocks\.1\.mlp\.hook_router_logits': model_type 'gpt2' has no mixture-of-experts router",
+    ),
+    Row("ilab.widgets.Routing", lambda c: ilab.widgets.Routing(c.model, "the cat", layer=5), V, r"layer must .*0\.\.1"),
+    Row("ilab.widgets.Routing", lambda c: ilab.widgets.Routing(c.model, ["the cat"]), T, r"text must be one non-empty"),
     Row("ilab.widgets.CircuitGraph", lambda c: ilab.widgets.CircuitGraph("g"), T, "shows an ilab.circuits.Graph"),
     Row(
         "ilab.widgets.CircuitGraph.group",

@@ -1,0 +1,240 @@
+"""Mixture-of-experts routing sites: the router found under each block, read like any other site.
+
+A MoE block (Mixtral's ``mlp``, GraniteMoE's ``block_sparse_moe``, Llama 4's ``feed_forward``) holds a
+router module that maps each token to expert logits and picks the top-k experts. The router's class is the
+one Hugging Face records for ``output_router_logits`` (``_can_record_outputs["router_logits"]``, which also
+says which element of the router's output tuple is the logits); failing that, a child whose class name holds
+``Router``. Two output layouts exist in transformers 5: ``(logits, weights, indices)`` (Mixtral, Qwen-MoE,
+OLMoE, GPT-OSS, DeepSeek-V3, GraniteMoE, PhiMoE, Qwen3-Next) and ``(dense scores, logits)`` (Llama 4, whose
+chosen experts are the top-k of its logits). :func:`with_router` adds the routing sites to a family:
+
+* ``blocks.{L}.mlp.hook_router_logits``: the logits [batch, pos, n_experts];
+* ``blocks.{L}.mlp.hook_expert_ids``: the chosen experts [batch, pos, top_k];
+* ``blocks.{L}.mlp.hook_expert_weights``: their weights in the block's sum [batch, pos, top_k];
+* ``blocks.{L}.mlp.hook_expert_out``: every expert's output [batch, pos, n_experts * d_model], where the experts
+  module gives them apart (Llama 4 runs every expert on its score-scaled tokens and stacks the outputs).
+
+All are read-only and exist only at the layers that have a router (DeepSeek-V3's first layers are dense).
+The other types' experts modules (transformers 5 fuses a block's experts into stacked weights) take the chosen
+experts and return their weighted sum, so no per-expert output exists there as a module output to read.
+
+Example
+-------
+>>> model = ilab.load_model(mixtral)
+>>> acts = model.collect(["The cat sat."], ["router_logits", "expert_ids"])
+>>> acts["blocks.0.mlp.hook_expert_ids"].shape   # [batch, pos, top_k]
+torch.Size([1, 5, 2])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import logging
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from .derive import Skeleton
+from .sites import KINDS, MIXER_KINDS, ROUTING_KINDS, Family, Site, resolve, site_name
+
+logger = logging.getLogger(__name__)
+
+#: The MoE model types whose routing sites the tests check against ``output_router_logits``.
+MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss", "deepseek_v3", "granitemoe", "phimoe",
+             "qwen3_next", "llama4_text")  # fmt: skip
+#: The name ending of a family that maps only the residual stream and the router (a type without a site table).
+STREAM_FAMILY = "+routing"
+_ROUTING_SITE = re.compile(r"^blocks\.(\d+)\.mlp\.hook_(?:router_logits|expert_ids|expert_weights|expert_out)$")
+
+
+def router_class(module: torch.nn.Module) -> tuple[type | None, int]:
+    """The router class Hugging Face records ``router_logits`` from and the logits' index in its output tuple
+    (``(None, 0)`` when the model records none)."""
+    for sub in module.modules():
+        recorders = getattr(sub, "_can_record_outputs", None)
+        recorder = recorders.get("router_logits") if isinstance(recorders, dict) else None
+        target = getattr(recorder, "target_class", None)
+        if isinstance(target, type):
+            return target, int(getattr(recorder, "index", 0) or 0)
+    return None, 0
+
+
+def _router_in(block: torch.nn.Module, cls: type | None) -> tuple[str, torch.nn.Module] | None:
+    for name, sub in block.named_modules():
+        if name and (isinstance(sub, cls) if cls is not None else type(sub).__name__.endswith("Router")):
+            return name, sub
+    return None
+
+
+def find_routers(module: torch.nn.Module, layers: str) -> tuple[str, tuple[int, ...], torch.nn.Module, int] | None:
+    """(the router's path inside a block, the layers whose blocks have one there, the first router, the logits'
+    index in its output), or None for a model without routers."""
+    cls, logits_index = router_class(module)
+    found: list[tuple[int, str, torch.nn.Module]] = []
+    for i, block in enumerate(resolve(module, layers)):
+        hit = _router_in(block, cls)
+        if hit is not None:
+            found.append((i, *hit))
+    if not found:
+        return None
+    _, path, first = found[0]
+    return path, tuple(i for i, p, _ in found if p == path), first, logits_index
+
+
+def routing_reads(block: torch.nn.Module, path: str, logits_index: int, top_k: int, n_experts: int,
+                  width: int) -> tuple[tuple[str, str, str, int], ...]:  # fmt: skip
+    """``(kind, module path, io, width)`` of each routing kind for a router at ``path`` in ``block`` whose logits are
+    element ``logits_index`` of its output: ``(logits, weights, indices)`` routers give the first three;
+    ``(dense scores, logits)`` routers give the top-k of the logits as the experts and of the scores as their
+    weights. An ``experts`` module beside the router that takes only the tokens (one row block per expert, Llama 4)
+    gives each expert's output."""
+    if logits_index == 0:
+        reads = ("element.0", "element.2", "element.1")
+    else:
+        reads = (f"element.{logits_index}", f"topk.{logits_index}.{top_k}.indices", f"topk.0.{top_k}.values")
+    out = [
+        (kind, path, io, size)
+        for kind, io, size in zip(ROUTING_KINDS[:3], reads, (n_experts, top_k, top_k), strict=True)
+    ]
+    experts = f"{path.rsplit('.', 1)[0]}.experts" if "." in path else "experts"
+    # the class's forward: nnsight wraps the instance's; (self, hidden_states) takes the tokens alone
+    if _resolves(block, experts) and len(inspect.signature(type(resolve(block, experts)).forward).parameters) == 2:
+        out.append(("expert_out", experts, f"experts.{n_experts}", n_experts * width))
+    return tuple(out)
+
+
+def _check_layout(router: torch.nn.Module, logits_index: int, top_k: int, n_experts: int, width: int) -> str | None:
+    """Why one token through the router does not give the layout expected (None when it does, or on the meta
+    device, where nothing runs)."""
+    weight = next(router.parameters(), None)
+    if weight is None or weight.device.type == "meta":
+        return None
+    generator = torch.Generator().manual_seed(0)
+    token = torch.randn(1, width, generator=generator).to(weight.device, weight.dtype)
+    with torch.no_grad():
+        out = router(token)
+    size = 3 if logits_index == 0 else 2
+    if not isinstance(out, tuple) or len(out) != size:
+        return f"its router returns {type(out).__name__} of {len(out) if isinstance(out, tuple) else 1}, not {size}"
+    if tuple(out[logits_index].shape) != (1, n_experts):
+        return f"its router's logits have shape {tuple(out[logits_index].shape)}, not (1, {n_experts})"
+    if logits_index == 0 and (out[2].dtype.is_floating_point or tuple(out[2].shape) != (1, top_k)):
+        return f"its router's third output is not the {top_k} chosen experts"
+    return None
+
+
+def stream_family(model_type: str, skeleton: Skeleton) -> Family:
+    """A family mapping only the residual stream around each block (for a MoE type without a site table), named
+    with :data:`STREAM_FAMILY`, so the logit lens still checks the readout found (:mod:`.derive`). No ``hook_embed``:
+    some types scale the embedding before the first block (GraniteMoE's ``embedding_multiplier``), so the
+    embedding's output is not known to be the stream; block 0's ``hook_resid_pre`` is."""
+    assert skeleton.layers is not None
+    kinds = ("resid_pre", "resid_post")
+    return Family(
+        f"{model_type}{STREAM_FAMILY}", skeleton.layers, "", "", "", skeleton.final_norm or "",
+        embed=skeleton.embed or "", attn="", mlp_norm="", down_proj="", unembed=skeleton.unembed or "lm_head",
+        kinds=kinds, why_missing=f"interplab maps only the residual stream and the router of model_type "
+        f"{model_type!r}; read its other modules through model.nn",
+    )  # fmt: skip
+
+
+def with_router(family: Family | None, module: Any, skeleton: Skeleton | None, config: Any) -> Family | None:
+    """``family`` with its routing sites when the model's blocks hold a router (unchanged otherwise); a MoE type
+    without a family gets :func:`stream_family` with them."""
+    if not isinstance(module, torch.nn.Module) or skeleton is None or skeleton.layers is None:
+        return family
+    found = find_routers(module, family.layers if family is not None else skeleton.layers)
+    if found is None:
+        return family
+    path, moe_layers, router, logits_index = found
+    model_type = str(getattr(config, "model_type", "?"))
+    top_k = int(getattr(router, "top_k", 0) or getattr(config, "num_experts_per_tok", 0) or 0)
+    weight = getattr(router, "weight", None)
+    n_experts = int(getattr(router, "num_experts", 0) or (weight.shape[0] if weight is not None else 0))
+    width = int(weight.shape[-1]) if weight is not None else 0
+    problem = (f"no top_k or expert count on {type(router).__name__}" if not (top_k and n_experts and width)
+               else _check_layout(router, logits_index, top_k, n_experts, width))  # fmt: skip
+    if problem:
+        logger.warning("model_type %r has a router at %s but no routing sites: %s.", model_type, path, problem)
+        return family
+    base = family if family is not None else stream_family(model_type, skeleton)
+    kinds = tuple(base.kinds if base.kinds is not None else KINDS)
+    block = resolve(module, f"{base.layers}.{moe_layers[0]}")
+    if base.down_proj and not _resolves(block, base.down_proj):
+        kinds = tuple(k for k in kinds if k != "mlp_post")  # the experts are fused: no one down projection
+    reads = routing_reads(block, path, logits_index, top_k, n_experts, width)
+    kinds += tuple(kind for kind, *_ in reads)
+    return dataclasses.replace(base, kinds=kinds, router=path, routing=reads, moe_layers=moe_layers)
+
+
+def _resolves(root: Any, path: str) -> bool:
+    try:
+        resolve(root, path)
+        return True
+    except (AttributeError, IndexError, TypeError):
+        return False
+
+
+def stream_only(family: Family | None) -> bool:
+    """Whether ``family`` is a :func:`stream_family` (its readout is the one :mod:`.derive` found and checks)."""
+    return family is not None and family.name.endswith(STREAM_FAMILY)
+
+
+_SUFFIX = {site_name(0, k).split(".", 2)[2]: k for k in (*MIXER_KINDS, *ROUTING_KINDS)}
+
+
+def check_kinds_asked(spec: str | Sequence[str], kinds: Sequence[str], model_type: str) -> None:
+    """Refuse a routing or mixer site asked of a model without that kind, naming its type and where they exist."""
+    for item in [spec] if isinstance(spec, str) else list(spec):
+        if not isinstance(item, str):
+            continue
+        kind = item if item in _SUFFIX.values() else _SUFFIX.get(re.sub(r"^blocks\.\d+\.", "", item))
+        if kind is None or kind in kinds:
+            continue
+        if kind in ROUTING_KINDS:
+            raise ValueError(
+                f"{item!r}: model_type {model_type!r} has no mixture-of-experts router, so it has no routing sites "
+                f"(router_logits, expert_ids, expert_weights, expert_out); they exist on MoE models such as "
+                f"{', '.join(MOE_TYPES)}."
+            )
+        raise ValueError(
+            f"{item!r}: model_type {model_type!r} has no state-space mixer, so it has no hook_mixer_in or "
+            "hook_mixer_out; they exist on Mamba and Mamba-2."
+        )
+
+
+def on_moe_layers(family: Family, spec: str | Sequence[str], parsed: list[Site]) -> list[Site]:
+    """``parsed`` without the routing sites of dense layers that a short form named; a full name of one is refused
+    naming the layers that have a router."""
+    if not family.router:
+        return parsed
+    named = {spec} if isinstance(spec, str) else {s for s in spec if isinstance(s, str)}
+    kept = []
+    for site in parsed:
+        if site.kind in ROUTING_KINDS and site.layer not in family.moe_layers:
+            if site.name in named:
+                raise ValueError(
+                    f"{site.name!r}: block {site.layer} is dense (its MLP has no router), so it has no routing "
+                    f"sites; the blocks with a router are {list(family.moe_layers)}."
+                )
+            continue
+        kept.append(site)
+    return kept
+
+
+def listed(family: Family | None, names: list[str]) -> list[str]:
+    """``names`` without the routing sites of dense layers (what ``model.sites`` lists)."""
+    if family is None or not family.router:
+        return names
+    return [n for n in names if not (m := _ROUTING_SITE.match(n)) or int(m.group(1)) in family.moe_layers]
+
+
+def per_position(value: torch.Tensor, io: str, shape: Sequence[int]) -> torch.Tensor:
+    """A routing site's value [tokens, ...] (routers see tokens flattened) as [batch, pos, ...] for an input of
+    ``shape`` [batch, pos]; any other site's value as it is."""
+    if io.startswith(("element.", "topk.", "experts.")) and value.dim() == 2:
+        return value.reshape(int(shape[0]), int(shape[1]), -1)
+    return value
