@@ -1,14 +1,14 @@
 """Benchmark: how long ``train_sae(model, site=..., n_tokens=4096)`` takes before its first training step.
 
-Issue 12 measured about 100 s of fixed overhead on the embedded model: the stream from a model filled a
-shuffle buffer of 8 batches (33k tokens of forward passes for batch_size=4096) before the first step, even
-when training needed one batch. Now the buffers grow 1, 2, 4, 8 batches and never pass ``n_steps``.
+The stream from a model grows its shuffle buffers 1, 2, 4, 8 batches and never past ``n_steps``, so training
+that needs one batch does not wait for 8 (33k tokens of forward passes for batch_size=4096, about 100 s of
+fixed overhead on the embedded model) before its first step.
 
 In the same run, on the embedded Gemma 3 270M at ``blocks.6.hook_resid_post`` (batch 4096, context 128):
 
 * ``forward_8_windows_s``: one forward pass of the stream (8 windows of 128 tokens, up to layer 6), the unit;
 * ``now``: seconds from the call to the first step, windows run by then, and the whole call;
-* ``eight_batch_buffer``: the same with the old schedule (every buffer 8 batches), for comparison.
+* ``eight_batch_buffer``: the same with every buffer 8 batches, for comparison.
 
 Prints one JSON object. Run: ``python bench/bench_train_start.py``.
 """
@@ -75,7 +75,7 @@ def main() -> None:
         unit = min(unit, time.perf_counter() - start)
     now = timed_training(model)
     real = streams_mod.buffer_sizes
-    streams_mod.buffer_sizes = lambda n_steps=None: itertools.repeat(8)  # the old schedule
+    streams_mod.buffer_sizes = lambda n_steps=None: itertools.repeat(8)  # every buffer 8 batches
     try:
         old = timed_training(model)
     finally:

@@ -38,6 +38,17 @@ from typing import Any
 
 import interplab.core.storage.atomic as atomic
 import pytest
+from interplab.core.storage.atomic import files as atomic_files
+from interplab.core.storage.atomic import folders as atomic_folders
+
+#: The modules of interplab.core.storage.atomic that call the file system: a fault goes into each.
+ATOMIC_MODULES = (atomic_files, atomic_folders)
+
+
+def patch_atomic(m: pytest.MonkeyPatch, name: str, value: Any) -> None:
+    """Replace the module ``name`` (``os``, ``shutil``, ``tempfile``) as every atomic helper sees it."""
+    for module in ATOMIC_MODULES:
+        m.setattr(module, name, value)
 
 
 class Killed(BaseException):
@@ -148,9 +159,9 @@ class FileOps:
     @contextlib.contextmanager
     def _patched(self) -> Iterator[FileOps]:
         with pytest.MonkeyPatch.context() as m:
-            m.setattr(atomic, "os", self._os())
-            m.setattr(atomic, "shutil", self._shutil())
-            m.setattr(atomic, "tempfile", self._tempfile())
+            patch_atomic(m, "os", self._os())
+            patch_atomic(m, "shutil", self._shutil())
+            patch_atomic(m, "tempfile", self._tempfile())
             yield self
 
     def counting(self) -> contextlib.AbstractContextManager[FileOps]:

@@ -44,7 +44,7 @@ def check_config(cfg: SAEConfig) -> None:
 
     >>> check_config(SAEConfig(arch="topk", d_in=640, d_sae=0))
     Traceback (most recent call last):
-    ValueError: width must be an integer >= 1, got 0.
+    ValueError: width must be a positive integer, got 0.
     """
     check_int("d_in", cfg.d_in, minimum=1)
     check_int("width", cfg.d_sae, minimum=1)

@@ -34,7 +34,7 @@ from interplab.core.saes import SAE, load_sae
 from interplab.core.saes.training.trainer import CHECKPOINT, read_checkpoint, train_saes
 from interplab.core.storage.atomic import DiskFullError, leftover_target
 
-from tests.faults import FileOps, Killed, kill_at_every_step
+from tests.faults import FileOps, Killed, kill_at_every_step, patch_atomic
 from tests.tiny import WORDS, tiny_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -264,7 +264,7 @@ def test_a_kill_between_the_final_renames_keeps_the_result(gpt2, tmp_path, monke
     proxy = ops._os()
     proxy._wrapped["rename"] = rename
     with monkeypatch.context() as m:
-        m.setattr(atomic, "os", proxy)
+        patch_atomic(m, "os", proxy)
         with pytest.raises(Killed):
             feature_data(sae, gpt2, CORPUS, path=path, **FEATURES)
     assert "dash->.dash.old" in renames and not path.exists(), "killed with the result in .dash.new only"
@@ -472,8 +472,8 @@ def test_a_full_disk_keeps_the_checkpoint_and_says_so(gpt2, tmp_path, monkeypatc
             def full(fd, data):  # type: ignore[no-untyped-def]
                 raise OSError(errno.ENOSPC, "No space left on device")
 
-            monkeypatch.setattr(atomic, "os", type("os", (), {"__getattr__": lambda s, n: getattr(os, n),
-                                                              "write": staticmethod(full)})())  # fmt: skip
+            patch_atomic(monkeypatch, "os", type("os", (), {"__getattr__": lambda s, n: getattr(os, n),
+                                                            "write": staticmethod(full)})())  # fmt: skip
         with pytest.raises(DiskFullError, match=r"The disk is full: writing .*checkpoint\.safetensors.*Nothing was "
                                                 r"replaced"):  # fmt: skip
             feature_data(sae, gpt2, CORPUS, path=path, max_batches=1, **kw)
@@ -481,7 +481,7 @@ def test_a_full_disk_keeps_the_checkpoint_and_says_so(gpt2, tmp_path, monkeypatc
         if mounted:
             filler.unlink()
         else:
-            monkeypatch.setattr(atomic, "os", os)
+            patch_atomic(monkeypatch, "os", os)
             assert real_write is os.write
         done = feature_data(sae, gpt2, CORPUS, path=path, **kw)
         same_features(done, feature_data(sae, gpt2, CORPUS, **kw))

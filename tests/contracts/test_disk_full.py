@@ -1,7 +1,7 @@
 """One disk-full translation for every safetensors write: a DiskFullError naming what was written, the old data kept.
 
-Every ``.safetensors`` file goes through ``core/storage/atomic.write_safetensors``. Here the disk fills up
-for safetensors files only (``ENOSPC`` from the write of any file whose name says ``.safetensors``), so
+Every ``.safetensors`` file goes through ``write_safetensors`` (``core/storage/atomic/files.py``). Here the disk
+fills up for safetensors files only (``ENOSPC`` from the write of any file whose name says ``.safetensors``), so
 each writer below meets the full disk at its safetensors write and nowhere else: the cache (a fresh
 shard and a resumed one), ``SAE.save``, ``Graph.save``, ``SteeringVector.save``, ``DASResult.save`` and
 ``ProbeResult.save``. A real full disk (a 2 MB tmpfs) is tried too where this machine lets the test mount one.
@@ -23,12 +23,12 @@ from interplab.core.das.fit import DASResult
 from interplab.core.data.store import ActivationStore
 from interplab.core.probes.linear import Probe, ProbeResult
 from interplab.core.steering.vectors import SteeringVector
-from interplab.core.storage import atomic
 from interplab.core.storage.atomic import DiskFullError, leftover_target, write_safetensors
 from safetensors.torch import load_file, save
 
 import interplab as ilab
 from tests.contracts.test_crash_safety import CORPUS, _sae
+from tests.faults import patch_atomic
 from tests.tiny import tiny_model
 
 SITE = "blocks.0.hook_resid_post"
@@ -36,7 +36,7 @@ CACHE = {"n_tokens": 150, "context_size": 16, "batch_size": 2, "shard_tokens": 4
 
 
 class _FullForSafetensors:
-    """``os`` as atomic.py sees it: every write into a ``.safetensors`` file fails (but those named in ``spare``)."""
+    """``os`` as the atomic helpers see it: every write into a ``.safetensors`` file fails (but those in ``spare``)."""
 
     def __init__(self, *spare: str):
         self.spare = spare
@@ -100,10 +100,10 @@ def test_a_full_disk_at_a_safetensors_write_is_a_disk_full_error_with_the_old_da
     path = tmp_path / ("out" if is_folder else "out.safetensors")
     save_as(1, path)
     before = read(path)
-    monkeypatch.setattr(atomic, "os", _FullForSafetensors())
+    patch_atomic(monkeypatch, "os", _FullForSafetensors())
     with pytest.raises(DiskFullError, match=rf"The disk is full: writing '{path}'.*Nothing was replaced"):
         save_as(2, path)
-    monkeypatch.setattr(atomic, "os", os)
+    patch_atomic(monkeypatch, "os", os)
     assert torch.equal(read(path), before), "the old version is intact"
     assert not _leftovers(path if is_folder else tmp_path)
     save_as(2, path)
@@ -114,21 +114,21 @@ def test_a_full_disk_at_a_cache_shard_fresh_or_resumed_keeps_every_committed_sha
     gpt2 = tiny_model("gpt2")
     reference = gpt2.cache(CORPUS, SITE, tmp_path / "reference", **CACHE)
     path = tmp_path / "store"
-    monkeypatch.setattr(atomic, "os", _FullForSafetensors())
+    patch_atomic(monkeypatch, "os", _FullForSafetensors())
     with pytest.raises(DiskFullError, match=r"The disk is full: writing .*shard_00000\.safetensors"):
         gpt2.cache(CORPUS, SITE, path, **CACHE)  # fresh: the first shard
-    monkeypatch.setattr(atomic, "os", _FullForSafetensors("shard_00000"))
+    patch_atomic(monkeypatch, "os", _FullForSafetensors("shard_00000"))
     with pytest.raises(DiskFullError, match=r"The disk is full: writing .*shard_00001\.safetensors"):
         gpt2.cache(CORPUS, SITE, path, **CACHE)  # the first shard fits, the second does not
     manifest = (path / "manifest.json").read_bytes()
     shard = (path / "shard_00000.safetensors").read_bytes()
-    monkeypatch.setattr(atomic, "os", _FullForSafetensors())
+    patch_atomic(monkeypatch, "os", _FullForSafetensors())
     with pytest.raises(DiskFullError, match=r"The disk is full: writing .*shard_00001\.safetensors"):
         gpt2.cache(CORPUS, SITE, path, **CACHE)  # resumed: the next shard
     assert (path / "manifest.json").read_bytes() == manifest and (
         path / "shard_00000.safetensors"
     ).read_bytes() == shard
-    monkeypatch.setattr(atomic, "os", os)
+    patch_atomic(monkeypatch, "os", os)
     done = gpt2.cache(CORPUS, SITE, path, **CACHE)
     assert isinstance(done, ActivationStore) and done.complete and not _leftovers(path)
     assert torch.equal(done.tokens(), reference.tokens())
@@ -158,7 +158,7 @@ def test_a_real_full_disk_saving_an_sae_keeps_the_old_one(tmp_path):
         big = ilab.SAE.create("topk", d_in=32, d_sae=12_000, k=4, site=SITE)  # about 3 MB of weights
         with pytest.MonkeyPatch.context() as m:
             if mounted.returncode != 0:
-                m.setattr(atomic, "os", _FullForSafetensors())
+                patch_atomic(m, "os", _FullForSafetensors())
             with pytest.raises(DiskFullError, match=r"The disk is full: writing .*sae'"):
                 big.save(disk / "sae")
         assert (disk / "sae" / "sae_weights.safetensors").read_bytes() == before

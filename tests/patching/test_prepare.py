@@ -61,7 +61,7 @@ def test_bad_inputs_fail_before_work():
 
 
 def test_grid_site_kinds_come_from_the_site_table():
-    """patching used to restate the site table; its kinds now map onto interplab.core.model.sites.KINDS."""
+    """Patching restates no site table: its kinds map onto interplab.core.model.sites.KINDS."""
     from interplab.core.model.sites import KINDS
     from interplab.core.patching.prepare import ORDER, SITE_KIND, SITES, site_target
 

@@ -1,4 +1,4 @@
-"""The crash-safety helpers of core/storage/atomic.py: a split folder swap finished by recover, leftovers."""
+"""The crash-safety helpers of core/storage/atomic/: a split folder swap finished by recover, leftovers."""
 
 from __future__ import annotations
 

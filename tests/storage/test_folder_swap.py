@@ -1,4 +1,4 @@
-"""The folder-swap protocol of core/storage/atomic.py: a save racing a load, in real processes.
+"""The folder-swap protocol of core/storage/atomic/folders.py: a save racing a load, in real processes.
 
 One process loops ``sae.save(F)`` while another loops ``ilab.load_sae(F)`` (and the same for attribution graphs);
 the two versions saved differ in width, so a load that mixed one version's ``cfg.json`` with the other's weights

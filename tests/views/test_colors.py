@@ -34,7 +34,7 @@ def test_diverging_around_a_chosen_center_uses_both_colours():
     assert s.vmin == pytest.approx(-743.0) and s.vmax == pytest.approx(-57.0)  # symmetric: the larger side sets both
     pos = s.position(PUNCT)
     assert (pos < 0).sum() == 3 and (pos > 0).sum() == 4 and pos.max() == 1.0
-    # without a center, a diverging scale is centred on 0: everything below it (the old picture)
+    # without a center, a diverging scale is centred on 0: everything below it
     assert (color_scale(PUNCT, scale="diverging").position(PUNCT) < 0).all()
 
 

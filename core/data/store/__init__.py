@@ -1,13 +1,9 @@
 """On-disk activation stores: stream activations to shards, resume after a kill, read back shuffled.
 
-A store is a folder with ``manifest.json`` and ``shard_NNNNN.safetensors`` files.
-Each shard holds one [n, d] tensor per site plus the ``tokens`` [n] they came from.
-Caching is a :class:`~interplab.core.storage.resumable.ResumableJob` whose state is the manifest: the
-folder's leftovers are cleaned first; a shard is written atomically, then the manifest that lists it (the
-commit point); the manifest records what the store depends on (model and its weights, sites,
-context size, dtype) and a digest of the tokens stored, so resuming with another model or corpus
-is refused. Reading follows the validation contract (:mod:`interplab.core.storage.readers`): the manifest's
-fields and each shard's header are checked before any tensor is read.
+A store is a folder of ``manifest.json`` (:mod:`.manifest`: what the store holds and depends on, checked field by
+field when read) and ``shard_NNNNN.safetensors`` files, one [n, d] tensor per site plus the ``tokens`` [n] they
+came from. :func:`cache_activations` (:mod:`.caching`) writes one as a resumable job;
+:class:`ActivationStore` (:mod:`.activation_store`) reads it back, each shard's header checked first.
 
 Example
 -------

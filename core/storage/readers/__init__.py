@@ -6,7 +6,7 @@ reader follows the same rules:
 1. **Headers before data.** :func:`safetensors_header`, :func:`npy_header` and :func:`npz_headers`
    read names, dtypes and shapes without reading the arrays, check them against the file size (a
    header cannot promise more data than the file holds) and against the memory budget
-   (:func:`interplab.core.checks.check_memory`); only then are arrays read. Object arrays (pickles)
+   (:func:`interplab.core.memory.budget.check_memory`); only then are arrays read. Object arrays (pickles)
    are refused.
 2. **Types and shapes checked against each other.** JSON goes through :class:`Fields` (exact types:
    ``8.9`` is not an int, ``"8"`` is not a number, a missing key is named), arrays through

@@ -119,6 +119,15 @@ class Fields:
     def _bad(self, key: str, want: str, value: Any) -> FileError:
         return FileError(self.file, self.name(key), f"must be {want}, got {describe_value(value)}")
 
+    def _of_type(self, key: str, default: Any, kind: type, want: str) -> Any:
+        """The value of ``key`` (``default`` when it is missing and one is given) when it is a ``kind``."""
+        value = self.raw(key, default)
+        if value is default and default is not _MISSING:
+            return value
+        if not isinstance(value, kind):
+            raise self._bad(key, want, value)
+        return value
+
     def int(self, key: str, default: Any = _MISSING, minimum: int | None = None, maximum: int | None = None) -> Any:
         value = self.raw(key, default)
         if value is default and default is not _MISSING:
@@ -154,24 +163,14 @@ class Fields:
         return value
 
     def bool(self, key: builtins.str, default: Any = _MISSING) -> Any:
-        value = self.raw(key, default)
-        if value is default and default is not _MISSING:
-            return value
-        if not isinstance(value, bool):
-            raise self._bad(key, "true or false", value)
-        return value
+        return self._of_type(key, default, bool, "true or false")
 
     def obj(self, key: builtins.str, default: Any = _MISSING) -> Fields:
         value = self.raw(key, {} if default is not _MISSING else _MISSING)
         return Fields(self.file, value, self.name(key))
 
     def list(self, key: builtins.str, default: Any = _MISSING) -> Any:
-        value = self.raw(key, default)
-        if value is default and default is not _MISSING:
-            return value
-        if not isinstance(value, list):
-            raise self._bad(key, "a list", value)
-        return value
+        return self._of_type(key, default, list, "a list")
 
     def str_map(self, key: builtins.str, default: Any = _MISSING) -> dict[builtins.int, builtins.str]:
         """A ``{"123": "text"}`` object as ``{123: "text"}``: keys integer ids, values strings."""
