@@ -16,7 +16,6 @@ Example
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -33,28 +32,21 @@ from ..model.trace_ops import log_normaliser, read_site
 if TYPE_CHECKING:
     from ..model.model import Model
 
-_UNSET: Any = object()
 #: Builds the widget a result displays as; ``interplab.widgets`` sets it (the engine never imports widgets).
 VIEWERS: list[Callable[[LogitLensResult], Any]] = []
 
 
-def logit_lens(
-    model: Model, texts: str | Sequence[str], positions: int | Sequence[int] | None = -1, *, position: Any = _UNSET
-) -> LogitLensResult:
+def logit_lens(model: Model, texts: str | Sequence[str], positions: int | Sequence[int] | None = -1) -> LogitLensResult:
     """Logits read from every block's output, at ``positions`` of each text (like :meth:`Model.logits`).
 
     ``positions=-1`` (one position, the default) gives [batch, n_layers, vocab]; a list of positions or
     ``None`` (every position, padded) gives [batch, n_layers, n_positions, vocab]. The last layer's logits
     equal ``model.logits``; they are float32 whatever the model's dtype. Runs inside one trace, so it works
-    remotely too. ``position=`` is the old name.
+    remotely too.
 
     >>> lens = ilab.logit_lens(model, "The capital of France is")
     >>> lens[0, -1].argmax()          # the model's own prediction
     """
-    if position is not _UNSET:
-        warnings.warn("logit_lens(position=...) is now positions=, as in model.logits.", DeprecationWarning,
-                      stacklevel=2)  # fmt: skip
-        positions = position
     texts = check_texts(texts)
     model.readout  # noqa: B018 - the final norm and unembedding: a clear error when they are not found
     pos_list, longest, n_pos = model.position_plan(texts, positions)

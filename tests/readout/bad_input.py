@@ -23,7 +23,7 @@ def _opt_without_final_norm() -> ilab.Model:
 
 
 ROWS: list[Row] = [
-    Row("ilab.logit_lens", lambda c: ilab.logit_lens(c.model, TEXTS, position=99), V, "Position 99 is outside"),
+    Row("ilab.logit_lens", lambda c: ilab.logit_lens(c.model, TEXTS, positions=99), V, "Position 99 is outside"),
     Row("ilab.logit_lens", lambda c: ilab.logit_lens(c.model, []), V, "texts is empty"),
     Row(
         "ilab.logit_lens",

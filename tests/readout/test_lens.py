@@ -72,11 +72,10 @@ def test_positions_like_model_logits(model):
         ilab.logit_lens(model, TEXTS, positions=[9])
 
 
-def test_position_is_deprecated_but_works():
+def test_positions_is_the_one_spelling():
     model = tiny_model("llama")
-    with pytest.warns(DeprecationWarning, match="positions="):
-        old = ilab.logit_lens(model, TEXTS, position=-2)
-    assert torch.equal(old.tensor(), ilab.logit_lens(model, TEXTS, positions=-2).tensor())
+    with pytest.raises(TypeError, match="position"):
+        ilab.logit_lens(model, TEXTS, position=-2)
 
 
 def test_view_holds_top_tokens_and_candidate_probabilities(model):
