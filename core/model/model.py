@@ -68,7 +68,7 @@ from .sites import (
     site_module_path,
     site_names,
 )
-from .trace_ops import read_site
+from .trace_ops import identity, read_site
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +129,10 @@ class Model:
     for anything custom; ``model.sites`` lists every named site.
     """
 
-    def __init__(self, nn: nnsight.NNsight, tokenizer: Any, *, name: str, remote: Remote = False, server: Any = None):
+    def __init__(
+        self, nn: nnsight.NNsight, tokenizer: Any, *, name: str, remote: Remote = False, server: Any = None,
+        family: Family | None = None,
+    ):  # fmt: skip
         self.nn = nn
         run_lock(nn)  # registered by torch module: a Model holds no lock (it pickles and copies)
         self.tokenizer = tokenizer
@@ -142,7 +145,8 @@ class Model:
         config = text_config(getattr(nn, "config", None))
         self.config = config
         self._readout_checked = False
-        self.family, self.skeleton = self._find_parts(config)
+        # a module's own site table (:mod:`.custom`), else the one of its model_type
+        self.family, self.skeleton = (family, None) if family is not None else self._find_parts(config)
         self.n_layers = config_int(config, "num_hidden_layers", "n_layer")
         self.d_model = config_int(config, "hidden_size", "n_embd")
         self.n_heads = config_int(config, "num_attention_heads", "n_head")
@@ -400,12 +404,20 @@ class Model:
         Take them before the trace; they are safe inside its body.
         """
         outer = self._outer("final_norm", "unembed")
-        return resolve(self.nn, str(outer.final_norm)), resolve(self.nn, str(outer.unembed)), self.softcap_value
+        norm = resolve(self.nn, str(outer.final_norm)) if outer.final_norm else identity  # a module may have none
+        return norm, resolve(self.nn, self._unembed_path(outer)), self.softcap_value
 
     def readout_modules(self) -> tuple[torch.nn.Module, torch.nn.Module]:
         """The torch modules of the final norm and the unembedding (for their weights)."""
         outer = self._outer("final_norm", "unembed")
-        return resolve(self.module, str(outer.final_norm)), resolve(self.module, str(outer.unembed))
+        norm = resolve(self.module, str(outer.final_norm)) if outer.final_norm else torch.nn.Identity()
+        return norm, resolve(self.module, self._unembed_path(outer))
+
+    def _unembed_path(self, outer: Family | Skeleton) -> str:
+        if not outer.unembed:
+            raise ValueError(f"{self.name!r} has no unembedding in its site table: give "
+                             "load_model(module, sites={..., 'unembed': '<path of the output layer>'}).")  # fmt: skip
+        return str(outer.unembed)
 
     def run_sites(
         self, enc: dict[str, torch.Tensor], sites: str | Sequence[str] | Sequence[Site]

@@ -92,6 +92,8 @@ class Family:
     kinds: tuple[str, ...] | None = None
     #: Why the other kinds are missing, for the error naming one.
     why_missing: str = ""
+    #: ``(kind, path with {L}, io)`` rows that place those kinds anywhere (a module's own map: :mod:`.custom`).
+    paths: tuple[tuple[str, str, str], ...] = ()
 
 
 FAMILIES: dict[str, Family] = {
@@ -305,6 +307,9 @@ def site_module_path(family: Family, site: Site) -> tuple[str, str]:
     ``"stream"``: the module's input, which the block also keeps as its residual stream, so it is
     written in place (``hook_resid_mid`` at the norm before the MLP).
     """
+    for kind, template, io in family.paths:
+        if kind == site.kind:
+            return template.replace("{L}", str(site.layer)), io
     if site.kind == "embed":
         return family.embed, "output"
     block = f"{family.layers}.{site.layer}"
