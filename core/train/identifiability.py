@@ -30,6 +30,9 @@ from torch import nn
 
 from .tasks import Task
 
+#: Names of the two-input gates by truth table (bit ``2a + b`` holds the output for inputs ``a, b``).
+GATES = {0: "FALSE", 1: "NOR", 2: "NOT a AND b", 3: "NOT a", 4: "a AND NOT b", 5: "NOT b", 6: "XOR", 7: "NAND",
+         8: "AND", 9: "XNOR", 10: "b", 11: "NOT a OR b", 12: "a", 13: "a OR NOT b", 14: "OR", 15: "TRUE"}  # fmt: skip
 #: The most weights :func:`circuits` enumerates masks of (2**22 masks).
 MAX_EDGES = 22
 
@@ -107,6 +110,10 @@ class Alignment:
     algorithms: list[tuple[int, int, int]]
     mappings: list[tuple[tuple[int, int, int], int, tuple[int, ...], tuple[int, ...]]]
     candidates: int
+
+    def names(self) -> list[str]:
+        """Each aligned algorithm in words: ``g3(g1, g2)`` by :data:`GATES`."""
+        return [f"{GATES[g3]}({GATES[g1]}, {GATES[g2]})" for g1, g2, g3 in self.algorithms]
 
 
 def candidate_algorithms(task: Task) -> list[tuple[int, int, int]]:
