@@ -8,6 +8,9 @@ second element of an attention module's output, the pattern). Besides sites, the
 list (``"blocks"``), the final norm (``"final_norm"``) and the unembedding (``"unembed"``), which
 ``model.logits``, the logit lens and patching metrics read through.
 
+The module's ``n_heads`` attribute (default 1) splits ``attn.hook_z`` into heads (``site="heads"`` patching);
+its ``max_positions`` attribute (default none) is the longest input it takes.
+
 Texts are token names separated by spaces (``"3 + 4 ="``), looked up in ``tokenizer=`` (a list of token
 names; by default ``"0" .. str(vocab - 1)``) by :class:`VocabTokenizer`; a Hugging Face tokenizer works too.
 
@@ -262,9 +265,13 @@ def custom_config(module: torch.nn.Module, family: Family, vocab: int, max_posit
                          "to a module of the stream's width.")  # fmt: skip
     d_model = stream.pop() if stream else widths.get("mlp_in", 0)
     z = widths.get("hook_z", d_model)
+    heads = getattr(module, "n_heads", 1)
+    if not isinstance(heads, int) or isinstance(heads, bool) or heads < 1 or z % heads:
+        raise ValueError(f"{type(module).__name__}.n_heads = {heads!r} does not divide attn.hook_z's width {z}: give "
+                         "the module an n_heads attribute that does (or none: one head).")  # fmt: skip
     return SimpleNamespace(
         model_type="custom", num_hidden_layers=n_layers, hidden_size=d_model, intermediate_size=widths.get("mlp_post"),
-        num_attention_heads=1, head_dim=z, vocab_size=vocab, max_position_embeddings=max_positions,
+        num_attention_heads=heads, head_dim=z // heads, vocab_size=vocab, max_position_embeddings=max_positions,
     )  # fmt: skip
 
 

@@ -10,8 +10,15 @@ import torch
 
 import interplab as ilab
 from tests.contracts.rows import Row, T, V
-from tests.model.custom_nets import MLP_SITES, MLPNet
+from tests.model.custom_nets import MLP_SITES, TRANSFORMER_SITES, MLPNet, TinyTransformer
 from tests.tiny import tiny_hf_model, tiny_tokenizer
+
+
+def _three_heads_of_sixteen() -> ilab.Model:
+    """A module whose n_heads does not divide its attn.hook_z width: refused at load."""
+    net = TinyTransformer()
+    net.n_heads = 3
+    return ilab.load_model(net, sites=TRANSFORMER_SITES)
 
 
 def _llama_without_layers() -> ilab.Model:
@@ -72,5 +79,11 @@ ROWS: list[Row] = [
         lambda c: ilab.load_model("gpt2", sites=MLP_SITES),
         V,
         r"sites= maps a plain torch\.nn\.Module",
+    ),
+    Row(
+        "ilab.load_model",
+        lambda c: _three_heads_of_sixteen(),
+        V,
+        r"TinyTransformer\.n_heads = 3 does not divide attn\.hook_z's width 16",
     ),
 ]

@@ -87,6 +87,7 @@ class TinyTransformer(nn.Module):
 
     def __init__(self, d: int = 16, n_heads: int = 2, n_layers: int = 2):
         super().__init__()
+        self.n_heads = n_heads
         self.embed = nn.Embedding(VOCAB, d)
         self.pos = nn.Parameter(torch.randn(self.max_positions, d) * 0.1)
         self.blocks = nn.ModuleList(Block(d, n_heads) for _ in range(n_layers))

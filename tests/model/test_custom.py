@@ -106,7 +106,7 @@ def test_patching_the_clean_stream_at_the_changed_token_restores_the_clean_metri
     assert grid.values[0, 2] == pytest.approx(grid.clean_baseline, abs=1e-4)  # the one token that differs
     assert grid.values[0, 0] == pytest.approx(grid.corrupt_baseline, abs=1e-4)
     heads = ilab.patching.grid(model, ["1 2 3 4"], ["1 2 5 4"], metric=metric, site="heads", progress=False)
-    assert heads.values.shape[0] == model.n_layers
+    assert heads.values.shape == (model.n_layers, 2)  # the module's n_heads
 
 
 def test_probes_das_lens_and_heatmaps_take_the_sites():
