@@ -97,7 +97,7 @@ class VocabTokenizer:
     ) -> dict[str, Any]:  # fmt: skip
         """``input_ids`` and ``attention_mask`` of texts, padded with id 0 on ``padding_side`` when asked."""
         single = isinstance(texts, str)
-        rows = [self.encode(t) for t in ([texts] if single else texts)]
+        rows = [self.encode(t) for t in ([texts] if isinstance(texts, str) else texts)]
         if return_tensors != "pt":
             ids = rows[0] if single else rows
             masks = [[1] * len(r) for r in rows]
