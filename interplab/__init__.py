@@ -9,7 +9,7 @@ Example
 """
 
 from interplab import widgets
-from interplab.core import circuits, das, evals, features, jobs, matching, patching, probes, steering
+from interplab.core import circuits, das, evals, features, jobs, matching, patching, probes, steering, train
 from interplab.core.data import ActivationStore, default_corpus
 from interplab.core.evals import SAEEvaluation, evaluate
 from interplab.core.features import FeatureData, feature_data
@@ -57,6 +57,7 @@ __all__ = [
     "probes",
     "set_memory_budget",
     "steering",
+    "train",
     "train_sae",
     "train_saes",
     "unload_ipython_extension",

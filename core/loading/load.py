@@ -24,6 +24,7 @@ from nnsight import TransformersModel
 
 from ..checks import check_device
 from ..memory.unembed import page_embedding, page_unembedding
+from ..model.custom import SitedNNsight, custom_config, custom_family, sited_tokenizer, vocab_size
 from ..model.model import Model, Remote
 from ..model.remote import RemoteModelError, connect
 from .embedded import EMBEDDED_NAME, prepare_embedded_model
@@ -69,6 +70,7 @@ def load_model(
     dtype: str | torch.dtype | None = None,
     device: str | torch.device = "cpu",
     remote: Remote = False,
+    sites: dict[str, str] | None = None,
 ) -> Model:
     """Load a language model and wrap it for tracing.
 
@@ -77,9 +79,10 @@ def load_model(
     model
         ``None`` or ``"embedded"`` for the bundled Gemma 3 270M; a Hugging Face id or
         local folder; an already-built transformers model (give ``tokenizer``);
-        or any ``torch.nn.Module`` (traced by nnsight, without named sites).
+        or any ``torch.nn.Module`` (traced by nnsight; named sites with ``sites=``).
     tokenizer
-        The tokenizer for a built model; loaded automatically for names and folders.
+        The tokenizer for a built model; loaded automatically for names and folders. With ``sites=``:
+        a list of token names (texts are names separated by spaces), default ``"0" .. str(vocab - 1)``.
     dtype, device
         Weights' dtype and device for models loaded here. ``None`` keeps the dtype the weights
         are stored in: bfloat16 for the embedded model (Gemma's own dtype; its weights are then
@@ -88,10 +91,17 @@ def load_model(
     remote
         ``True`` sends traces to NDIF; ``"local"`` runs nnsight's remote serialization
         path offline (how tests check remote safety); an ``http://`` URL names an NDIF host.
+    sites
+        For a plain ``torch.nn.Module`` that maps token ids [batch, pos] to logits: site names (``{L}`` for the
+        block) to module paths, plus ``"unembed"``, ``"final_norm"``, ``"blocks"`` (:mod:`interplab.core.model.custom`),
+        e.g. ``{"blocks.{L}.hook_resid_post": "layers.{L}", "blocks.{L}.mlp.hook_post": "layers.{L}.act",
+        "unembed": "head"}``.
     """
     remote = _check_remote(remote)
     dtype = _check_dtype(dtype)
     check_device(device)
+    if sites is not None and not isinstance(model, torch.nn.Module):
+        raise ValueError(f"sites= maps a plain torch.nn.Module's parts; {model!r:.80} has its own site table.")
     if model is None or model == "embedded":
         if remote is True or (isinstance(remote, str) and remote != "local"):
             return _from_server(None, remote, tokenizer)
@@ -107,7 +117,7 @@ def load_model(
             return _from_server(name, remote, tokenizer)
         return _from_pretrained(name, name, dtype, device, remote)
     if isinstance(model, torch.nn.Module):
-        return _from_module(model, tokenizer, remote)
+        return _from_module(model, tokenizer, remote, sites)
     raise TypeError(
         f"model must be None ('embedded'), a Hugging Face id, a folder, or a torch.nn.Module; "
         f"got {type(model).__name__}."
@@ -246,9 +256,12 @@ def _hosted_for(server: Any, name: str | None) -> Any:
     )
 
 
-def _from_module(module: torch.nn.Module, tokenizer: Any, remote: Remote) -> Model:
+def _from_module(module: torch.nn.Module, tokenizer: Any, remote: Remote, sites: dict[str, str] | None) -> Model:
     from transformers import PreTrainedModel
 
+    if sites is not None and isinstance(module, PreTrainedModel):
+        raise ValueError(f"sites= maps a plain torch.nn.Module's parts; a {type(module).__name__} has its own site "
+                         "table (load_model(hf_model, tokenizer=tok)).")  # fmt: skip
     if isinstance(module, PreTrainedModel):
         if tokenizer is None:
             raise ValueError("A built transformers model needs its tokenizer: load_model(hf_model, tokenizer=tok).")
@@ -266,4 +279,17 @@ def _from_module(module: torch.nn.Module, tokenizer: Any, remote: Remote) -> Mod
             f"remote={remote!r} is not possible for a plain {type(module).__name__}: "
             "only Hugging Face language models can run remotely."
         )
+    if sites is not None:
+        return _sited_module(module, tokenizer, sites)
     return Model(nnsight.NNsight(module), tokenizer, name=type(module).__name__)
+
+
+def _sited_module(module: torch.nn.Module, tokenizer: Any, sites: dict[str, str]) -> Model:
+    """A plain module with the sites that ``sites`` maps (:mod:`interplab.core.model.custom`)."""
+    family = custom_family(module, sites)
+    vocab = vocab_size(module, family)
+    tokenizer = sited_tokenizer(tokenizer, vocab)
+    config = custom_config(module.eval(), family, vocab or len(tokenizer), getattr(module, "max_positions", None))
+    nn = SitedNNsight(module)
+    nn.config = config
+    return Model(nn, tokenizer, name=type(module).__name__, family=family)

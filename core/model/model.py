@@ -54,7 +54,7 @@ from .parts import ModelParts
 from .positions import as_positions, position_columns
 from .routing import per_position, with_router
 from .runlock import run_lock
-from .sites import KINDS, SITE_ORDER, Site, parallel_blocks
+from .sites import KINDS, SITE_ORDER, Family, Site, parallel_blocks
 from .trace_ops import read_site
 
 logger = logging.getLogger(__name__)
@@ -86,7 +86,10 @@ class Model(ModelParts):
     for anything custom; ``model.sites`` lists every named site.
     """
 
-    def __init__(self, nn: nnsight.NNsight, tokenizer: Any, *, name: str, remote: Remote = False, server: Any = None):
+    def __init__(
+        self, nn: nnsight.NNsight, tokenizer: Any, *, name: str, remote: Remote = False, server: Any = None,
+        family: Family | None = None,
+    ):  # fmt: skip
         self.nn = nn
         run_lock(nn)  # registered by torch module: a Model holds no lock (it pickles and copies)
         self.tokenizer = tokenizer
@@ -99,8 +102,12 @@ class Model(ModelParts):
         config = text_config(getattr(nn, "config", None))
         self.config = config
         self._readout_checked = False
-        self.family, self.skeleton = self._find_parts(config)
-        self.family = with_router(self.family, getattr(nn, "_module", None), self.skeleton, config)
+        # a module's own site table (:mod:`.custom`), else the one found for its model_type
+        if family is not None:
+            self.family, self.skeleton = family, None
+        else:
+            self.family, self.skeleton = self._find_parts(config)
+            self.family = with_router(self.family, getattr(nn, "_module", None), self.skeleton, config)
         self.n_layers = config_int(config, "num_hidden_layers", "n_layer")
         self.d_model = config_int(config, "hidden_size", "n_embd")
         self.n_heads = config_int(config, "num_attention_heads", "n_head")

@@ -38,6 +38,7 @@ from .sites import (
     site_module_path,
     site_names,
 )
+from .trace_ops import identity
 
 logger = logging.getLogger(__name__)
 
@@ -293,12 +294,20 @@ class ModelParts:
         Take them before the trace; they are safe inside its body.
         """
         outer = self._outer("final_norm", "unembed")
-        return resolve(self.nn, str(outer.final_norm)), resolve(self.nn, str(outer.unembed)), self.softcap_value
+        norm = resolve(self.nn, str(outer.final_norm)) if outer.final_norm else identity  # a module may have none
+        return norm, resolve(self.nn, self._unembed_path(outer)), self.softcap_value
 
     def readout_modules(self) -> tuple[torch.nn.Module, torch.nn.Module]:
         """The torch modules of the final norm and the unembedding (for their weights)."""
         outer = self._outer("final_norm", "unembed")
-        return resolve(self.module, str(outer.final_norm)), resolve(self.module, str(outer.unembed))
+        norm = resolve(self.module, str(outer.final_norm)) if outer.final_norm else torch.nn.Identity()
+        return norm, resolve(self.module, self._unembed_path(outer))
+
+    def _unembed_path(self, outer: Family | Skeleton) -> str:
+        if not outer.unembed:
+            raise ValueError(f"{self.name!r} has no unembedding in its site table: give "
+                             "load_model(module, sites={..., 'unembed': '<path of the output layer>'}).")  # fmt: skip
+        return str(outer.unembed)
 
     # -------------------------------------------------------------- guards
     @property

@@ -120,6 +120,8 @@ class Family:
     routing: tuple[tuple[str, str, str, int], ...] = ()
     #: The layers whose blocks have a router (a dense layer has no routing sites).
     moe_layers: tuple[int, ...] = ()
+    #: ``(kind, path with {L}, io)`` rows that place those kinds anywhere (a module's own map: :mod:`.custom`).
+    paths: tuple[tuple[str, str, str], ...] = ()
 
 
 FAMILIES: dict[str, Family] = {
@@ -333,6 +335,9 @@ def site_module_path(family: Family, site: Site) -> tuple[str, str]:
     ``"stream"``: the module's input, which the block also keeps as its residual stream, so it is
     written in place (``hook_resid_mid`` at the norm before the MLP).
     """
+    for kind, template, io in family.paths:
+        if kind == site.kind:
+            return template.replace("{L}", str(site.layer)), io
     if site.kind == "embed":
         return family.embed, "output"
     block = f"{family.layers}.{site.layer}"

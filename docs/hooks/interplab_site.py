@@ -115,6 +115,7 @@ def notebook_title(path: Path) -> str:
 def notebook_page(path: Path, executed: bool) -> str:
     """The Markdown of the page framing the exported notebook ``notebooks/html/NAME.html``."""
     html = f"html/{path.stem}.html"
+    name = path.relative_to(path.parents[1]).as_posix() if path.parent.name != "nbs" else path.name  # nbs/papers/
     state = (
         "Executed for this build; its widgets run without a kernel."
         if executed
@@ -124,7 +125,7 @@ def notebook_page(path: Path, executed: bool) -> str:
         "---\nhide:\n  - toc\n---\n\n"
         f"# {notebook_title(path)}\n\n"
         f'<p class="ilab-notebook-bar">{state} <a href="{html}">Open the page alone</a> · '
-        f'<a href="{BINDER.format(name=path.name)}">Run it on Binder</a> · source: <code>nbs/{path.name}</code></p>\n\n'
+        f'<a href="{BINDER.format(name=name)}">Run it on Binder</a> · source: <code>nbs/{name}</code></p>\n\n'
         f'<iframe class="ilab-notebook" src="{html}" title="{path.stem}" loading="eager"></iframe>\n'
     )
 

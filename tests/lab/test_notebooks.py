@@ -21,7 +21,7 @@ def test_the_shipped_notebooks_are_the_ones_git_tracks() -> None:
     tracked = subprocess.run(
         ["git", "-C", str(ROOT), "ls-files", "nbs/*.ipynb"], capture_output=True, text=True, check=True
     ).stdout.split()
-    assert sorted(Path(p).stem for p in tracked) == sorted(SHIPPED)
+    assert sorted(str(Path(p).relative_to("nbs").with_suffix("")) for p in tracked) == sorted(SHIPPED)
     assert all(p.is_file() for p in shipped_notebooks()) and shipped_notebooks()[0].name == "00_tour.ipynb"
 
 

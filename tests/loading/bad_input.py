@@ -10,7 +10,15 @@ import torch
 
 import interplab as ilab
 from tests.contracts.rows import Row, T, V
+from tests.model.custom_nets import MLP_SITES, TRANSFORMER_SITES, MLPNet, TinyTransformer
 from tests.tiny import tiny_hf_model, tiny_tokenizer
+
+
+def _three_heads_of_sixteen() -> ilab.Model:
+    """A module whose n_heads does not divide its attn.hook_z width: refused at load."""
+    net = TinyTransformer()
+    net.n_heads = 3
+    return ilab.load_model(net, sites=TRANSFORMER_SITES)
 
 
 def _llama_without_layers() -> ilab.Model:
@@ -39,5 +47,43 @@ ROWS: list[Row] = [
         lambda c: _llama_without_layers(),
         V,
         r"no decoder-layer list of 2 blocks under model \(module lists: none\).*model\.nn",
+    ),
+    Row(
+        "ilab.load_model",
+        lambda c: ilab.load_model(MLPNet(), sites={**MLP_SITES, "blocks.{L}.mlp.hook_post": "layers.{L}.relu"}),
+        V,
+        r"sites\['blocks.\{L\}.mlp.hook_post'\] = 'layers.\{L\}.relu': 'layers.0.relu' names no module of MLPNet\. "
+        r"Its modules are: embed, layers, layers.0, layers.0.up, layers.0.act",
+    ),
+    Row(
+        "ilab.load_model",
+        lambda c: ilab.load_model(MLPNet(), sites={"blocks.{L}.hook_resid": "layers.{L}"}),
+        V,
+        r"sites key 'blocks.\{L\}.hook_resid' is not a site name.*Site keys are: hook_embed, "
+        r"blocks.\{L\}.hook_resid_pre",
+    ),
+    Row(
+        "ilab.load_model",
+        lambda c: ilab.load_model(MLPNet(), sites={"blocks.{L}.hook_mlp_out": "layers.{L}.down:middle"}),
+        V,
+        r"'middle' is not one of output, input, weights",
+    ),
+    Row(
+        "ilab.load_model",
+        lambda c: ilab.load_model(MLPNet(), sites=MLP_SITES, tokenizer=["a", "b c"]),
+        V,
+        r"A vocabulary is a non-empty list of token names without spaces; got \['b c'\]",
+    ),
+    Row(
+        "ilab.load_model",
+        lambda c: ilab.load_model("gpt2", sites=MLP_SITES),
+        V,
+        r"sites= maps a plain torch\.nn\.Module",
+    ),
+    Row(
+        "ilab.load_model",
+        lambda c: _three_heads_of_sixteen(),
+        V,
+        r"TinyTransformer\.n_heads = 3 does not divide attn\.hook_z's width 16",
     ),
 ]

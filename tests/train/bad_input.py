@@ -1,0 +1,59 @@
+"""Bad inputs of ilab.train: impossible sizes and unknown tasks, refused before any training."""
+
+from __future__ import annotations
+
+import interplab as ilab
+from tests.contracts.rows import Row, T, V
+from tests.train.nets import BitsMLP, PairMLP
+
+ROWS: list[Row] = [
+    Row(
+        "ilab.train.group_table",
+        lambda c: ilab.train.group_table("S7"),
+        V,
+        r"group='S7' is not one this builds: choose one of S3, S4, S5 or Z2 \.\. Z128",
+    ),
+    Row("ilab.train.group_table", lambda c: ilab.train.group_table("Z1"), V, r"group='Z1' is not one"),
+    Row(
+        "ilab.train.group_table",
+        lambda c: ilab.train.group_table("S3", train_frac=1.5),
+        V,
+        r"train_frac=1\.5 must be a fraction in \(0, 1\] of the 36 rows",
+    ),
+    Row(
+        "ilab.train.group_table",
+        lambda c: ilab.train.group_table("S3", train_frac=0.01),
+        V,
+        r"train_frac=0\.01 leaves no training row out of 36",
+    ),
+    Row(
+        "ilab.train.boolean",
+        lambda c: ilab.train.boolean("nand"),
+        V,
+        r"fn='nand' is not a Boolean function this builds; choose one of xor, and, or",
+    ),
+    Row("ilab.train.boolean", lambda c: ilab.train.boolean("xor", n_inputs=40), V, r"n_inputs"),
+    Row("ilab.train.boolean", lambda c: ilab.train.boolean("xor_first_two", n_inputs=1), V, r"n_inputs"),
+    Row("ilab.train.group_elements", lambda c: ilab.train.group_elements("A5"), V, r"group='A5' is not one"),
+    Row(
+        "ilab.train.tiny",
+        lambda c: ilab.train.tiny(BitsMLP(), ilab.train.boolean("xor"), batch_size=5),
+        V,
+        r"batch_size",
+    ),
+    Row("ilab.train.tiny", lambda c: ilab.train.tiny(BitsMLP(), ilab.train.boolean("xor"), steps=0), V, r"steps"),
+    Row(
+        "ilab.train.tiny",
+        lambda c: ilab.train.tiny(PairMLP(6, n_out=3), ilab.train.group_table("S3")),
+        V,
+        r"PairMLP gives logits of shape \(2, 3\) for 2 rows of group_table:S3, which has 6 answers",
+    ),
+    Row("ilab.train.tiny", lambda c: ilab.train.tiny(BitsMLP(), "xor"), T, r"task must be a Task .*got str"),
+]
+
+EXEMPT: dict[str, str] = {
+    "ilab.train.Task": "plain data built by the task generators (group_table, boolean), which have rows",
+    "ilab.train.TrainResult": "a result built by ilab.train.tiny (which has rows)",
+    "ilab.train.answer_logits": "calls the module on token ids; a module that cannot read them raises its own error",
+    "ilab.train.Task.texts": "indexes its own rows with a mask or indices; torch names a bad index",
+}
