@@ -53,6 +53,7 @@ from ..memory.budget import Estimate
 from ..memory.freeing import release
 from . import limits
 from .activations import Activations, pad_and_stack, pad_patterns
+from .chat import chat_prompt
 from .derive import Skeleton, check_readout, config_int, find_skeleton, place_family, text_config
 from .eager_attention import check_patterns, eager_attention
 from .runlock import run_lock
@@ -317,6 +318,15 @@ class Model:
         """String tokens of one text (with the tokenizer's special tokens) or of token ids."""
         ids = self.to_tokens(text)["input_ids"][0].tolist() if isinstance(text, str) else self.check_token_ids(text)
         return [self.tokenizer.decode([i]) for i in ids]
+
+    def chat_prompt(self, messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        """The prompt text of chat ``messages`` through the model's chat template (an error if it has none).
+
+        >>> chat = ilab.load_model("smollm2-135m-instruct")
+        >>> chat.generate(chat.chat_prompt([{"role": "user", "content": "What is the capital of France?"}]))
+        ['The capital of France is Paris.']
+        """
+        return chat_prompt(self.tokenizer, messages, name=self.name, add_generation_prompt=add_generation_prompt)
 
     def check_token_ids(self, ids: Sequence[int] | torch.Tensor) -> list[int]:
         """Token ids as a flat list of ints inside the vocabulary; a clear error naming a bad one."""
