@@ -75,7 +75,9 @@ class ModelChat:
 
     def yes_probability(self, conversations: Sequence[Messages]) -> np.ndarray:
         """[N] P(Yes) / (P(Yes) + P(No)) of each answer's first token."""
-        logits_NV = self.model.logits([self.prompt(m) for m in conversations], batch_size=self.batch_size)[:, 0]
+        texts = [self.prompt(m) for m in conversations]
+        chunks = [texts[i : i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
+        logits_NV = torch.cat([self.model.logits(c, batch_size=self.batch_size)[:, 0] for c in chunks])
         yes_N = torch.logsumexp(logits_NV[:, self.yes_ids], dim=1)
         no_N = torch.logsumexp(logits_NV[:, self.no_ids], dim=1)
         return torch.sigmoid(yes_N - no_N).numpy()

@@ -126,10 +126,10 @@ def explain(
 
 def _first_line(answer: str) -> str:
     """The explanation: the answer's first sentence, without a lead-in such as "The neuron fires on" and without
-    what small models add after it ("... in the text 1. ...")."""
+    what small models add after it ("... in the text 1. ...", "... which is ...")."""
     line = next((s.strip() for s in answer.splitlines() if s.strip()), "")
     line = re.sub(r"^(explanation:|answer:|the neuron fires on:?|it fires on:?)\s*", "", line, flags=re.I)
-    line = re.split(r"\.(?:\s|$)| in the text", line, maxsplit=1)[0].strip()
+    line = re.split(r"\.(?:\s|$)| in the text| which | marked ", line, maxsplit=1)[0].strip()
     if len(line) > 1 and line[0] == line[-1] and line[0] in "\"'":
         line = line[1:-1]
     return line or "(no explanation)"
