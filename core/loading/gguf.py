@@ -27,8 +27,10 @@ import torch
 
 logger = logging.getLogger(__name__)
 
-#: Architectures whose tensor fixes are elementwise, so a tensor can be converted in row blocks.
-ARCHITECTURES = ("gemma3",)
+#: The GGUF architectures converted here and their transformers ``model_type`` (a GGUF holds only the text backbone).
+ARCHITECTURES = {"gemma3": "gemma3_text", "llama": "llama"}
+#: Tensors whose fix mixes rows (llama's query and key heads are stored permuted): converted whole, not in blocks.
+_WHOLE = (".attn_q.", ".attn_k.")
 _ROWS_PER_BLOCK = 16_384
 # GGUF metadata value types of fixed width (gguf.GGUFValueType): u8 i8 u16 i16 u32 i32 f32 bool u64 i64 f64
 _WIDTH = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
@@ -159,7 +161,7 @@ def gguf_config(path: Path) -> dict:
     metadata, tensor_names = read_gguf_metadata(str(path))
     arch = metadata["general.architecture"]
     if arch not in ARCHITECTURES:
-        raise ValueError(f"{str(path)!r} holds a {arch!r} model; this converter handles {list(ARCHITECTURES)}.")
+        raise ValueError(f"{str(path)!r} holds a {arch!r} model; this converter handles {sorted(ARCHITECTURES)}.")
     config: dict = {}
     for key, value in metadata.items():
         prefix, _, rest = key.partition(".")
@@ -167,7 +169,7 @@ def gguf_config(path: Path) -> dict:
         renamed = section.get(rest)
         if renamed not in (None, -1):
             config[renamed] = value
-    config["model_type"] = f"{arch}_text"  # a GGUF holds only the text backbone
+    config["model_type"] = ARCHITECTURES[arch]
     config["tie_word_embeddings"] = "output.weight" not in tensor_names
     config.setdefault("vocab_size", metadata["tokenizer.ggml.tokens"])  # the reader gives a string array's length
     return config
@@ -188,7 +190,7 @@ def convert_weights(path: Path, config_dict: dict, dtype: torch.dtype) -> dict[s
     from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.modeling_gguf_pytorch_utils import TENSOR_PROCESSORS, TensorProcessor, get_gguf_hf_weights_map
 
-    arch = config_dict["model_type"].removesuffix("_text")
+    arch = next(a for a, model_type in ARCHITECTURES.items() if model_type == config_dict["model_type"])
     with torch.device("meta"):  # only the parameter names are needed: nothing is allocated
         skeleton = AutoModelForCausalLM.from_config(AutoConfig.for_model(**config_dict))
     processor = TENSOR_PROCESSORS.get(arch, TensorProcessor)(config=config_dict)
@@ -204,10 +206,11 @@ def convert_weights(path: Path, config_dict: dict, dtype: torch.dtype) -> dict[s
         hf_name = names[t.name]
         rows = int(np.prod(t.shape[:-1], dtype=np.int64))
         target = torch.empty(rows, t.shape[-1], dtype=dtype)
-        for first in range(0, rows, _ROWS_PER_BLOCK):
-            last = min(rows, first + _ROWS_PER_BLOCK)
+        step = rows if any(part in t.name for part in _WHOLE) else _ROWS_PER_BLOCK
+        for first in range(0, rows, step):
+            last = min(rows, first + step)
             block = processor.process(weights=_dequantize_rows(blob, t, first, last), name=t.name).weights
-            target[first:last] = torch.from_numpy(np.ascontiguousarray(block, dtype=np.float32))
+            target[first:last] = torch.from_numpy(np.require(block, np.float32, ["C", "W"]))
         out[hf_name] = target.reshape(t.shape)
     missing = sorted(set(expected) - set(out))
     wrong = [k for k in out if k in expected and tuple(expected[k].shape) != tuple(out[k].shape)]
@@ -223,10 +226,11 @@ def save_fast_tokenizer(gguf_path: Path, out: Path, model_type: str) -> None:
     so ``AutoTokenizer.from_pretrained(out)`` only parses ``tokenizer.json`` (in Rust).
     """
     from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
     from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING_NAMES, tokenizer_class_from_name
 
-    class_name = TOKENIZER_MAPPING_NAMES[model_type]
-    cls = tokenizer_class_from_name(class_name) if class_name is not None else None
+    class_name = TOKENIZER_MAPPING_NAMES.get(model_type)  # llama has none: the file's own tokenizer model decides
+    cls = tokenizer_class_from_name(class_name) if class_name is not None else AutoTokenizer
     if cls is None:
         raise ValueError(f"transformers has no tokenizer class for {model_type!r} (found {class_name!r}).")
     tok = cls.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)

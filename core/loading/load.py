@@ -4,6 +4,7 @@ Example
 -------
 >>> import interplab as ilab
 >>> model = ilab.load_model()                       # embedded Gemma 3 270M, offline
+>>> chat = ilab.load_model("smollm2-135m-instruct")  # embedded SmolLM2-135M-Instruct, offline
 >>> model = ilab.load_model("gpt2")                 # any HF id or local folder
 >>> model = ilab.load_model(remote="local")         # nnsight's remote path, run in-process
 """
@@ -27,14 +28,14 @@ from ..memory.unembed import page_embedding, page_unembedding
 from ..model.custom import SitedNNsight, custom_config, custom_family, sited_tokenizer, vocab_size
 from ..model.model import Model, Remote
 from ..model.remote import RemoteModelError, connect
-from .embedded import EMBEDDED_NAME, prepare_embedded_model
+from .embedded import EMBEDDED, EMBEDDED_NAME, prepare_embedded_model
 
 logger = logging.getLogger(__name__)
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 #: The embedded model's nnsight model per (dtype, device) while any Model uses it: a second
 #: load_model() (remote="local", say) shares its memory-mapped weights and tokenizer.
-_SHARED: weakref.WeakValueDictionary[tuple[str, str], TransformersModel] = weakref.WeakValueDictionary()
+_SHARED: weakref.WeakValueDictionary[tuple[str, str, str], TransformersModel] = weakref.WeakValueDictionary()
 
 
 def _check_remote(remote: Remote) -> Remote:
@@ -77,7 +78,8 @@ def load_model(
     Parameters
     ----------
     model
-        ``None`` or ``"embedded"`` for the bundled Gemma 3 270M; a Hugging Face id or
+        ``None`` or ``"embedded"`` for the bundled Gemma 3 270M; ``"smollm2-135m-instruct"`` for the
+        embedded chat model (SmolLM2-135M-Instruct, Llama family); a Hugging Face id or
         local folder; an already-built transformers model (give ``tokenizer``);
         or any ``torch.nn.Module`` (traced by nnsight; named sites with ``sites=``).
     tokenizer
@@ -105,12 +107,11 @@ def load_model(
     if model is None or model == "embedded":
         if remote is True or (isinstance(remote, str) and remote != "local"):
             return _from_server(None, remote, tokenizer)
-        folder = prepare_embedded_model()
-        key = (str(dtype), str(device))
-        nn = _SHARED.get(key)
-        if nn is None:
-            nn = _SHARED[key] = _nnsight_model(str(folder), dtype, device)
-        return Model(nn, nn.tokenizer, name=EMBEDDED_NAME, remote=remote)
+        return _embedded(EMBEDDED_NAME, dtype, device, remote)
+    if isinstance(model, str) and model in EMBEDDED:
+        if remote is True or (isinstance(remote, str) and remote != "local"):
+            return _from_server(str(prepare_embedded_model(name=model)), remote, tokenizer)
+        return _embedded(model, dtype, device, remote)
     if isinstance(model, (str, Path)):
         name = str(model)
         if remote is True or (isinstance(remote, str) and remote != "local"):
@@ -122,6 +123,16 @@ def load_model(
         f"model must be None ('embedded'), a Hugging Face id, a folder, or a torch.nn.Module; "
         f"got {type(model).__name__}."
     )
+
+
+def _embedded(name: str, dtype: torch.dtype | None, device: Any, remote: Remote) -> Model:
+    """An embedded model, prepared once; its nnsight model shared while any Model uses it."""
+    folder = prepare_embedded_model(name=name)
+    key = (name, str(dtype), str(device))
+    nn = _SHARED.get(key)
+    if nn is None:
+        nn = _SHARED[key] = _nnsight_model(str(folder), dtype, device)
+    return Model(nn, nn.tokenizer, name=name, remote=remote)
 
 
 def _nnsight_model(source: str, dtype: torch.dtype | None, device: Any) -> TransformersModel:

@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 from ..checks import check_int, check_positive_int, check_texts
 from ..memory.budget import Estimate
 from . import limits
+from .chat import chat_prompt
 from .derive import Skeleton, check_readout, find_skeleton, place_family
 from .routing import check_kinds_asked, listed, on_moe_layers, stream_only
 from .runlock import run_lock
@@ -230,6 +231,15 @@ class ModelParts:
         """String tokens of one text (with the tokenizer's special tokens) or of token ids."""
         ids = self.to_tokens(text)["input_ids"][0].tolist() if isinstance(text, str) else self.check_token_ids(text)
         return [self.tokenizer.decode([i]) for i in ids]
+
+    def chat_prompt(self, messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        """The prompt text of chat ``messages`` through the model's chat template (an error if it has none).
+
+        >>> chat = ilab.load_model("smollm2-135m-instruct")
+        >>> chat.generate(chat.chat_prompt([{"role": "user", "content": "What is the capital of France?"}]))
+        ['The capital of France is Paris.']
+        """
+        return chat_prompt(self.tokenizer, messages, name=self.name, add_generation_prompt=add_generation_prompt)
 
     def check_token_ids(self, ids: Sequence[int] | torch.Tensor) -> list[int]:
         """Token ids as a flat list of ints inside the vocabulary; a clear error naming a bad one."""

