@@ -27,6 +27,12 @@ import torch
 
 from .sites import Family, resolve
 
+#: Where an error about a part not found sends the user.
+SEE_ALSO = (
+    "Read its modules through model.nn (print(model.nn) lists them; e.g. model.nn.<module>.output inside a "
+    "trace), or name the sites by module path with load_model(module, sites={...})"
+)
+
 
 class DerivationError(ValueError):
     """A part of the model (the layer list, the final norm, the unembedding) was not found in its module tree."""
@@ -52,10 +58,7 @@ class Skeleton:
         for part in parts:
             if getattr(self, part) is None:
                 why = next((m for m in self.missing if m.startswith(part)), part)
-                raise DerivationError(
-                    f"model_type {model_type!r}: {why.split(': ', 1)[-1]}. Read its modules through model.nn "
-                    "(print(model.nn) lists them; e.g. model.nn.<module>.output inside a trace)."
-                )
+                raise DerivationError(f"model_type {model_type!r}: {why.split(': ', 1)[-1]}. {SEE_ALSO}.")
 
 
 def text_config(config: Any) -> Any:

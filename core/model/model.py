@@ -35,6 +35,7 @@ torch.Size([1, 1, 262144])
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import logging
 import warnings
@@ -106,7 +107,11 @@ class Model(ModelParts):
         self.d_mlp = config_int(config, "intermediate_size", "n_inner") or 4 * self.d_model
         #: Site kinds this model has (blocks that run attention and MLP in parallel have no resid_mid).
         own = self.family.kinds if self.family is not None and self.family.kinds is not None else KINDS
-        self.kinds = tuple(k for k in KINDS if (k != "resid_mid" or not parallel_blocks(config)) and k in own)
+        if self.family is not None and parallel_blocks(config):  # GPT-NeoX's use_parallel_residual
+            self.family = dataclasses.replace(self.family, parallel=True)
+        parallel = self.family is not None and self.family.parallel
+        self.kinds = tuple(k for k in KINDS if (k != "resid_mid" or not parallel) and k in own)
+        self.family, self.kinds = self._checked()
 
     # ------------------------------------------------------- engine interface
     @property
@@ -244,11 +249,12 @@ class Model(ModelParts):
         """
         texts = check_texts(texts)
         check_positive_int("batch_size", batch_size)
-        if self.family is None:
+        by_readout = self.logits_by_readout()
+        if not by_readout:
             self.check_causal_lm()
         pos_list, longest, n_pos = self.position_plan(texts, positions)
         vocab = int(getattr(self.config, "vocab_size", 0) or 0)
-        n_logits = None if pos_list is None or self.family is None else n_pos
+        n_logits = None if pos_list is None or not by_readout else n_pos
         batch_size = self.fit_batch(batch_size, longest, "logits", n_logits=n_logits,
                                     rows=len(texts), output=4 * len(texts) * n_pos * vocab)  # fmt: skip
         out = []
@@ -269,7 +275,7 @@ class Model(ModelParts):
         else:
             cols = position_columns(lengths, positions)  # [batch, n_pos]
             rows = torch.arange(len(lengths))[:, None].expand_as(cols)
-        if self.family is None:
+        if not self.logits_by_readout():
             return self._output_logits(enc, rows, cols, edit)
         last, readout = self.block(self.n_layers - 1), self.readout
         inputs = {k: v.to(self.device) for k, v in enc.items()}

@@ -50,7 +50,7 @@ def tiny_unmapped(kind: str, **changes) -> torch.nn.Module:
 @pytest.fixture(params=sorted(CONFIGS))
 def unmapped(request, caplog):
     hf = tiny_unmapped(request.param)
-    with caplog.at_level(logging.WARNING, logger="interplab.core.model.model"):
+    with caplog.at_level(logging.WARNING, logger="interplab.core.model.parts"):
         model = ilab.load_model(hf, tokenizer=tiny_tokenizer())
     return request.param, hf, model, caplog.text
 
@@ -61,11 +61,33 @@ def hf_logits(hf: torch.nn.Module, texts: list[str]) -> tuple[torch.Tensor, torc
         return hf(**enc).logits.float(), enc["attention_mask"].sum(1)
 
 
-def test_unmapped_type_loads_with_a_warning_naming_it_and_what_works(unmapped):
-    kind, _, model, warned = unmapped
+def test_unlisted_type_loads_with_sites_found_from_its_module_tree(unmapped):
+    """Without a hand-written family the blocks' sites are derived (tests/model/test_coverage.py checks them against
+    Hugging Face); the residual stream is always among them."""
+    kind, hf, model, _ = unmapped
+    assert model.family is not None and model.family.derived and model.family.name == kind
+    assert {"blocks.0.hook_resid_pre", "blocks.0.hook_resid_post"} <= set(model.sites)
+    enc = tiny_tokenizer()(TEXTS, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        want = hf(**enc, output_hidden_states=True).hidden_states[1]
+    got = model.collect(TEXTS, "blocks.0.hook_resid_post").values["blocks.0.hook_resid_post"]
+    for row, n in enumerate(enc["attention_mask"].sum(1).tolist()):
+        torch.testing.assert_close(got[row, :n], want[row, :n].float(), rtol=1e-4, atol=1e-4)
+
+
+def test_type_without_a_decoder_layer_list_loads_with_a_warning_naming_it_and_what_works(caplog):
+    """CPM-Ant's blocks are not a list of num_hidden_layers modules under its decoder: no sites are derived, and the
+    warning says which part was not found, what still works and where to go instead."""
+    config = AutoConfig.for_model("cpmant", num_hidden_layers=2, dim_model=64, num_heads=4, dim_head=16, dim_ff=128,
+                                  vocab_size=VOCAB_SIZE)  # fmt: skip
+    torch.manual_seed(0)
+    with caplog.at_level(logging.WARNING, logger="interplab.core.model.parts"):
+        model = ilab.load_model(AutoModelForCausalLM.from_config(config).eval(), tokenizer=tiny_tokenizer())
+    warned = caplog.text
     assert model.family is None and model.sites == []
-    assert f"Unsupported model_type {kind!r}" in warned and "'gpt2'" in warned
-    assert "model.logits works" in warned and "logit_lens reads" in warned
+    assert "model_type 'cpmant': no decoder-layer list of 2 blocks under cpmant" in warned
+    assert "model.nn" in warned and "load_model(module, sites={...})" in warned
+    assert "model.logits works" in warned and "logit_lens cannot run" in warned
     with pytest.raises(ValueError, match=r"not mapped.*model\.logits and ilab\.logit_lens need no sites"):
         model.collect(TEXTS, "blocks.0.hook_resid_post")
 
