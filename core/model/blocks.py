@@ -93,10 +93,20 @@ def _same(got: torch.Tensor | None, want: torch.Tensor) -> bool:
     return got is not None and got.shape == want.shape and bool(torch.equal(got, want))
 
 
-def capture(module: torch.nn.Module, paths: list[str], token_ids: list[int]) -> dict[str, tuple[Any, Any]]:
-    """(first input, output) of each module at ``paths`` in one no-grad forward of ``token_ids``."""
+class _Stop(Exception):
+    """Raised by the hook on the last block: what follows it (the unembedding of a large vocabulary) is not needed."""
+
+
+def capture(
+    module: torch.nn.Module, paths: list[str], token_ids: list[int], stop_after: str = ""
+) -> dict[str, tuple[Any, Any]]:
+    """(first input, output) of each module at ``paths`` in one no-grad forward of ``token_ids``, which ends once the
+    module at ``stop_after`` (the last block) has run."""
     seen: dict[str, tuple[Any, Any]] = {}
     handles = []
+
+    def stop(*_args: Any) -> None:
+        raise _Stop
 
     def hook(path: str) -> Any:
         def record(_m: Any, args: tuple, kwargs: dict, out: Any) -> None:
@@ -107,10 +117,14 @@ def capture(module: torch.nn.Module, paths: list[str], token_ids: list[int]) -> 
 
     for path in dict.fromkeys(paths):
         handles.append(resolve(module, path).register_forward_hook(hook(path), with_kwargs=True))
+    if stop_after:
+        handles.append(resolve(module, stop_after).register_forward_hook(stop))
     try:
         with torch.no_grad():
             device = next(module.parameters()).device
             module(input_ids=torch.tensor([token_ids], device=device), use_cache=False)
+    except _Stop:
+        pass
     finally:
         for handle in handles:
             handle.remove()
@@ -170,7 +184,7 @@ def derive_family(module: torch.nn.Module, skeleton: Skeleton, model_type: str, 
     blocks = list(resolve(module, layers))
     maps = [find_modules(block) for block in blocks]
     paths = [f"{layers}.{i}.{p}".rstrip(".") for i, (b, m) in enumerate(zip(blocks, maps)) for p in block_paths(m, b)]
-    seen = capture(module, paths, token_ids)
+    seen = capture(module, paths, token_ids, stop_after=f"{layers}.{len(blocks) - 1}")
     maps = [
         place_norms(block, found, {p[len(f"{layers}.{i}") :].lstrip("."): v for p, v in seen.items()
                                    if p == f"{layers}.{i}" or p.startswith(f"{layers}.{i}.")})

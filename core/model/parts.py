@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -41,6 +42,8 @@ from .sites import (
 from .validate import check_sites
 
 logger = logging.getLogger(__name__)
+#: The result of the check at load of each torch module (a model loaded again is not checked again).
+_CHECKED: weakref.WeakKeyDictionary[torch.nn.Module, tuple[Any, tuple[Family, list[str]]]] = weakref.WeakKeyDictionary()
 
 
 class ModelParts(ModelInputs):
@@ -122,8 +125,11 @@ class ModelParts(ModelInputs):
         only_stream = family is not None and family.kinds is not None and not family.derived  # Mamba: nothing to check
         if family is None or only_stream or not isinstance(module, torch.nn.Module) or not self._local(module):
             return family, self.kinds
-        with self.lock:
-            family, problems = check_sites(module, family, self.kinds, self.n_layers, self._token_id())
+        key = (family, self.kinds, self.n_layers)
+        if _CHECKED.get(module, (None,))[0] != key:  # one check per module: loading it again costs nothing
+            with self.lock:
+                _CHECKED[module] = (key, check_sites(module, family, self.kinds, self.n_layers, self._token_id()))
+        family, problems = _CHECKED[module][1]
         if problems:
             warnings.warn(
                 f"{self.name!r}: {len(problems)} site(s) failed the check at load and are left out: "
@@ -228,10 +234,12 @@ class ModelParts(ModelInputs):
         True
         """
         family = self.check_mapped()
-        why = family.why_missing or (
+        parallel = (
             "its blocks run attention and the MLP in parallel on the same input (use_parallel_residual), so no "
             "residual stream lies between them; hook_resid_pre plus hook_attn_out is what attention adds"
         )
+        dropped = "no block has it: the check at load left it out (the warning then named what it expected)"
+        why = family.why_missing or (parallel if family.parallel else dropped)
         parsed = parse_sites(sites if isinstance(sites, str) else list(sites), self.n_layers, self.kinds, why)
         if family.layer_kinds is None:
             return parsed

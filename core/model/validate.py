@@ -114,7 +114,9 @@ def check_sites(
         *((family.o_proj, family.attn) if "hook_z" in kinds else ()),
         *((family.down_proj, _parent(family.down_proj)) if "mlp_post" in kinds else ()))]  # fmt: skip
     with eager_attention(module, any("pattern" in kinds for kinds in per_layer)):
-        seen = capture(module, [path for path, _ in paths.values()] + extra, [token_id])
+        seen = capture(
+            module, [path for path, _ in paths.values()] + extra, [token_id], f"{family.layers}.{n_layers - 1}"
+        )
     kept, problems = [], []
     for layer, kinds in enumerate(per_layer):
 
