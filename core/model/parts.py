@@ -141,6 +141,7 @@ class ModelParts(ModelInputs):
     def layer_kinds(self, layer: int) -> tuple[str, ...]:
         """The site kinds block ``layer`` has (all of :attr:`kinds` but ``embed``, except in hybrid models, where a
         recurrent block has no attention sites, and where a site failed the check at load)."""
+        layer = check_int("layer", layer, 0, self.n_layers - 1)
         own = self.family.layer_kinds if self.family is not None else None
         return tuple(k for k in self.kinds[1:] if k != "embed" and (own is None or k in own[layer]))
 

@@ -104,6 +104,10 @@ class Family:
     derived: bool = False
 
 
+#: Hand-written families. Derivation (:mod:`.blocks`) finds the same modules for gpt2, gemma, llama and neox
+#: (``tests/model/test_coverage.py`` checks it); they are kept for what derivation cannot know: a remote model's
+#: weights are on the server, so no local forward can place its norms, and Mamba's blocks hold a state-space mixer,
+#: neither attention nor an MLP, so there is nothing to derive but the stream.
 FAMILIES: dict[str, Family] = {
     "gpt2": Family(
         "gpt2", "transformer.h", "attn", "mlp", "attn.c_proj", "transformer.ln_f",

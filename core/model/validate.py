@@ -6,6 +6,9 @@ Per block: ``resid_mid = resid_pre + attn_out`` and ``resid_post = resid_mid + m
 module's output; the down projection of ``mlp.hook_post`` gives the MLP's output; ``hook_mlp_in`` is what the
 MLP reads; attention pattern rows sum to 1 (attention run eagerly for the check).
 
+Cost: one forward of one token that stops after the last block (:func:`.blocks.capture`), run once per torch module
+(``parts.ModelParts._checked`` keeps the result).
+
 Policy: the model loads with the sites that pass; each failed site is dropped from that block and one warning
 lists them with what was expected, so a partly understood model still gives every site that is right and
 never one that is wrong. A site nothing can check (an MLP after a recurrent mixer in a hybrid block, whose

@@ -103,6 +103,7 @@ ROWS: list[Row] = [
     ),
     Row("Model.envoy", lambda c: c.model.envoy("blocks.1.hook_nothing"), V, "Unknown site"),
     Row("Model.block", lambda c: c.model.block(99), V, r"layer must be an integer in 0\.\.1, got 99"),
+    Row("Model.layer_kinds", lambda c: c.model.layer_kinds(2), V, r"layer must be an integer in 0\.\.1, got 2"),
     Row("Model.to_tokens", lambda c: c.model.to_tokens([""]), V, r"texts\[0\] is empty"),
     Row("Model.to_tokens", lambda c: c.model.to_tokens(" ".join(["the"] * 300)), V, "longer than"),
     Row("Model.to_str_tokens", lambda c: c.model.to_str_tokens([10**9]), V, "Token id 1000000000 is outside"),
