@@ -1,11 +1,12 @@
 """The parts of a causal LM found from its module tree: the text decoder, its layer list, the embedding,
 the final norm and the unembedding.
 
-A hand-written :class:`~interplab.core.model.sites.Family` says where each site lives inside a block;
-what lies around the blocks is found here for any Hugging Face causal LM, mapped or not: the text decoder
-is the model's ``get_decoder()`` (the language model inside a ``*ForConditionalGeneration``), the layers
-are its module list of ``num_hidden_layers`` blocks, the final norm is its norm child outside the blocks,
-the embedding and unembedding are the model's input and output embeddings. :func:`place_family` moves a
+Where each site lives inside a block is a hand-written :class:`~interplab.core.model.sites.Family` or one
+derived from the blocks (:mod:`.blocks`); what lies around the blocks is found here for any Hugging Face
+causal LM, mapped or not: the text decoder is the model's ``get_decoder()`` (the language model inside a
+``*ForConditionalGeneration``), the layers are its module list of ``num_hidden_layers`` blocks, the final
+norm is its norm child outside the blocks, the embedding and unembedding are the model's input and output
+embeddings. :func:`place_family` moves a
 family's paths under the decoder found (Gemma 3's multimodal checkpoint keeps its text model at
 ``model.language_model``); :func:`check_readout` checks on a one-token forward that the final norm and the
 unembedding found give the model's own logits.
