@@ -65,8 +65,9 @@ class ModelParts(ModelInputs):
     _readout_checked: bool
 
     def _find_parts(self, config: Any) -> tuple[Family | None, Skeleton | None]:
-        """The site table (None for unmapped types, with a warning saying what still works) and the parts found
-        around the blocks (:mod:`.derive`; None for a model without a torch module or a config)."""
+        """The site table (hand-written, else derived from the blocks; None where neither is possible, with a warning
+        naming the part not found and what still works) and the parts found around the blocks (:mod:`.derive`; None
+        for a model without a torch module or a config)."""
         module = getattr(self.nn, "_module", None)
         model_type = getattr(config, "model_type", None)
         if getattr(getattr(self.nn, "config", None), "is_encoder_decoder", False):
