@@ -1,11 +1,12 @@
 """The parts of a causal LM found from its module tree: the text decoder, its layer list, the embedding,
 the final norm and the unembedding.
 
-A hand-written :class:`~interplab.core.model.sites.Family` says where each site lives inside a block;
-what lies around the blocks is found here for any Hugging Face causal LM, mapped or not: the text decoder
-is the model's ``get_decoder()`` (the language model inside a ``*ForConditionalGeneration``), the layers
-are its module list of ``num_hidden_layers`` blocks, the final norm is its norm child outside the blocks,
-the embedding and unembedding are the model's input and output embeddings. :func:`place_family` moves a
+Where each site lives inside a block is a hand-written :class:`~interplab.core.model.sites.Family` or one
+derived from the blocks (:mod:`.blocks`); what lies around the blocks is found here for any Hugging Face
+causal LM, mapped or not: the text decoder is the model's ``get_decoder()`` (the language model inside a
+``*ForConditionalGeneration``), the layers are its module list of ``num_hidden_layers`` blocks, the final
+norm is its norm child outside the blocks, the embedding and unembedding are the model's input and output
+embeddings. :func:`place_family` moves a
 family's paths under the decoder found (Gemma 3's multimodal checkpoint keeps its text model at
 ``model.language_model``); :func:`check_readout` checks on a one-token forward that the final norm and the
 unembedding found give the model's own logits.
@@ -26,6 +27,12 @@ from typing import Any
 import torch
 
 from .sites import Family, resolve
+
+#: Where an error about a part not found sends the user.
+SEE_ALSO = (
+    "Read its modules through model.nn (print(model.nn) lists them; e.g. model.nn.<module>.output inside a "
+    "trace), or name the sites by module path with load_model(module, sites={...})"
+)
 
 
 class DerivationError(ValueError):
@@ -52,10 +59,7 @@ class Skeleton:
         for part in parts:
             if getattr(self, part) is None:
                 why = next((m for m in self.missing if m.startswith(part)), part)
-                raise DerivationError(
-                    f"model_type {model_type!r}: {why.split(': ', 1)[-1]}. Read its modules through model.nn "
-                    "(print(model.nn) lists them; e.g. model.nn.<module>.output inside a trace)."
-                )
+                raise DerivationError(f"model_type {model_type!r}: {why.split(': ', 1)[-1]}. {SEE_ALSO}.")
 
 
 def text_config(config: Any) -> Any:

@@ -35,6 +35,7 @@ torch.Size([1, 1, 262144])
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import logging
 import warnings
@@ -54,7 +55,7 @@ from .parts import ModelParts
 from .positions import as_positions, position_columns
 from .routing import per_position, with_router
 from .runlock import run_lock
-from .sites import KINDS, SITE_ORDER, Family, Site, parallel_blocks
+from .sites import KINDS, ROUTING_KINDS, SITE_ORDER, Family, Site, parallel_blocks
 from .trace_ops import read_site
 
 logger = logging.getLogger(__name__)
@@ -103,11 +104,7 @@ class Model(ModelParts):
         self.config = config
         self._readout_checked = False
         # a module's own site table (:mod:`.custom`), else the one found for its model_type
-        if family is not None:
-            self.family, self.skeleton = family, None
-        else:
-            self.family, self.skeleton = self._find_parts(config)
-            self.family = with_router(self.family, getattr(nn, "_module", None), self.skeleton, config)
+        self.family, self.skeleton = (family, None) if family is not None else self._find_parts(config)
         self.n_layers = config_int(config, "num_hidden_layers", "n_layer")
         self.d_model = config_int(config, "hidden_size", "n_embd")
         self.n_heads = config_int(config, "num_attention_heads", "n_head")
@@ -115,7 +112,17 @@ class Model(ModelParts):
         self.d_mlp = config_int(config, "intermediate_size", "n_inner") or 4 * self.d_model
         #: Site kinds this model has (blocks that run attention and MLP in parallel have no resid_mid).
         own = self.family.kinds if self.family is not None and self.family.kinds is not None else KINDS
-        self.kinds = tuple(k for k in SITE_ORDER if (k != "resid_mid" or not parallel_blocks(config)) and k in own)
+        if self.family is not None and parallel_blocks(config):  # GPT-NeoX's use_parallel_residual
+            self.family = dataclasses.replace(self.family, parallel=True)
+        parallel = self.family is not None and self.family.parallel
+        self.kinds = tuple(k for k in SITE_ORDER if (k != "resid_mid" or not parallel) and k in own)
+        self.family, self.kinds = self._checked()
+        if family is None:  # MoE routers: read-only sites beside the checked ones (:mod:`.routing`)
+            routed = with_router(self.family, getattr(nn, "_module", None), self.skeleton, config)
+            if routed is not None and routed is not self.family:
+                mine = routed.kinds or KINDS
+                self.family = routed
+                self.kinds = tuple(k for k in SITE_ORDER if (k in self.kinds or k in ROUTING_KINDS) and k in mine)
 
     # ------------------------------------------------------- engine interface
     @property
@@ -254,11 +261,12 @@ class Model(ModelParts):
         """
         texts = check_texts(texts)
         check_positive_int("batch_size", batch_size)
-        if self.family is None:
+        by_readout = self.logits_by_readout()
+        if not by_readout:
             self.check_causal_lm()
         pos_list, longest, n_pos = self.position_plan(texts, positions)
         vocab = int(getattr(self.config, "vocab_size", 0) or 0)
-        n_logits = None if pos_list is None or self.family is None else n_pos
+        n_logits = None if pos_list is None or not by_readout else n_pos
         batch_size = self.fit_batch(batch_size, longest, "logits", n_logits=n_logits,
                                     rows=len(texts), output=4 * len(texts) * n_pos * vocab)  # fmt: skip
         out = []
@@ -279,7 +287,7 @@ class Model(ModelParts):
         else:
             cols = position_columns(lengths, positions)  # [batch, n_pos]
             rows = torch.arange(len(lengths))[:, None].expand_as(cols)
-        if self.family is None:
+        if not self.logits_by_readout():
             return self._output_logits(enc, rows, cols, edit)
         last, readout = self.block(self.n_layers - 1), self.readout
         inputs = {k: v.to(self.device) for k, v in enc.items()}

@@ -15,22 +15,24 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+import warnings
+import weakref
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import nnsight
 import torch
-from tqdm.auto import tqdm
 
-from ..checks import check_int, check_positive_int, check_texts
-from ..memory.budget import Estimate
-from . import limits
-from .chat import chat_prompt
-from .derive import Skeleton, check_readout, find_skeleton, place_family
+from ..checks import check_int
+from .blocks import derive_family
+from .derive import SEE_ALSO, DerivationError, Skeleton, check_readout, find_skeleton, place_family
+from .inputs import ModelInputs
 from .routing import check_kinds_asked, listed, on_moe_layers, stream_only
 from .runlock import run_lock
 from .sites import (
+    KINDS,
     MODEL_TYPES,
+    ROUTING_KINDS,
     Family,
     Site,
     family_for,
@@ -40,11 +42,14 @@ from .sites import (
     site_names,
 )
 from .trace_ops import identity
+from .validate import check_sites
 
 logger = logging.getLogger(__name__)
+#: The result of the check at load of each torch module (a model loaded again is not checked again).
+_CHECKED: weakref.WeakKeyDictionary[torch.nn.Module, tuple[Any, tuple[Family, list[str]]]] = weakref.WeakKeyDictionary()
 
 
-class ModelParts:
+class ModelParts(ModelInputs):
     """Where a model's sites, blocks and readout are, its tokens and its limits (see the module doc)."""
 
     nn: nnsight.NNsight
@@ -63,16 +68,27 @@ class ModelParts:
     _readout_checked: bool
 
     def _find_parts(self, config: Any) -> tuple[Family | None, Skeleton | None]:
-        """The site table (None for unmapped types, with a warning saying what still works) and the parts found
-        around the blocks (:mod:`.derive`; None for a model without a torch module or a config)."""
+        """The site table (hand-written, else derived from the blocks; None where neither is possible, with a warning
+        naming the part not found and what still works) and the parts found around the blocks (:mod:`.derive`; None
+        for a model without a torch module or a config)."""
         module = getattr(self.nn, "_module", None)
         model_type = getattr(config, "model_type", None)
+        if getattr(getattr(self.nn, "config", None), "is_encoder_decoder", False):
+            raise ValueError(
+                f"model_type {model_type!r} is an encoder-decoder model ({type(module).__name__}); interplab maps "
+                "sites of decoder-only causal LMs (those AutoModelForCausalLM builds). Read its modules through "
+                "model.nn with nnsight directly."
+            )
         skeleton = find_skeleton(module, config) if isinstance(module, torch.nn.Module) and model_type else None
         if not model_type:
             return None, skeleton
         try:
             family = family_for(model_type)
-        except ValueError as err:
+        except ValueError:
+            try:
+                return self._derive(module, skeleton, model_type), skeleton
+            except DerivationError as derivation:
+                err = derivation
             parts = skeleton.missing if skeleton is not None else ()
             works = "model.logits works (it reads the model's own output); " + (
                 f"logit_lens cannot run: {'; '.join(parts)}" if parts else
@@ -84,10 +100,65 @@ class ModelParts:
             return family, skeleton
         return place_family(family, module, skeleton), skeleton
 
+    def _local(self, module: Any) -> bool:
+        """Whether ``module``'s weights are here (not a remote model's meta-device skeleton)."""
+        if not isinstance(module, torch.nn.Module) or self.remote not in (False, "local"):
+            return False
+        first = next(module.parameters(), None)
+        return first is not None and first.device.type != "meta"
+
+    def _token_id(self) -> int:
+        bos = getattr(self.tokenizer, "bos_token_id", None) if self.tokenizer is not None else None
+        return int(bos if isinstance(bos, int) else 0)
+
+    def _derive(self, module: Any, skeleton: Skeleton | None, model_type: str) -> Family:
+        """The site table found from the blocks (:mod:`.blocks`); a :class:`DerivationError` saying what is missing."""
+        if skeleton is None or not self._local(module):
+            raise DerivationError(
+                f"model_type {model_type!r}: sites are found by a forward of the weights, which are not here. "
+                f"{SEE_ALSO}"
+            )
+        family = derive_family(module, skeleton, model_type, [self._token_id()])
+        logger.info("Sites of model_type %r found from its module tree: %s", model_type, family)
+        return family
+
+    def _checked(self) -> tuple[Family | None, tuple[str, ...]]:
+        """The site table and kinds with the sites that fail the check at load dropped (:mod:`.validate`: one
+        warning lists them with what each expected); unchanged where the weights are not here."""
+        family, module = self.family, getattr(self.nn, "_module", None)
+        only_stream = family is not None and family.kinds is not None and not family.derived  # Mamba: nothing to check
+        if family is None or only_stream or not isinstance(module, torch.nn.Module) or not self._local(module):
+            return family, self.kinds
+        key = (family, self.kinds, self.n_layers)
+        if _CHECKED.get(module, (None,))[0] != key:  # one check per module: loading it again costs nothing
+            with self.lock:
+                _CHECKED[module] = (key, check_sites(module, family, self.kinds, self.n_layers, self._token_id()))
+        family, problems = _CHECKED[module][1]
+        if problems:
+            warnings.warn(
+                f"{self.name!r}: {len(problems)} site(s) failed the check at load and are left out: "
+                f"{'; '.join(problems[:12])}{' ...' if len(problems) > 12 else ''}. The other sites passed.",
+                stacklevel=4,
+            )
+        return family, tuple(k for k in self.kinds if k in (family.kinds or KINDS))
+
+    def layer_kinds(self, layer: int) -> tuple[str, ...]:
+        """The site kinds block ``layer`` has (all of :attr:`kinds` but ``embed``, except in hybrid models, where a
+        recurrent block has no attention sites, and where a site failed the check at load)."""
+        layer = check_int("layer", layer, 0, self.n_layers - 1)
+        own = self.family.layer_kinds if self.family is not None else None
+        return tuple(
+            k for k in self.kinds[1:] if k != "embed" and (own is None or k in own[layer] or k in ROUTING_KINDS)
+        )
+
     def _outer(self, *parts: str) -> Family | Skeleton:
         """Where the blocks, final norm and unembedding are: the site table, or the parts found (:mod:`.derive`);
         an error naming the part not found."""
-        if self.family is not None and not stream_only(self.family):
+        if (
+            self.family is not None
+            and not stream_only(self.family)
+            and (not self.family.derived or self.skeleton is None)
+        ):
             return self.family
         if self.skeleton is None:
             return self.check_mapped()
@@ -98,7 +169,18 @@ class ModelParts:
                 check_readout(self.module, self.skeleton, self.softcap_value, int(self.tokenizer.bos_token_id or 0)
                               if self.tokenizer is not None else 0)  # fmt: skip
             self._readout_checked = True
-        return self.skeleton
+        return self.family if self.family is not None else self.skeleton
+
+    def logits_by_readout(self) -> bool:
+        """Whether :meth:`logits` reads the last block through :attr:`readout` (a hand-written family, or a derived
+        one whose final norm and unembedding give the model's logits) rather than the model's own output."""
+        if self.family is None:
+            return False
+        try:
+            self._outer("final_norm", "unembed")
+        except DerivationError:
+            return False
+        return True
 
     # ----------------------------------------------------------------- names
     @property
@@ -109,7 +191,13 @@ class ModelParts:
     @property
     def sites(self) -> list[str]:
         """Every site name, in forward order (empty for unsupported architectures)."""
-        return listed(self.family, site_names(self.n_layers, self.kinds)) if self.family else []
+        if self.family is None:
+            return []
+        names = listed(self.family, site_names(self.n_layers, self.kinds))
+        if self.family.layer_kinds is None:
+            return names
+        return [n for n, s in zip(names, parse_sites(names, self.n_layers, self.kinds), strict=True)
+                if s.kind == "embed" or s.kind in self.layer_kinds(s.layer)]  # fmt: skip
 
     def site_dim(self, site: str) -> int:
         """Width of the activations at a site per token.
@@ -159,13 +247,30 @@ class ModelParts:
         True
         """
         family = self.check_mapped()
-        why = family.why_missing or (
+        parallel = (
             "its blocks run attention and the MLP in parallel on the same input (use_parallel_residual), so no "
             "residual stream lies between them; hook_resid_pre plus hook_attn_out is what attention adds"
         )
+        dropped = "no block has it: the check at load left it out (the warning then named what it expected)"
+        why = family.why_missing or (parallel if family.parallel else dropped)
         spec = sites if isinstance(sites, str) else list(sites)
         check_kinds_asked(spec, self.kinds, str(getattr(self.config, "model_type", "?")))
-        return on_moe_layers(family, spec, parse_sites(spec, self.n_layers, self.kinds, why))
+        parsed = on_moe_layers(family, spec, parse_sites(spec, self.n_layers, self.kinds, why))
+        if family.layer_kinds is None:
+            return parsed
+        named = {sites} if isinstance(sites, str) else set(sites)
+        for site in parsed:
+            if site.kind != "embed" and site.kind not in self.layer_kinds(site.layer) and site.name in named:
+                block = type(self.block(site.layer)._module).__name__
+                raise ValueError(
+                    f"{site.name!r} does not exist in this model: block {site.layer} ({block}) has only "
+                    f"{', '.join(self.layer_kinds(site.layer))} (a short form such as {site.kind!r} takes the blocks "
+                    "that have it)."
+                )
+        kept = [s for s in parsed if s.kind == "embed" or s.kind in self.layer_kinds(s.layer)]
+        if not kept:
+            raise ValueError(f"No block of this model has {sites!r}; {why}.")
+        return kept
 
     def parse_site(self, site: str) -> Site:
         """Parse and check one site name; a short form (every layer's) is refused, naming one full name to give.
@@ -203,65 +308,9 @@ class ModelParts:
         device = next(self.module.parameters()).device
         return torch.device("cpu") if device.type == "meta" else device
 
-    @property
-    def dtype(self) -> torch.dtype:
-        """The dtype of the weights."""
-        return next(self.module.parameters()).dtype
-
-    @property
-    def module(self) -> torch.nn.Module:
-        """The underlying torch model (the module nnsight wraps): for weights and plain torch hooks."""
-        return self.nn._module
-
     def __repr__(self) -> str:
         remote = f", remote={self.remote!r}" if self.remote else ""
         return f"Model({self.name!r}, {self.n_layers} layers, d_model={self.d_model}{remote})"
-
-    # -------------------------------------------------------------- tokens
-    def to_tokens(self, texts: str | Sequence[str], padding_side: str = "right") -> dict[str, torch.Tensor]:
-        """Tokenise texts into padded ``input_ids`` and ``attention_mask`` (right padding)."""
-        texts = check_texts(texts)
-        if self.tokenizer is None:
-            raise ValueError(f"{self.name!r} has no tokenizer; pass tokenizer= to load_model.")
-        enc = self.tokenizer(texts, return_tensors="pt", padding=True, padding_side=padding_side)
-        self.check_lengths(enc["attention_mask"].sum(1).tolist())
-        return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
-
-    def to_str_tokens(self, text: str | Sequence[int] | torch.Tensor) -> list[str]:
-        """String tokens of one text (with the tokenizer's special tokens) or of token ids."""
-        ids = self.to_tokens(text)["input_ids"][0].tolist() if isinstance(text, str) else self.check_token_ids(text)
-        return [self.tokenizer.decode([i]) for i in ids]
-
-    def chat_prompt(self, messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> str:
-        """The prompt text of chat ``messages`` through the model's chat template (an error if it has none).
-
-        >>> chat = ilab.load_model("smollm2-135m-instruct")
-        >>> chat.generate(chat.chat_prompt([{"role": "user", "content": "What is the capital of France?"}]))
-        ['The capital of France is Paris.']
-        """
-        return chat_prompt(self.tokenizer, messages, name=self.name, add_generation_prompt=add_generation_prompt)
-
-    def check_token_ids(self, ids: Sequence[int] | torch.Tensor) -> list[int]:
-        """Token ids as a flat list of ints inside the vocabulary; a clear error naming a bad one."""
-        try:
-            arr = torch.as_tensor(ids)
-        except (TypeError, ValueError, RuntimeError):
-            raise TypeError(f"Token ids must be integers, got {type(ids).__name__}: {ids!r:.80}.") from None
-        if arr.dtype.is_floating_point or arr.dtype == torch.bool or arr.dtype.is_complex:
-            raise TypeError(f"Token ids must be integers, got dtype {arr.dtype}.")
-        flat = arr.flatten().tolist()
-        vocab = len(self.tokenizer)
-        bad = [i for i in flat if not 0 <= i < vocab]
-        if bad:
-            raise ValueError(f"Token id {bad[0]} is outside the vocabulary (0..{vocab - 1}).")
-        return flat
-
-    def batches(self, texts: list[str], batch_size: int, desc: str) -> Iterator[list[str]]:
-        """``texts`` in chunks of ``batch_size``, with a progress bar when there is more than one."""
-        check_positive_int("batch_size", batch_size)
-        starts = range(0, len(texts), batch_size)
-        for start in tqdm(starts, desc=desc, disable=len(starts) <= 1, leave=False):
-            yield texts[start : start + batch_size]
 
     @property
     def softcap_value(self) -> float | None:
@@ -318,49 +367,3 @@ class ModelParts:
             raise ValueError(f"{self.name!r} has no unembedding in its site table: give "
                              "load_model(module, sites={..., 'unembed': '<path of the output layer>'}).")  # fmt: skip
         return str(outer.unembed)
-
-    # -------------------------------------------------------------- guards
-    @property
-    def max_positions(self) -> int | None:
-        """The longest input the model takes (``max_position_embeddings``), or None when it has no limit."""
-        return limits.max_positions(self.config)
-
-    def check_lengths(self, lengths: Sequence[int], what: str = "text") -> None:
-        """Refuse inputs longer than the model's context (``max_positions``) before any forward pass."""
-        limits.check_lengths(lengths, self.max_positions, self.name, what)
-
-    def forward_bytes(self, batch: int, length: int, n_logits: int | None = 1, eager: bool | None = None) -> int:
-        """A generous estimate of one forward pass's memory (logits at ``n_logits`` positions; None: all)."""
-        return limits.forward_bytes(self.config, self.d_model, self.n_heads, self.dtype.itemsize, batch, length,
-                                    n_logits, eager)  # fmt: skip
-
-    def fit_batch(
-        self,
-        batch_size: int,
-        length: int,
-        what: str,
-        n_logits: int | None = 1,
-        split: bool = True,
-        *,
-        rows: int | None = None,
-        output: int = 0,
-        per_row: int = 0,
-        eager: bool | None = None,
-        hint: str = "",
-        copies: int = 2,
-    ) -> int:
-        """The batch size, up to ``batch_size``, for a request over ``rows`` texts (default ``batch_size``) of up
-        to ``length`` tokens that returns ``output`` bytes (held ``copies`` times: pieces and the assembled result)
-        and holds ``per_row`` bytes more per text in a batch:
-        whose estimate fits the memory budget; refused when none does (:func:`interplab.core.model.limits.fit_batch`).
-
-        >>> model.fit_batch(8, 128, "logits", n_logits=None, rows=100, output=100 * 128 * 262144 * 4)
-        3
-        """
-        per_row += self.forward_bytes(1, length, n_logits, eager)
-        estimate = Estimate(what, output=output, per_row=per_row, rows=rows or batch_size, copies=copies)
-        return limits.fit_batch(estimate, length, n_logits is None, split, hint, most=batch_size)
-
-    def fingerprint(self) -> str:
-        """A stable id of the weights (16 hex digits); long jobs record it so a resume with other weights is refused."""
-        return limits.module_fingerprint(self.name, self.module)

@@ -122,8 +122,22 @@ class Family:
     moe_layers: tuple[int, ...] = ()
     #: ``(kind, path with {L}, io)`` rows that place those kinds anywhere (a module's own map: :mod:`.custom`).
     paths: tuple[tuple[str, str, str], ...] = ()
+    #: The MLP module (relative to the block); when set, ``hook_mlp_in`` is its input (blocks without a norm before
+    #: the MLP read the stream there). Empty: ``hook_mlp_in`` is the output of ``mlp_norm``.
+    mlp: str = ""
+    #: Whether attention and the MLP read the same input and both add to it (no ``hook_resid_mid``).
+    parallel: bool = False
+    #: The kinds each block has, where blocks differ (hybrid models: a recurrent layer has no attention sites;
+    #: sites that failed the check at load). None: every block has ``kinds``.
+    layer_kinds: tuple[tuple[str, ...], ...] | None = None
+    #: Found from the module tree at load (:mod:`.blocks`), not written by hand.
+    derived: bool = False
 
 
+#: Hand-written families. Derivation (:mod:`.blocks`) finds the same modules for gpt2, gemma, llama and neox
+#: (``tests/model/test_coverage.py`` checks it); they are kept for what derivation cannot know: a remote model's
+#: weights are on the server, so no local forward can place its norms, and Mamba's blocks hold a state-space mixer,
+#: neither attention nor an MLP, so there is nothing to derive but the stream.
 FAMILIES: dict[str, Family] = {
     "gpt2": Family(
         "gpt2", "transformer.h", "attn", "mlp", "attn.c_proj", "transformer.ln_f",
@@ -357,7 +371,7 @@ def site_module_path(family: Family, site: Site) -> tuple[str, str]:
     if site.kind == "resid_mid":
         return f"{block}.{family.mlp_norm}", "stream"
     if site.kind == "mlp_in":
-        return f"{block}.{family.mlp_norm}", "output"
+        return (f"{block}.{family.mlp}", "input") if family.mlp else (f"{block}.{family.mlp_norm}", "output")
     if site.kind == "mlp_post":
         return f"{block}.{family.down_proj}", "input"
     sub = family.attn_out if site.kind == "attn_out" else family.mlp_out

@@ -12,13 +12,66 @@ from interplab.core.memory.budget import MemoryBudgetError
 import interplab as ilab
 from tests.contracts.rows import SITE, Row, T, V, a_file
 from tests.memory.bad_input import under_budget
-from tests.tiny import TEXTS
+from tests.tiny import TEXTS, tiny_tokenizer
+
+
+def _tiny(kind: str, **config) -> torch.nn.Module:
+    """A two-layer random model of a Hugging Face ``model_type`` (built in milliseconds)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    sizes = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, vocab_size=64, **config)
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(AutoConfig.for_model(kind, **sizes)).eval()
+
+
+def _t5() -> torch.nn.Module:
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    return T5ForConditionalGeneration(T5Config(num_layers=2, d_model=64, d_ff=128, num_heads=4, d_kv=16, vocab_size=64))
+
+
+def _no_layer_list() -> ilab.Model:
+    """CPM-Ant keeps its blocks where no list of num_hidden_layers blocks sits under the decoder: nothing is derived."""
+    return ilab.load_model(
+        _tiny("cpmant", dim_model=64, num_heads=4, dim_head=16, dim_ff=128), tokenizer=tiny_tokenizer()
+    )
+
 
 LONG = " ".join(["the"] * 100)  # 101 tokens: the other texts are padded to it
 BAD_TEXT = "hello \ud800 world"
 NOT_UNICODE = r"is not valid Unicode: character 6 is a lone surrogate '\\ud800'"
 
 ROWS: list[Row] = [
+    Row(
+        "ilab.logit_lens",
+        lambda c: ilab.logit_lens(_no_layer_list(), TEXTS),
+        V,
+        r"model_type 'cpmant': no decoder-layer list of 2 blocks under cpmant \(module lists: none\)\. Read its "
+        r"modules through model\.nn .*or name the sites by module path with load_model\(module, sites=",
+    ),
+    Row(
+        "Model.collect",
+        lambda c: _no_layer_list().collect(TEXTS, "resid_post"),
+        V,
+        r"Named sites are not mapped .*model_type 'cpmant'.*Use model\.nn",
+    ),
+    Row(
+        "ilab.load_model",
+        lambda c: ilab.load_model(_t5(), tokenizer=tiny_tokenizer()),
+        V,
+        r"model_type 't5' is an encoder-decoder model \(T5ForConditionalGeneration\); interplab maps sites of "
+        r"decoder-only causal LMs",
+    ),
+    Row(
+        "Model.collect",
+        lambda c: ilab.load_model(
+            _tiny("jamba", num_key_value_heads=2, intermediate_size=128, attn_layer_period=2, attn_layer_offset=1),
+            tokenizer=tiny_tokenizer(),
+        ).collect(TEXTS, "blocks.0.hook_attn_out"),
+        V,
+        r"'blocks\.0\.hook_attn_out' does not exist in this model: block 0 \(JambaMambaDecoderLayer\) has only "
+        r"resid_pre, resid_mid, mlp_in, .*resid_post",
+    ),
     Row("ilab.Model", lambda c: ilab.Model(None, None, name="x").logits("a"), V, "Named sites are not mapped"),
     Row("ilab.Activations.flat", lambda c: c.acts.flat("blocks.0.nope"), KeyError, "was not collected; these were"),
     Row(
@@ -62,6 +115,7 @@ ROWS: list[Row] = [
         r"'mixer_out': model_type 'gpt2' has no state-space mixer.*Mamba and Mamba-2",
     ),
     Row("Model.block", lambda c: c.model.block(99), V, r"layer must be an integer in 0\.\.1, got 99"),
+    Row("Model.layer_kinds", lambda c: c.model.layer_kinds(2), V, r"layer must be an integer in 0\.\.1, got 2"),
     Row("Model.to_tokens", lambda c: c.model.to_tokens([""]), V, r"texts\[0\] is empty"),
     Row("Model.to_tokens", lambda c: c.model.to_tokens(" ".join(["the"] * 300)), V, "longer than"),
     Row("Model.to_str_tokens", lambda c: c.model.to_str_tokens([10**9]), V, "Token id 1000000000 is outside"),

@@ -51,7 +51,7 @@ def tiny_unmapped(kind: str, **changes) -> torch.nn.Module:
 @pytest.fixture(params=sorted(CONFIGS))
 def unmapped(request, caplog):
     hf = tiny_unmapped(request.param)
-    with caplog.at_level(logging.WARNING, logger="interplab.core.model.model"):
+    with caplog.at_level(logging.WARNING, logger="interplab.core.model.parts"):
         model = ilab.load_model(hf, tokenizer=tiny_tokenizer())
     return request.param, hf, model, caplog.text
 
@@ -62,23 +62,46 @@ def hf_logits(hf: torch.nn.Module, texts: list[str]) -> tuple[torch.Tensor, torc
         return hf(**enc).logits.float(), enc["attention_mask"].sum(1)
 
 
-def test_unmapped_type_loads_with_a_warning_naming_it_and_what_works(unmapped):
-    """A MoE type's router is found all the same: it gets the residual stream and the routing sites
-    (:mod:`interplab.core.model.routing`), the rest of its blocks is read through model.nn."""
-    kind, _, model, warned = unmapped
-    assert f"Unsupported model_type {kind!r}" in warned and "'gpt2'" in warned
-    assert "model.logits works" in warned and "logit_lens reads" in warned
-    if kind in MOE_TYPES:
-        experts = ["blocks.0.mlp.hook_expert_out"] if kind == "llama4_text" else []
-        assert model.sites[: 5 + len(experts)] == ["blocks.0.hook_resid_pre",
-                                                   "blocks.0.mlp.hook_router_logits", "blocks.0.mlp.hook_expert_ids",
-                                                   "blocks.0.mlp.hook_expert_weights", *experts,
-                                                   "blocks.0.hook_resid_post"]  # fmt: skip
-        with pytest.raises(ValueError, match=r"'blocks\.0\.hook_mlp_out' does not exist in this model: interplab "
-                           r"maps only the residual stream and the router"):  # fmt: skip
-            model.collect(TEXTS, "blocks.0.hook_mlp_out")
-        return
+def test_unlisted_type_loads_with_sites_found_from_its_module_tree(unmapped):
+    """Without a hand-written family the blocks' sites are derived (tests/model/test_coverage.py checks them against
+    Hugging Face); the residual stream is always among them."""
+    kind, hf, model, _ = unmapped
+    assert model.family is not None and model.family.derived and model.family.name == kind
+    assert {"blocks.0.hook_resid_pre", "blocks.0.hook_resid_post"} <= set(model.sites)
+    enc = tiny_tokenizer()(TEXTS, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        want = hf(**enc, output_hidden_states=True).hidden_states[1]
+    got = model.collect(TEXTS, "blocks.0.hook_resid_post").values["blocks.0.hook_resid_post"]
+    for row, n in enumerate(enc["attention_mask"].sum(1).tolist()):
+        torch.testing.assert_close(got[row, :n], want[row, :n].float(), rtol=1e-4, atol=1e-4)
+
+
+def test_type_without_a_decoder_layer_list_loads_with_a_warning_naming_it_and_what_works(caplog):
+    """CPM-Ant's blocks are not a list of num_hidden_layers modules under its decoder: no sites are derived, and the
+    warning says which part was not found, what still works and where to go instead."""
+    config = AutoConfig.for_model("cpmant", num_hidden_layers=2, dim_model=64, num_heads=4, dim_head=16, dim_ff=128,
+                                  vocab_size=VOCAB_SIZE)  # fmt: skip
+    torch.manual_seed(0)
+    with caplog.at_level(logging.WARNING, logger="interplab.core.model.parts"):
+        model = ilab.load_model(AutoModelForCausalLM.from_config(config).eval(), tokenizer=tiny_tokenizer())
+    warned = caplog.text
     assert model.family is None and model.sites == []
+    assert "model_type 'cpmant': no decoder-layer list of 2 blocks under cpmant" in warned
+    assert "model.nn" in warned and "load_model(module, sites={...})" in warned
+    assert "model.logits works" in warned and "logit_lens cannot run" in warned
+
+
+@pytest.mark.parametrize("kind", MOE_TYPES)
+def test_a_moe_type_has_routing_sites_beside_the_derived_ones(kind):
+    """The router is found whatever found the blocks' sites (:mod:`interplab.core.model.routing`): block 0 has
+    the stream, the MLP's output and the routing sites, in forward order."""
+    model = ilab.load_model(tiny_unmapped(kind), tokenizer=tiny_tokenizer())
+    block0 = [s for s in model.sites if s.startswith("blocks.0.")]
+    routing = ["blocks.0.mlp.hook_router_logits", "blocks.0.mlp.hook_expert_ids", "blocks.0.mlp.hook_expert_weights"]
+    assert [s for s in block0 if s in routing] == routing
+    assert block0.index("blocks.0.hook_resid_pre") < block0.index(routing[0]) < block0.index("blocks.0.hook_resid_post")
+    ids = model.collect(TEXTS, "blocks.0.mlp.hook_expert_ids").values["blocks.0.mlp.hook_expert_ids"]
+    assert ids.shape[:2] == model.to_tokens(TEXTS)["input_ids"].shape
     with pytest.raises(ValueError, match=r"not mapped.*model\.logits and ilab\.logit_lens need no sites"):
         model.collect(TEXTS, "blocks.0.hook_resid_post")
 
