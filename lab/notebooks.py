@@ -34,6 +34,7 @@ SHIPPED: tuple[str, ...] = (
     "07_feature_evolution",
     "08_evaluation_suites",
     "08b_latent_memorization",
+    "08c_ps_eval_pareto",
     "09_circuits",
     "10_autointerp",
     "papers/identifiability",

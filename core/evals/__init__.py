@@ -6,6 +6,7 @@ alone and together through :func:`evaluate` (``suites=[...]``, one tidy DataFram
 ``polysemy.py`` (PS-Eval), ``probing.py`` (SAEBench sparse probing, on ``labelled.py``'s Brown genres),
 ``absorption.py`` (SAEBench first-letter absorption), ``correlation.py`` (latents against a per-token
 signal, with a causal check) and ``drift.py`` (attention drift after a steer or weight edit).
+``pareto.py`` places a sweep of SAEs on its MSE-L0 frontier beside their PS-Eval scores.
 ``memorization.py`` (latent memorization, with its cross-entropy diagnostic) runs on a tiny byte-level
 model trained with planted sequences (``planted.py``), not on an SAE: it is callable alone.
 
@@ -22,6 +23,7 @@ from .correlation import CorrelationResult, correlate
 from .drift import DriftResult, attention_drift, rank_one
 from .labelled import brown_genres
 from .memorization import MemorizationResult, ce_diagnostic, latent_memorization, perturbed_losses
+from .pareto import ParetoResult, frontier_gap, pareto
 from .planted import PlantedRun, byte_stream, plant, sequence_losses, tiny_lm, train_planted
 from .polysemy import PolysemyResult, load_polysemy, polysemy, polysemy_word
 from .probing import ProbingResult, sparse_probing
@@ -35,6 +37,7 @@ __all__ = [
     "CorrelationResult",
     "DriftResult",
     "MemorizationResult",
+    "ParetoResult",
     "PlantedRun",
     "PolysemyResult",
     "ProbingResult",
@@ -47,8 +50,10 @@ __all__ = [
     "ce_diagnostic",
     "correlate",
     "evaluate",
+    "frontier_gap",
     "latent_memorization",
     "load_polysemy",
+    "pareto",
     "perturbed_losses",
     "plant",
     "polysemy",

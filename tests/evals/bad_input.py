@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import pandas as pd
 import torch
 
 import interplab as ilab
@@ -18,6 +19,15 @@ from tests.tiny import TEXTS
 
 def _narrow_sae() -> Any:
     return ilab.SAE.create("topk", d_in=8, d_sae=8, k=2, site=SITE)
+
+
+def _pareto_result() -> Any:
+    from interplab.core.evals.pareto import METRICS
+
+    table = pd.DataFrame({"name": ["a", "b", "c"], "l0": [1.0, 2.0, 3.0], "nmse": [0.5, 0.4, 0.6],
+                          "frontier_gap": [0.0, 0.0, 0.176], "on_frontier": [True, True, False],
+                          **{m: [0.5, 0.6, 0.4] for m in METRICS}})  # fmt: skip
+    return ilab.evals.ParetoResult(table)
 
 
 @functools.cache
@@ -178,6 +188,54 @@ ROWS: list[Row] = [
         T,
         r"sae must be an interplab SAE \(ilab\.SAE\), got NoneType",
     ),
+    Row(
+        "ilab.evals.pareto",
+        before_work(lambda c: ilab.evals.pareto([c.sae], c.model, torch.zeros(4, c.sae.cfg.d_in))),
+        V,
+        "saes must be a list of at least 2 SAEs",
+    ),
+    Row(
+        "ilab.evals.pareto",
+        before_work(lambda c: ilab.evals.pareto([c.sae, c.sae], c.model, torch.zeros(4, 3))),
+        V,
+        r"must be a tensor \[tokens >= 2, \d+\], got \(4, 3\)",
+    ),
+    Row(
+        "ilab.evals.pareto",
+        before_work(lambda c: ilab.evals.pareto([c.sae, c.sae], c.model, {"blocks.9.x": torch.zeros(4, 3)})),
+        V,
+        r"acts has no activations for .* site 'blocks\.1\.hook_resid_post'; it has \['blocks\.9\.x'\]",
+    ),
+    Row(
+        "ilab.evals.pareto",
+        before_work(lambda c: ilab.evals.pareto([c.sae, c.sae], c.model, torch.zeros(4, c.sae.cfg.d_in), names=["a"])),
+        V,
+        r"names must be 2 distinct strings, one per SAE, got \['a'\]",
+    ),
+    Row(
+        "ilab.evals.ParetoResult.rank_correlation",
+        lambda c: _pareto_result().rank_correlation("f1"),
+        V,
+        r"metric: 'f1' is not one of \['accuracy', 'precision', 'recall', 'specificity'\]",
+    ),
+    Row(
+        "ilab.evals.ParetoResult.chart",
+        lambda c: _pareto_result().chart("f1"),
+        V,
+        r"metric: 'f1' is not one of \['accuracy'",
+    ),
+    Row(
+        "ilab.evals.ParetoResult.beats",
+        lambda c: _pareto_result().beats([], "recall"),
+        V,
+        r"control must be a non-empty list of PolysemyResult, got \[\]",
+    ),
+    Row(
+        "ilab.evals.frontier_gap",
+        lambda c: ilab.evals.frontier_gap([1, 2], [0.5, 0.0]),
+        V,
+        r"nmse must be positive and finite and l0 finite, got nmse=\[0\.5, 0\.0\]",
+    ),
 ]
 
 EXEMPT: dict[str, str] = {
@@ -189,6 +247,7 @@ EXEMPT: dict[str, str] = {
     "ilab.evals.AbsorptionResult": "a result built by ilab.evals.absorption (which has rows)",
     "ilab.evals.CorrelationResult": "a result built by ilab.evals.correlate (which has rows)",
     "ilab.evals.DriftResult": "a result built by ilab.evals.attention_drift (which has rows)",
+    "ilab.evals.ParetoResult": "a result built by ilab.evals.pareto (which has rows)",
     "ilab.evals.PolysemyResult": "a result built by ilab.evals.polysemy (which has rows)",
     "ilab.evals.ProbingResult": "a result built by ilab.evals.sparse_probing (which has rows)",
     "ilab.evals.SuiteResults": "a result built by ilab.evaluate(..., suites=) (which has rows)",
