@@ -114,8 +114,11 @@ def _check_layout(router: torch.nn.Module, logits_index: int, top_k: int, n_expe
         return None
     generator = torch.Generator().manual_seed(0)
     token = torch.randn(1, width, generator=generator).to(weight.device, weight.dtype)
-    with torch.no_grad():
-        out = router(token)
+    try:
+        with torch.no_grad():
+            out = router(token)
+    except (TypeError, RuntimeError, ValueError) as err:  # a router that takes more than the hidden states
+        return f"its router does not run on the hidden states alone ({type(err).__name__}: {err})"
     size = 3 if logits_index == 0 else 2
     if not isinstance(out, tuple) or len(out) != size:
         return f"its router returns {type(out).__name__} of {len(out) if isinstance(out, tuple) else 1}, not {size}"

@@ -91,7 +91,7 @@ def test_type_without_a_decoder_layer_list_loads_with_a_warning_naming_it_and_wh
     assert "model.logits works" in warned and "logit_lens cannot run" in warned
 
 
-@pytest.mark.parametrize("kind", MOE_TYPES)
+@pytest.mark.parametrize("kind", [k for k in MOE_TYPES if k in CONFIGS])
 def test_a_moe_type_has_routing_sites_beside_the_derived_ones(kind):
     """The router is found whatever found the blocks' sites (:mod:`interplab.core.model.routing`): block 0 has
     the stream, the MLP's output and the routing sites, in forward order."""
@@ -102,8 +102,6 @@ def test_a_moe_type_has_routing_sites_beside_the_derived_ones(kind):
     assert block0.index("blocks.0.hook_resid_pre") < block0.index(routing[0]) < block0.index("blocks.0.hook_resid_post")
     ids = model.collect(TEXTS, "blocks.0.mlp.hook_expert_ids").values["blocks.0.mlp.hook_expert_ids"]
     assert ids.shape[:2] == model.to_tokens(TEXTS)["input_ids"].shape
-    with pytest.raises(ValueError, match=r"not mapped.*model\.logits and ilab\.logit_lens need no sites"):
-        model.collect(TEXTS, "blocks.0.hook_resid_post")
 
 
 def test_logits_of_an_unmapped_model_equal_hf_logits(unmapped):
