@@ -122,17 +122,19 @@ class EdgeScores:
 
 def edges(
     model: Model, pairs: Any, method: str = "eap-ig", *, metric: Metric | Callable[..., Any] | None = None,
-    steps: int = 5, progress: bool | Any = False,
+    steps: int = 5, batch_size: int = 4, progress: bool | Any = False,
 ) -> EdgeScores:  # fmt: skip
     """Score every edge of the model's head / MLP graph on prompt pairs (``PromptPairs`` or ``(clean, corrupt)``).
 
-    ``metric`` defaults to the pairs' logit difference; ``steps`` is EAP-IG's number of points (EAP uses one).
+    ``metric`` defaults to the pairs' logit difference; ``steps`` is EAP-IG's number of points (EAP uses one);
+    ``batch_size`` pairs go through each backward pass.
 
     >>> scores = ilab.circuits.edges(model, ilab.patching.ioi(model, n=8), method="eap-ig", steps=5)
     """
     if method not in METHODS:
         raise ValueError(f"method={method!r} is not one of {METHODS}.")
     steps = 1 if method == "eap" else check_int("steps", steps, 1)
+    check_int("batch_size", batch_size, 1)
     check_progress(progress)
     check_family(model)
     ids_clean, ids_corrupt, bound = _check_pairs(model, pairs, metric)
@@ -147,22 +149,40 @@ def edges(
     def mean_metric(logits: torch.Tensor) -> torch.Tensor:
         return bound(logits, rows).mean()
 
-    with progress_bar(2 + steps, desc=f"edges ({method})", show=progress) as bar:
+    chunks = [slice(start, min(start + batch_size, n)) for start in range(0, n, batch_size)]
+    with progress_bar(2 + steps * len(chunks), desc=f"edges ({method})", show=progress) as bar:
         clean, corrupt = run(ids_clean), run(ids_corrupt)
         bar.update(2)
-        grads = torch.zeros(len(graph.downstream), n, p, model.d_model)
-        for k in range(1, steps + 1):
-            embeds = corrupt.upstream[0] + k / steps * (clean.upstream[0] - corrupt.upstream[0])
-            step = run(ids_clean, metric=mean_metric, embeds=None if k == steps else embeds)
-            grads += step.grads / steps  # type: ignore[operator]
-            bar.update(1)
-    delta = corrupt.upstream - clean.upstream
-    scores = torch.einsum("unpd,vnpd->uv", delta, grads) * graph.valid
+        delta = corrupt.upstream - clean.upstream
+        scores = torch.zeros(graph.valid.shape)
+        for rows_chunk in chunks:  # gradients a few pairs at a time: the metric is a mean, so scores add up
+            scores += _chunk_scores(run, ids_clean[rows_chunk], bound, rows[rows_chunk], n, steps,
+                                    (corrupt.upstream[0, rows_chunk], clean.upstream[0, rows_chunk]),
+                                    delta[:, rows_chunk], bar)  # fmt: skip
+    scores *= graph.valid
     return EdgeScores(
         graph=graph, scores=scores, method=method, steps=steps, clean_metric=float(mean_metric(clean.logits)),
         corrupt_metric=float(mean_metric(corrupt.logits)), model=model, ids_clean=ids_clean,
         ids_corrupt=ids_corrupt, corrupt_upstream=corrupt.upstream, metric=bound,
     )  # fmt: skip
+
+
+def _chunk_scores(
+    run: EdgeForward, ids: torch.Tensor, bound: BoundMetric, rows: torch.Tensor, n_pairs: int, steps: int,
+    embeds: tuple[torch.Tensor, torch.Tensor], delta: torch.Tensor, bar: Any,
+) -> torch.Tensor:  # fmt: skip
+    """[U, V]: the scores' share of some pairs: their activation differences times the path-averaged gradients."""
+    start, end = embeds
+
+    def metric_share(logits: torch.Tensor) -> torch.Tensor:
+        return bound(logits, rows).sum() / n_pairs  # these pairs' share of the mean metric
+
+    grads = torch.zeros(len(run.graph.downstream), *delta.shape[1:])
+    for k in range(1, steps + 1):
+        point = None if k == steps else start + k / steps * (end - start)  # the last point is the clean run
+        grads += run(ids, metric=metric_share, embeds=point).grads / steps  # type: ignore[operator]
+        bar.update(1)
+    return torch.einsum("unpd,vnpd->uv", delta, grads)
 
 
 def _check_pairs(
