@@ -19,6 +19,7 @@ from interplab.core.model.activations import Activations
 from interplab.core.model.model import Model
 from interplab.core.readout import metrics
 from interplab.core.readout.lens import LogitLensResult, logit_lens
+from interplab.core.readout.patchscope import PatchscopeResult, patchscope
 from interplab.core.saes import SAE, load_sae, train_sae, train_saes
 from interplab.core.views import AttentionData, HeatmapData, attention_data, heatmap_data
 from interplab.export import export_html
@@ -34,6 +35,7 @@ __all__ = [
     "HeatmapData",
     "LogitLensResult",
     "Model",
+    "PatchscopeResult",
     "SAEEvaluation",
     "__version__",
     "attention_data",
@@ -55,6 +57,7 @@ __all__ = [
     "matching",
     "metrics",
     "patching",
+    "patchscope",
     "probes",
     "set_memory_budget",
     "steering",

@@ -17,6 +17,8 @@ import numpy as np
 import traitlets
 from interplab.core.readout import lens as core_lens
 from interplab.core.readout.lens import LensView, LogitLensResult
+from interplab.core.readout.patchscope import VIEWERS as PATCHSCOPE_VIEWERS
+from interplab.core.readout.patchscope import PatchscopeResult
 from interplab.core.views.colors import ColorScale, check_scale_options, resolve_scale
 
 from ._kit import OPTIONS, Widget, array_payload, css, esm
@@ -30,7 +32,8 @@ class LogitLens(Widget):
     ----------
     source
         What :func:`interplab.logit_lens` returned (``text`` picks which of its texts), a
-        :class:`~interplab.core.readout.lens.LensView`, or a model with ``text`` the string to read.
+        :class:`~interplab.core.readout.lens.LensView`, what :func:`interplab.patchscope` returned (layers x
+        greedy steps), or a model with ``text`` the string to read.
     token
         The token whose probability colours the cells (default: the model's prediction at the last position).
     top_k
@@ -61,7 +64,9 @@ class LogitLens(Widget):
     ) -> None:  # fmt: skip
         colours = probability_scale(scale, vmin, vmax, center)
         asked = [] if token is None else [token]
-        if isinstance(source, LogitLensResult):
+        if isinstance(source, PatchscopeResult):
+            view = source.view  # rows the patched layers, columns the greedy steps
+        elif isinstance(source, LogitLensResult):
             if not isinstance(text, int):
                 raise TypeError(f"With a logit_lens result, text= is the index of one of its texts, got {text!r}.")
             view = source.view_data(text, top_k=top_k, tokens=asked)
@@ -73,7 +78,8 @@ class LogitLens(Widget):
             view = core_lens.lens_view(source, text, top_k=top_k, tokens=asked)
         else:
             raise TypeError(
-                f"LogitLens takes what ilab.logit_lens returned, a LensView or a model; got {type(source).__name__}."
+                "LogitLens takes what ilab.logit_lens or ilab.patchscope returned, a LensView or a model; "
+                f"got {type(source).__name__}."
             )
         self._view = view
         ids = view.candidates.tolist()
@@ -178,3 +184,4 @@ def _show(result: LogitLensResult) -> LogitLens:
 
 
 core_lens.VIEWERS.append(_show)  # what ilab.logit_lens returns displays as this widget
+PATCHSCOPE_VIEWERS.append(LogitLens)  # what ilab.patchscope returns displays as this widget

@@ -5,7 +5,9 @@ outputs as leaves), ``attribute.py`` the graph build from batched backward passe
 influence, pruning and scores, ``graph.py`` the :class:`Graph` result (files, viewer JSON),
 ``view.py`` what the CircuitGraph widget draws (the readable default pruning), ``cards.py`` feature
 cards from the transcoders, ``interventions.py`` features turned off or scaled in the real model,
-``quality.py`` how well transcoders replace the MLPs.
+``quality.py`` how well transcoders replace the MLPs; edge-level circuits over heads and MLPs: ``edge_graph.py``
+the nodes and edges, ``edge_forward.py`` a pass with one residual stream per input, ``edges.py`` EAP and EAP-IG
+scores, ``edge_circuit.py`` circuits and their faithfulness.
 
 Example
 -------
@@ -16,12 +18,14 @@ Example
 from ..saes.pretrained import load_embedded_transcoders as embedded_transcoders
 from .attribute import attribute, check_transcoders
 from .cards import feature_cards
+from .edge_circuit import Circuit
+from .edges import EdgeScores, edges
 from .graph import Graph
 from .interventions import InterventionResult, intervene
 from .prune import Pruned, graph_scores, influence, prune
 from .quality import transcoder_quality
 
 __all__ = [
-    "Graph", "InterventionResult", "Pruned", "attribute", "check_transcoders", "embedded_transcoders",
-    "feature_cards", "graph_scores", "influence", "intervene", "prune", "transcoder_quality",
+    "Circuit", "EdgeScores", "Graph", "InterventionResult", "Pruned", "attribute", "check_transcoders", "edges",
+    "embedded_transcoders", "feature_cards", "graph_scores", "influence", "intervene", "prune", "transcoder_quality",
 ]  # fmt: skip

@@ -1,4 +1,4 @@
-"""Reading a model's outputs: the logit lens (tensor and view data) and metrics over logits.
+"""Reading a model's outputs: the logit lens (tensor and view data), patchscopes and metrics over logits.
 
 Example
 -------
@@ -9,5 +9,9 @@ Example
 from . import metrics
 from .lens import LensView, LogitLensResult, logit_lens
 from .metrics import Metric, kl_to_clean, logit_diff, prob
+from .patchscope import PatchscopeResult, patchscope
 
-__all__ = ["LensView", "LogitLensResult", "Metric", "kl_to_clean", "logit_diff", "logit_lens", "metrics", "prob"]
+__all__ = [
+    "LensView", "LogitLensResult", "Metric", "PatchscopeResult", "kl_to_clean", "logit_diff", "logit_lens", "metrics",
+    "patchscope", "prob",
+]  # fmt: skip

@@ -81,7 +81,63 @@ ROWS: list[Row] = [
     ),
 ]
 
+
+@functools.cache
+def tiny_edges() -> Any:
+    """Edge scores of a tiny Llama on two pairs (built once)."""
+    from tests.circuits.test_edges import METRIC
+    from tests.patching.test_reference import CLEAN, CORRUPT
+
+    return ilab.circuits.edges(tiny_model("llama"), (CLEAN, CORRUPT), "eap", metric=METRIC)
+
+
+_LLAMA = functools.cache(lambda: tiny_model("llama"))
+
+ROWS += [
+    Row(
+        "ilab.circuits.edges",
+        lambda c: ilab.circuits.edges(_LLAMA(), (["the cat sat on"], ["the cat sat on the"]), metric=lambda x: x[:, 0]),
+        V,
+        r"prompt pairs of one length: pair 0 has 5 clean and 6 corrupted tokens",
+    ),
+    Row(
+        "ilab.circuits.edges",
+        lambda c: ilab.circuits.edges(_LLAMA(), (["the cat"], ["the dog"]), "acdc", metric=lambda x: x[:, 0]),
+        V,
+        r"method='acdc' is not one of \('eap', 'eap-ig'\)",
+    ),
+    Row(
+        "ilab.circuits.edges",
+        lambda c: ilab.circuits.edges(tiny_model("neox"), (["the cat"], ["the dog"]), metric=lambda x: x[:, 0]),
+        V,
+        r"model family 'neox' is not one of them",
+    ),
+    Row("ilab.circuits.edges", lambda c: ilab.circuits.edges(_LLAMA(), 3), T, "pairs must be PromptPairs .*got int"),
+    Row(
+        "ilab.circuits.EdgeScores.circuit",
+        lambda c: tiny_edges().circuit(0),
+        V,
+        r"n_edges must be an integer in 1\.\.82, got 0",
+    ),
+    Row(
+        "ilab.circuits.EdgeScores.random_circuit",
+        lambda c: tiny_edges().random_circuit(83),
+        V,
+        r"n_edges must be an integer in 1\.\.82, got 83",
+    ),
+    Row("ilab.circuits.EdgeScores.faithfulness", lambda c: tiny_edges().faithfulness([]), V, "ns is empty"),
+    Row(
+        "ilab.circuits.EdgeScores.chart",
+        lambda c: tiny_edges().chart([5, 0]),
+        V,
+        r"ns\[1\] must be an integer in 1\.\.82, got 0",
+    ),
+]
+
 EXEMPT: dict[str, str] = {
+    "ilab.circuits.EdgeScores": "made by ilab.circuits.edges (which has rows)",
+    "ilab.circuits.Circuit": "made by EdgeScores.circuit and random_circuit (which have rows)",
+    "ilab.circuits.Circuit.from_indices": "how EdgeScores builds a circuit from the edges it chose",
     "ilab.circuits.Graph": "built by ilab.circuits.attribute and Graph.load (which have rows)",
     "ilab.circuits.Graph.save": "writes the graph it holds to any folder path, atomically",
     "ilab.circuits.InterventionResult": "made by ilab.circuits.intervene (which has rows)",

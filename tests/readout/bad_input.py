@@ -102,7 +102,45 @@ ROWS: list[Row] = [
     ),
 ]
 
+ROWS += [
+    Row(
+        "ilab.patchscope",
+        lambda c: ilab.patchscope(c.model, "the cat", target="the cat sat on the mat", layers=[0]),
+        V,
+        r"The target 'the cat sat on the mat' has no placeholder token '\?' .* pass placeholder=",
+    ),
+    Row(
+        "ilab.patchscope",
+        lambda c: ilab.patchscope(
+            c.model, "the cat", target="cat cat dog dog bird and", placeholder="bird", layers=[0, 2]
+        ),
+        V,
+        r"Layer 2 is out of range: the model has layers 0\.\.1",
+    ),
+    Row(
+        "ilab.patchscope",
+        lambda c: ilab.patchscope(c.model, "the cat", target="cat cat dog bird", placeholder="bird"),
+        V,
+        r"The placeholder 'bird' is the target's last token",
+    ),
+    Row(
+        "ilab.patchscope",
+        lambda c: ilab.patchscope(c.model, "the cat", target="dog bird and", placeholder="bird", position=3),
+        V,
+        r"position must be an integer in -3\.\.2, got 3",
+    ),
+    Row(
+        "ilab.PatchscopeResult.top",
+        lambda c: ilab.patchscope(
+            c.model, "the cat", target="dog bird and", placeholder="bird", layers=[1], n_tokens=1
+        ).top(0),
+        V,
+        r"Layer 0 was not patched; the layers are \[1\]",
+    ),
+]
+
 EXEMPT: dict[str, str] = {
     "ilab.LogitLensResult": "a tensor made by ilab.logit_lens (which has rows); users do not construct it",
     "ilab.LogitLensResult.wrap": "how ilab.logit_lens builds its result from the logits it computed",
+    "ilab.PatchscopeResult": "a dataclass made by ilab.patchscope (which has rows); users do not construct it",
 }

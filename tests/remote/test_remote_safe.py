@@ -95,6 +95,14 @@ def test_model_operations(pair):
     assert local.generate(TEXTS[:2], max_new_tokens=3) == remote.generate(TEXTS[:2], max_new_tokens=3)
 
 
+def test_patchscope(pair):
+    local, remote = pair
+    target = "cat cat dog dog bird and"
+    a = ilab.patchscope(local, CLEAN, target, position=3, placeholder="bird", n_tokens=2)
+    b = ilab.patchscope(remote, CLEAN, target, position=3, placeholder="bird", n_tokens=2)
+    assert torch.equal(a.logits, b.logits) and (a.generated_ids == b.generated_ids).all()
+
+
 def test_cache(pair, tmp_path):
     local, remote = pair
     a = local.cache(TEXTS * 4, SITE, tmp_path / "a", n_tokens=60, context_size=8, batch_size=4)
