@@ -25,6 +25,12 @@ ROWS: list[Row] = [
         V,
         r"candidates must be a positive integer, got 0",
     ),
+    Row(
+        "ilab.matching.match",
+        lambda c: ilab.matching.match(c.sae, c.sae, folded="no"),
+        T,
+        r"folded must be True \(fold thresholds in, SAE Match\) or False, got 'no'",
+    ),
     Row("ilab.matching.match_chain", lambda c: ilab.matching.match_chain([c.sae]), V, r"at least two SAEs"),
     Row(
         "ilab.matching.lineage",
