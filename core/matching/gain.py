@@ -86,12 +86,15 @@ def folding_gain(
     saes: Sequence[SAE],
     n_random: int = 3,
     seed: int = 0,
+    dense: bool = False,
     progress: bool = False,
 ) -> FoldingGain:
     """Gap-1 explained variance of consecutive ``saes`` matched with folding, without it, and at random.
 
     ``acts`` maps each SAE's site to its activations (``{site: [T, D]}`` or an ``Activations``); ``saes`` are
     in layer order, all of one width. ``n_random`` random pairings per pair of SAEs (seeded) make the control.
+    ``dense=True`` matches with the exact dense solver (see :func:`~.folding.match`), so that folding and not
+    the sparse solver's candidate graph is all that differs between the two matchings.
 
     >>> gain = ilab.matching.folding_gain(model.collect(texts, sites), saes)
     >>> gain.folded_wins()
@@ -111,8 +114,8 @@ def folding_gain(
     rows = []
     for a, b in itertools.pairwise(saes):
         x_from, x_to = _rows_of(acts, a.site), _rows_of(acts, b.site)
-        folded = match(a, b, progress=progress).perm
-        perms = {"folded": [folded], "unfolded": [match(a, b, progress=progress, folded=False).perm],
+        folded = match(a, b, dense=dense, progress=progress).perm
+        perms = {"folded": [folded], "unfolded": [match(a, b, dense=dense, progress=progress, folded=False).perm],
                  "random": [rng.permutation(a.d_sae) for _ in range(n_random)]}  # fmt: skip
         for pairing, options in perms.items():
             ev = [explained_variance(x_to, approximate(x_from, a, b, perm)) for perm in options]

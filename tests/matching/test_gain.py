@@ -38,6 +38,7 @@ def twins_and_copy() -> tuple[dict[str, torch.Tensor], list[ilab.SAE], np.ndarra
 def test_folded_matching_explains_the_most_where_thresholds_tell_twins_apart():
     acts, saes, where = twins_and_copy()
     gain = ilab.matching.folding_gain(acts, saes, n_random=2)
+    assert gain.means() == ilab.matching.folding_gain(acts, saes, n_random=2, dense=True).means()
     ev = gain.means()
     assert ev["folded"] > ev["unfolded"] > ev["random"], gain.table
     assert gain.folded_wins()
@@ -55,9 +56,9 @@ def test_random_pairing_in_place_of_the_folded_matching_fails_the_claim(monkeypa
     real_match = gain_module.match
     rng = np.random.default_rng(3)
 
-    def random_when_folded(a, b, progress=False, folded=True):
+    def random_when_folded(a, b, dense=False, progress=False, folded=True):
         if not folded:
-            return real_match(a, b, progress=progress, folded=False)
+            return real_match(a, b, dense=dense, progress=progress, folded=False)
         return Match(rng.permutation(a.d_sae), np.zeros(a.d_sae, np.float32), a.site, b.site)
 
     monkeypatch.setattr(gain_module, "match", random_when_folded)
