@@ -1,6 +1,7 @@
 """Features across layers, sizes and models: SAE Match, lineage, stitching, meta-SAEs, universality.
 
-``folding.py`` folds thresholds and pairs latents (linear assignment, scipy); ``lineage.py`` chains
+``folding.py`` folds thresholds and pairs latents (linear assignment, scipy); ``gain.py`` measures
+folding's gain (gap-1 approximation with folded, unfolded and random pairings); ``lineage.py`` chains
 matches over layers; ``approximate.py`` predicts a later layer's hidden state through matched
 latents; ``stitching.py`` moves latents of a large SAE into a small one; ``meta.py`` trains meta-SAEs
 on decoder rows; ``crossmodel.py`` correlates latents of two models on shared text.
@@ -14,12 +15,14 @@ Example
 from .approximate import approximate, explained_by_gap, explained_variance, explained_variance_chart
 from .crossmodel import Similarity, align_ends, correlate, similarity
 from .folding import Folded, Match, fold, match, thresholds
+from .gain import FoldingGain, folding_gain
 from .lineage import compose, lineage, match_chain, paths
 from .meta import decompose, meta_table, train_meta_sae
 from .stitching import Stitching, stitch
 
 __all__ = [
     "Folded",
+    "FoldingGain",
     "Match",
     "Similarity",
     "Stitching",
@@ -32,6 +35,7 @@ __all__ = [
     "explained_variance",
     "explained_variance_chart",
     "fold",
+    "folding_gain",
     "lineage",
     "match",
     "match_chain",

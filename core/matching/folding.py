@@ -61,13 +61,16 @@ def thresholds(sae: SAE) -> torch.Tensor:
     return torch.where(t > 0, t, torch.ones_like(t))
 
 
-def fold(sae: SAE) -> Folded:
+def fold(sae: SAE, by_threshold: bool = True) -> Folded:
     """Fold each latent's threshold into its encoder column, encoder bias and decoder row.
 
     A latent fires where ``pre > t``, so dividing the encoder by ``t`` makes it fire above 1, and the
-    decoder times ``t`` keeps the reconstruction the same.
+    decoder times ``t`` keeps the reconstruction the same. ``by_threshold=False`` folds nothing (every
+    factor 1): the SAE's own parameters in the same layout, the baseline that folding is compared with.
+
+    >>> fold(sae).scale[:3], fold(sae, by_threshold=False).scale[:3]
     """
-    t = thresholds(sae)
+    t = thresholds(sae) if by_threshold else torch.ones(sae.d_sae, device=sae.W_dec.device)
     with torch.no_grad():
         return Folded(W_enc=(sae.W_enc.detach().float() / t).T.contiguous(), b_enc=sae.b_enc.detach().float() / t,
                       W_dec=sae.W_dec.detach().float() * t[:, None], scale=t)  # fmt: skip
@@ -127,33 +130,45 @@ def cost_block(va: torch.Tensor, na: torch.Tensor, vb: torch.Tensor, nb: torch.T
 
 
 def match(
-    sae_a: SAE, sae_b: SAE, encoder: bool = False, candidates: int = 32, dense: bool = False, progress: bool = True
+    sae_a: SAE,
+    sae_b: SAE,
+    encoder: bool = False,
+    candidates: int = 32,
+    dense: bool = False,
+    progress: bool = True,
+    folded: bool = True,
 ) -> Match:
     """Pair every latent of ``sae_a`` with one of ``sae_b`` (same width) by folded-parameter MSE.
+
+    ``folded=False`` pairs them by the MSE of their parameters as they are (thresholds left out): the
+    baseline of SAE Match's folding.
 
     >>> m = ilab.matching.match(ilab.load_sae("embedded", layer=6), sae7)
     >>> m.share_below(0.05)
     """
     _check_pair(sae_a, sae_b)
+    if not isinstance(folded, bool):
+        raise TypeError(f"folded must be True (fold thresholds in, SAE Match) or False, got {folded!r}.")
     n = sae_a.d_sae
     candidates = min(check_int("candidates", candidates, minimum=1), n)
     if dense:
         check_memory(f"A dense {n:,} x {n:,} cost matrix", 12 * n * n, "Use the sparse solver (dense=False).")
     else:
         check_memory(f"Matching two SAEs of {n:,} latents", 4 * (BLOCK * n + 2 * n * (2 * sae_a.d_in + 64)))
-    fa, fb = fold(sae_a), fold(sae_b)
+    fa, fb = fold(sae_a, folded), fold(sae_b, folded)
     va, na = _vectors(fa, encoder)
     vb, nb = _vectors(fb, encoder)
     if dense:
         cost = torch.cat([cost_block(va[i : i + BLOCK], na[i : i + BLOCK], vb, nb) for i in range(0, n, BLOCK)])
         rows, perm = linear_sum_assignment(cost.numpy())
         error = cost[torch.as_tensor(rows), torch.as_tensor(perm)].numpy()
-        return Match(perm.astype(np.int64), error.astype(np.float32), sae_a.site, sae_b.site, {"solver": "dense"})
+        info = {"solver": "dense", "folded": folded}
+        return Match(perm.astype(np.int64), error.astype(np.float32), sae_a.site, sae_b.site, info)
     k = candidates
     while True:
         perm, error = _sparse_assignment(va, na, vb, nb, k, progress)
         if perm is not None:
-            return Match(perm, error, sae_a.site, sae_b.site, {"solver": "sparse", "candidates": k})
+            return Match(perm, error, sae_a.site, sae_b.site, {"solver": "sparse", "candidates": k, "folded": folded})
         if k >= n:  # pragma: no cover - a complete graph always has a full matching
             raise RuntimeError("No full matching found on the complete graph.")
         k = min(n, 2 * k)

@@ -4,7 +4,8 @@ The public namespace ``ilab.steering``; the pieces live in ``vectors.py`` (makin
 vectors), ``plans.py`` (checking what to apply, and the one function that applies it), ``traces.py``
 (inside nnsight traces), ``hooks.py`` (torch hooks, for streaming), ``sweeps.py`` (scale and layer
 sweeps), ``live.py`` (live generation in a background thread, the newest request winning) and ``ranges.py``
-(slider ranges scaled to a site's typical activation norm).
+(slider ranges scaled to a site's typical activation norm) and ``refine.py`` (SAE-refined vectors,
+their random-span control, linearity compared across vectors).
 Metrics are :mod:`interplab.core.readout.metrics`'s, shared with patching.
 
 Example
@@ -24,12 +25,14 @@ from ..readout.metrics import logit_diff, prob
 from .hooks import apply, stream
 from .plans import Clamp, SitePlan, Steering, clamp, plan
 from .ranges import scaled_range, typical_norm
+from .refine import Comparison, compare, random_span, refine
 from .sweeps import LayerSweep, SweepResult, layer_sweep, sweep
 from .traces import generate, generate_local, logits
 from .vectors import SteeringVector, contrast, diff_of_means, from_probe, from_sae, pca_direction
 
 __all__ = [
     "Clamp",
+    "Comparison",
     "LayerSweep",
     "SitePlan",
     "Steering",
@@ -37,6 +40,7 @@ __all__ = [
     "SweepResult",
     "apply",
     "clamp",
+    "compare",
     "contrast",
     "diff_of_means",
     "from_probe",
@@ -49,6 +53,8 @@ __all__ = [
     "pca_direction",
     "plan",
     "prob",
+    "random_span",
+    "refine",
     "scaled_range",
     "stream",
     "sweep",

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 import interplab as ilab
-from tests.contracts.rows import I, Row, T, V
+from tests.contracts.rows import SITE, I, Row, T, V
 
 ROWS: list[Row] = [
     Row(
@@ -24,6 +24,25 @@ ROWS: list[Row] = [
         lambda c: ilab.matching.match(c.sae, c.sae, candidates=0),
         V,
         r"candidates must be a positive integer, got 0",
+    ),
+    Row(
+        "ilab.matching.match",
+        lambda c: ilab.matching.match(c.sae, c.sae, folded="no"),
+        T,
+        r"folded must be True \(fold thresholds in, SAE Match\) or False, got 'no'",
+    ),
+    Row("ilab.matching.folding_gain", lambda c: ilab.matching.folding_gain({}, [c.sae]), V, r"at least two SAEs"),
+    Row(
+        "ilab.matching.folding_gain",
+        lambda c: ilab.matching.folding_gain({}, [c.sae, c.sae]),
+        V,
+        r"acts holds no activations for 'blocks.1.hook_resid_post' \(saes\[0\]'s site\); it holds \[\]",
+    ),
+    Row(
+        "ilab.matching.folding_gain",
+        lambda c: ilab.matching.folding_gain({SITE: torch.zeros(4, 32)}, [c.sae, c.sae], n_random=0),
+        V,
+        r"n_random must be a positive integer, got 0",
     ),
     Row("ilab.matching.match_chain", lambda c: ilab.matching.match_chain([c.sae]), V, r"at least two SAEs"),
     Row(
@@ -102,6 +121,7 @@ EXEMPT: dict[str, str] = {
     "ilab.matching.align_ends": "lists of ints from token_ends; similarity, which calls it, has rows",
     "ilab.matching.explained_variance_chart": "draws the DataFrame explained_by_gap made (which has rows)",
     "ilab.matching.Folded": "a dataclass built by fold",
+    "ilab.matching.FoldingGain": "a result built by folding_gain (which has rows)",
     "ilab.matching.Match": "a result built by match (which has rows)",
     "ilab.matching.Match.share_below": "bound: check_number, the same check every number passes",
     "ilab.matching.Similarity": "a result built by similarity / correlate (which have rows)",

@@ -13,6 +13,7 @@ from interplab.core.matching import (
     decompose,
     explained_by_gap,
     explained_variance,
+    fold,
     lineage,
     match,
     match_chain,
@@ -81,6 +82,20 @@ def test_without_folding_the_rescaled_copy_is_not_matched_exactly():
     raw_cost = ((a.W_dec[:, None] - b.W_dec[None, where]) ** 2).mean(-1).diagonal()
     assert float(raw_cost.max()) > 1e-3
     assert float(match(a, b, progress=False).error.max()) < 1e-6
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_matching_without_folding_compares_the_parameters_as_they_are(dense):
+    """``folded=False``: the MSE of the raw decoder rows, so latents rescaled in the copy no longer match exactly."""
+    a = jumprelu(0)
+    b, _ = permuted_rescaled(a, seed=1)
+    raw = match(a, b, dense=dense, progress=False, folded=False)
+    raw_cost = ((a.W_dec[:, None] - b.W_dec[None]) ** 2).mean(-1).detach()
+    torch.testing.assert_close(torch.from_numpy(raw.error), raw_cost[torch.arange(M), torch.from_numpy(raw.perm)])
+    assert float(raw.error.max()) > 1e-3  # the folded match of the same pair has errors under 1e-6
+    assert raw.info["folded"] is False and match(a, b, progress=False).info["folded"] is True
+    assert fold(a, by_threshold=False).scale.eq(1).all()
+    torch.testing.assert_close(fold(a, by_threshold=False).W_dec, a.W_dec.detach())
 
 
 def test_sparse_solver_finds_the_dense_optimum_on_noisy_copies():

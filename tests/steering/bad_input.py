@@ -187,4 +187,64 @@ ROWS: list[Row] = [
         V,
         r"texts\[0\] is not valid Unicode: character 4 is a lone surrogate",
     ),
+    Row(
+        "ilab.steering.refine",
+        lambda c: ilab.steering.refine(c.vec, c.sae, k=0),
+        V,
+        "k must be an integer in 1..24, got 0",
+    ),
+    Row(
+        "ilab.steering.refine",
+        lambda c: ilab.steering.refine(c.vec, "sae"),
+        T,
+        "sae must be an ilab.SAE .*got str",
+    ),
+    Row(
+        "ilab.steering.refine",
+        lambda c: ilab.steering.refine(ilab.steering.SteeringVector(SITE, torch.ones(5)), c.sae),
+        V,
+        "The vector has d=5, but this SAE's decoder writes d=32",
+    ),
+    Row(
+        "ilab.steering.random_span",
+        lambda c: ilab.steering.random_span(c.vec, c.sae, k=3, seed=-1),
+        V,
+        "seed must be an integer >= 0, got -1",
+    ),
+    Row(
+        "ilab.steering.random_span",
+        lambda c: ilab.steering.random_span("vec", c.sae),
+        T,
+        "vec must be a SteeringVector",
+    ),
+    Row(
+        "ilab.steering.compare",
+        before_work(
+            lambda c: ilab.steering.compare(c.model, {"raw": c.vec.at("blocks.9.hook_resid_post")}, [0, 1], len, TEXTS)
+        ),
+        V,
+        "blocks.9.hook_resid_post",
+    ),
+    Row(
+        "ilab.steering.compare",
+        before_work(lambda c: ilab.steering.compare(c.model, {}, [0, 1], len, TEXTS)),
+        V,
+        "vectors must be a non-empty dict",
+    ),
+    Row(
+        "ilab.steering.compare",
+        before_work(lambda c: ilab.steering.compare(c.model, {"raw": c.vec}, [1, 1], len, TEXTS)),
+        V,
+        "scales must hold at least two different numbers",
+    ),
+    Row(
+        "ilab.steering.Comparison.more_linear",
+        lambda c: ilab.steering.Comparison({}).more_linear("refined", than="raw"),
+        KeyError,
+        r"No vector named 'refined'; the comparison holds \[\]",
+    ),
 ]
+
+EXEMPT: dict[str, str] = {
+    "ilab.steering.Comparison": "a result built by compare (which has rows)",
+}
