@@ -19,6 +19,7 @@ Example
 
 from __future__ import annotations
 
+from .controls import Control, knob_control, random_baseline, random_das, random_subspaces
 from .dictionaries import (
     DictionaryComparison,
     SupervisedDictionary,
@@ -33,6 +34,7 @@ from .search import LayerSearch, layer_search
 
 __all__ = [
     "INTENTS",
+    "Control",
     "CounterfactualPairs",
     "DASResult",
     "DictionaryComparison",
@@ -45,8 +47,12 @@ __all__ = [
     "counterfactual_pairs",
     "fit",
     "ioi_attributes",
+    "knob_control",
     "knob_sweep",
     "knob_task",
     "layer_search",
+    "random_baseline",
+    "random_das",
+    "random_subspaces",
     "supervised_dictionary",
 ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 import interplab as ilab
@@ -17,6 +18,10 @@ from tests.contracts.rows import SITE, Ctx, Row, T, V, a_file, before_work
 def _das_pairs(c: Ctx) -> Any:
     return ilab.das.counterfactual_pairs(c.model, ["the cat sat", "the dog ran"], ["the dog sat", "a cat ran"],
                                          ["on", "to"])  # fmt: skip
+
+
+def _das_result(k: int, n_pairs: int = 2) -> ilab.das.DASResult:
+    return ilab.das.DASResult(SITE, [-1], torch.eye(32)[:, :k], *[0.0] * 5, [], {"n_pairs": n_pairs})
 
 
 ROWS: list[Row] = [
@@ -151,6 +156,40 @@ ROWS: list[Row] = [
         ),
         V,
         "scales is empty",
+    ),
+    Row(
+        "ilab.das.random_baseline",
+        lambda c: ilab.das.random_baseline(c.model, _das_pairs(c), _das_result(k=1), metric="bits"),
+        V,
+        r"metric='bits' is not one of \('iia', 'logit_diff'\)",
+    ),
+    Row(
+        "ilab.das.random_baseline",
+        lambda c: ilab.das.random_baseline(c.model, _das_pairs(c), _das_result(k=1, n_pairs=5)),
+        V,
+        "pairs has 2 pairs but das was fitted on 5",
+    ),
+    Row(
+        "ilab.das.random_subspaces", lambda c: ilab.das.random_subspaces(4, 5, 2), V, "k=5 is larger than the width d=4"
+    ),
+    Row("ilab.das.random_das", lambda c: ilab.das.random_das("das"), T, "das must be a DASResult"),
+    Row(
+        "ilab.das.knob_control",
+        lambda c: ilab.das.knob_control(c.model, _das_result(k=2), ilab.das.KnobTask([("a", "b", "c")])),
+        V,
+        "k=2 dimensions; a direction needs k=1",
+    ),
+    Row(
+        "ilab.das.knob_control",
+        lambda c: ilab.das.knob_control(c.model, _das_result(k=1), ilab.das.KnobTask([("a", "b", "c")]), scale=0),
+        V,
+        r"scale must be positive .*got 0",
+    ),
+    Row(
+        "ilab.das.Control",
+        lambda c: ilab.das.Control("iia", 0.5, np.zeros(3), SITE, 1).quantile("high"),
+        T,
+        "q must be a number, got str: 'high'",
     ),
     Row(
         "ilab.das.fit",
