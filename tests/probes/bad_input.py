@@ -73,6 +73,38 @@ ROWS: list[Row] = [
         "got 5",
     ),
     Row(
+        "ilab.probes.binding_task",
+        lambda c: ilab.probes.binding_task(c.model, entities=5),
+        V,
+        r"entities must be an integer in 2\.\.4, got 5",
+    ),
+    Row(
+        "ilab.probes.fit_binding",
+        lambda c: ilab.probes.fit_binding(
+            c.model, ilab.probes.BindingTask("foods", [("a", "b", "c", "d")]), SITE, features="tokens"
+        ),
+        V,
+        r"features='tokens' is not one of \('activations', 'position'\)",
+    ),
+    Row(
+        "ilab.probes.BindingTask.text",
+        lambda c: ilab.probes.BindingTask("foods", [("a", "b", "c", "d")]).text(0, "poem"),
+        V,
+        r"phrasing='poem' is not one of \('template', 'story', 'respectively'\)",
+    ),
+    Row(
+        "ilab.probes.BindingTask.pairs",
+        lambda c: ilab.probes.BindingTask("foods", [("a", "b", "c", "d")]).pairs(1),
+        V,
+        r"i must be an integer in 0\.\.0, got 1",
+    ),
+    Row(
+        "ilab.probes.BindingTask.story",
+        lambda c: ilab.probes.BindingTask("foods", [("a", "b", "c", "d", "e", "f")]).story(0),
+        V,
+        "The story phrasing has two entities; this task has 3",
+    ),
+    Row(
         "ilab.probes.BindingResult.matrix",
         lambda c: ilab.probes.BindingResult(SITE, torch.zeros(32, 2), torch.zeros(32), *[0.0] * 4).matrix(
             c.model, "the cat", [], ["cat"]

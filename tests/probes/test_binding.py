@@ -50,3 +50,40 @@ def test_binding_bad_input(tiny_domain):
         ilab.probes.fit_binding(model, task, "blocks.1.hook_resid_post", rank=99)
     with pytest.raises(TypeError, match="task must be a BindingTask"):
         ilab.probes.fit_binding(model, [1], "blocks.1.hook_resid_post")
+
+
+def test_phrasings_and_three_entities(tiny_domain):
+    model = tiny_domain
+    task = ilab.probes.binding_task(model, n=6, entities=3)
+    assert task.n_entities == 3 and all(len(set(item)) == 6 for item in task.items)
+    (e0, e1, e2), (a0, a1, a2) = task.pairs(0)
+    assert task.text(0, "respectively") == f"A {a0}, a {a1} and a {a2}, respectively {e0}, {e1} and {e2}."
+    with pytest.raises(ValueError, match="The story phrasing has two entities; this task has 3"):
+        task.text(0, "story")
+    with pytest.raises(ValueError, match="phrasing='poem' is not one of"):
+        task.text(0, "poem")
+    ent, att, pe, pa = binding.read_positions(model, task, "blocks.1.hook_resid_post", "respectively")
+    assert ent.shape == att.shape == (6, 3, 32) and pe.shape == pa.shape == (6, 3)
+    assert (pa.max(1).values < pe.min(1).values).all()  # every attribute comes before every name
+    res = ilab.probes.fit_binding(model, task, "blocks.1.hook_resid_post", rank=4, steps=50, lr=0.05)
+    assert set(res.accuracies) == {"template", "respectively"} and res.chance == pytest.approx(1 / 3)
+    assert res.to_pandas().shape == (2, 4) and "binding accuracy" in str(res.chart().to_dict())
+
+
+def test_order_only_baseline_sees_positions_alone(tiny_domain):
+    """The position code binds the training template (its positions never change) but not the reversed order."""
+    model = tiny_domain
+    task = ilab.probes.binding_task(model, n=24)
+    order = ilab.probes.fit_binding(model, task, "blocks.1.hook_resid_post", rank=4, steps=100, lr=0.05,
+                                    features="position")  # fmt: skip
+    assert order.features == "position" and order.U_DR.shape == (binding.POSITION_DIM, 4)
+    assert order.accuracy == 1.0 and order.accuracies["respectively"] <= 0.5
+    e0, a0, e1, a1 = task.items[0]
+    m = order.matrix(model, task.text(0), [e0, e1], [a0, a1])
+    assert m.values[0, 0] > m.values[0, 1] and m.values[1, 1] > m.values[1, 0]
+    code = binding.position_code(torch.tensor([[3, 7]]), 8)
+    assert code.shape == (1, 2, 8) and torch.isclose(code[0, 0, 4], torch.cos(torch.tensor(3.0)))
+    with pytest.raises(ValueError, match="features='tokens' is not one of"):
+        ilab.probes.fit_binding(model, task, "blocks.1.hook_resid_post", features="tokens")
+    with pytest.raises(ValueError, match="rank=40 is larger than the position code's 32"):
+        ilab.probes.fit_binding(model, task, "blocks.1.hook_resid_post", rank=40, features="position")
