@@ -158,6 +158,23 @@ ROWS: list[Row] = [
         "scales is empty",
     ),
     Row(
+        "ilab.das.fit",
+        lambda c: ilab.das.fit(
+            c.model,
+            ilab.das.counterfactual_pairs(c.model, ["the cat sat", "the big dog ran"], ["a", "b"], ["on", "to"]),
+            SITE,
+            positions="learned",
+        ),
+        V,
+        r"positions='learned' selects one position of one template, but the prompts have 3 token lengths: 2 \('a'\)",
+    ),
+    Row(
+        "ilab.das.fit",
+        lambda c: ilab.das.fit(c.model, _das_pairs(c), SITE, positions="middle"),
+        V,
+        "positions='middle': give token indices or 'learned'",
+    ),
+    Row(
         "ilab.das.random_baseline",
         lambda c: ilab.das.random_baseline(c.model, _das_pairs(c), _das_result(k=1), metric="bits"),
         V,
