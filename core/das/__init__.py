@@ -30,6 +30,7 @@ from .dictionaries import (
 from .fit import DASResult, fit
 from .knob import INTENTS, KnobSweep, KnobTask, knob_sweep, knob_task
 from .pairs import CounterfactualPairs, as_pairs, counterfactual_pairs
+from .positions import PositionSearch, position_search
 from .search import LayerSearch, layer_search
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "KnobSweep",
     "KnobTask",
     "LayerSearch",
+    "PositionSearch",
     "SupervisedDictionary",
     "as_pairs",
     "compare_dictionaries",
@@ -51,6 +53,7 @@ __all__ = [
     "knob_sweep",
     "knob_task",
     "layer_search",
+    "position_search",
     "random_baseline",
     "random_das",
     "random_subspaces",

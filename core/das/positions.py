@@ -21,11 +21,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import nnsight
+import numpy as np
 import torch
 
 from ..model.trace_ops import orthonormal, read_site, write_site
-from .intervene import source_values
-from .pairs import CounterfactualPairs, label_ids
+from ..views.charts import offline
+from .intervene import evaluate, prepare, source_values
+from .pairs import CounterfactualPairs, as_pairs, label_ids
 
 if TYPE_CHECKING:
     from ..model.model import Model
@@ -122,3 +124,42 @@ def train_selector(model: Model, prep: AllPositions, A_DK: torch.Tensor, train_i
 def selector_positions(weights: Sequence[float]) -> list[int]:
     """The selector's argmax position as the one-element ``positions`` list a DAS result keeps."""
     return [int(torch.as_tensor(weights).argmax())]
+
+
+@dataclass(repr=False)
+class PositionSearch:
+    """Brute force: the full-swap accuracy at each token position of one template (``best``: the highest)."""
+
+    site: str
+    iia: np.ndarray
+
+    @property
+    def best(self) -> int:
+        return int(np.argmax(self.iia))
+
+    def chart(self) -> Any:
+        """Altair: full-swap accuracy per position."""
+        import altair as alt
+        import pandas as pd
+
+        df = pd.DataFrame({"position": range(len(self.iia)), "full swap": self.iia})
+        bars = alt.Chart(df).mark_bar().encode(x="position:O", y=alt.Y("full swap:Q", scale=alt.Scale(domain=[0, 1])))
+        return offline(bars.properties(title=f"full swap per position at {self.site}", width=300, height=180))
+
+    def __repr__(self) -> str:
+        return f"PositionSearch({self.site}: full swap per position {np.round(self.iia, 2).tolist()}, best {self.best})"
+
+
+def position_search(model: Model, pairs: Any, site: str, batch_size: int = 16) -> PositionSearch:
+    """Swap the whole site vector at each position of a one-template pair set in turn (no training): where the
+    concept can be swapped, the answer a learned selector should find.
+
+    >>> ilab.das.position_search(model, pairs, "blocks.2.hook_resid_post").best
+    """
+    pairs = as_pairs(model, pairs)
+    site = model.parse_site(site).name
+    length = template_length(model, pairs)
+    every = torch.arange(len(pairs))
+    full = [evaluate(model, prepare(model, pairs, site, [p], batch_size), every, None, batch_size)["iia"]
+            for p in range(length)]  # fmt: skip
+    return PositionSearch(site, np.array(full))

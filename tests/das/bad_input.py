@@ -175,6 +175,16 @@ ROWS: list[Row] = [
         "positions='middle': give token indices or 'learned'",
     ),
     Row(
+        "ilab.das.position_search",
+        lambda c: ilab.das.position_search(
+            c.model,
+            ilab.das.counterfactual_pairs(c.model, ["the cat sat", "the big dog ran"], ["a", "b"], ["on", "to"]),
+            SITE,
+        ),
+        V,
+        "selects one position of one template, but the prompts have 3 token lengths",
+    ),
+    Row(
         "ilab.das.random_baseline",
         lambda c: ilab.das.random_baseline(c.model, _das_pairs(c), _das_result(k=1), metric="bits"),
         V,
@@ -221,6 +231,7 @@ ROWS: list[Row] = [
 ]
 
 EXEMPT: dict[str, str] = {
+    "ilab.das.PositionSearch": "the result position_search builds (which has rows)",
     "ilab.das.DictionaryComparison": "the result compare_dictionaries builds (which has rows)",
     "ilab.das.SupervisedDictionary": "built by ilab.das.supervised_dictionary (which has rows)",
 }

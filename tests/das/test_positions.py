@@ -30,6 +30,9 @@ def test_the_selector_finds_the_position_a_brute_force_search_finds():
     full = [evaluate(model, prepare(model, pairs, SITE, [p]), every, None)["iia"] for p in range(length)]
     known = max(range(length), key=lambda p: full[p])
     assert sorted(full)[-2] < full[known]  # the brute-force search has one answer
+    search = ilab.das.position_search(model, pairs, SITE)
+    assert search.best == known and search.iia.tolist() == full and "best" in repr(search)
+    assert "full swap per position" in str(search.chart().to_dict())
     kw = dict(k=4, epochs=6, lr=0.05, batch_size=8, progress=False)
     at_known = ilab.das.fit(model, pairs, SITE, positions=known, **kw)
     learned = ilab.das.fit(model, pairs, SITE, positions="learned", **kw)
