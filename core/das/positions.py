@@ -121,7 +121,7 @@ def train_selector(model: Model, prep: AllPositions, A_DK: torch.Tensor, train_i
     return torch.softmax(w.detach() / 0.1, 0), losses
 
 
-def selector_positions(weights: Sequence[float]) -> list[int]:
+def selector_positions(weights: Sequence[float] | torch.Tensor) -> list[int]:
     """The selector's argmax position as the one-element ``positions`` list a DAS result keeps."""
     return [int(torch.as_tensor(weights).argmax())]
 
