@@ -22,7 +22,7 @@ def one_template_pairs(model):
     return pairs_for(model, [f"the {a} sat on the {b}" for a, b in both], [f"the {b} sat on the {a}" for a, b in both])
 
 
-def test_the_selector_finds_the_position_a_brute_force_search_finds():
+def test_the_selector_finds_the_position_a_brute_force_search_finds(tmp_path):
     model = tiny_model("gpt2")
     pairs = one_template_pairs(model)
     length = len(model.to_tokens(pairs.base[0])["input_ids"][0])
@@ -41,6 +41,8 @@ def test_the_selector_finds_the_position_a_brute_force_search_finds():
     assert abs(learned.iia - at_known.iia) <= 0.1
     assert at_known.selector is None and learned.settings["positions"] == "learned"
     assert "learned position selector" in str(learned.chart().to_dict())
+    back = ilab.das.DASResult.load(learned.save(tmp_path / "learned.safetensors"))
+    assert back.selector == learned.selector and back.positions == [known]
 
 
 def test_learned_positions_refuse_prompts_of_several_lengths_before_any_forward():
