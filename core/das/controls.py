@@ -25,6 +25,7 @@ import torch
 
 from ..checks import check_int, check_number
 from ..model.trace_ops import read_site, write_site
+from ..steering import SteeringVector
 from ..views.charts import offline
 from .fit import DASResult, split
 from .intervene import evaluate, prepare
@@ -97,9 +98,10 @@ class Control:
                 f"max {float(self.random.max()):.3f}))")  # fmt: skip
 
 
-def _check_das(das: Any) -> DASResult:
+def _check_das(das: Any, steering: bool = False) -> DASResult:
     if not isinstance(das, DASResult):
-        raise TypeError(f"das must be a DASResult (ilab.das.fit), got {type(das).__name__}.")
+        what = "a DASResult (ilab.das.fit) or a SteeringVector" if steering else "a DASResult (ilab.das.fit)"
+        raise TypeError(f"das must be {what}, got {type(das).__name__}.")
     return das
 
 
@@ -185,26 +187,33 @@ def knob_effects(model: Model, site: str, task: KnobTask, directions_RD: torch.T
     return (per_row[:, 0] - per_row[:, 1]).numpy()
 
 
-def knob_control(model: Model, das: DASResult, task: KnobTask, scale: float = 40.0, n: int = 32, seed: int = 1,
-                 batch_size: int = 32) -> Control:  # fmt: skip
-    """How far ``das.direction`` moves the knob task's answer (|Δ context - prior logit| between ``±scale``)
-    beside ``n`` random unit directions at the same site, measured in the same batches.
+def knob_control(model: Model, das: DASResult | SteeringVector, task: KnobTask, scale: float = 40.0, n: int = 32,
+                 seed: int = 1, batch_size: int = 32) -> Control:  # fmt: skip
+    """How far a direction moves the knob task's answer (|Δ context - prior logit| between ``±scale``) beside
+    ``n`` random unit directions at the same site, measured in the same batches. ``das`` is a k = 1 DAS result or
+    a steering vector (its direction made unit: the scale is ``scale`` for every direction).
 
     >>> knob_control(model, knob, task, scale=40, n=32).exceeds(95)
+    >>> knob_control(model, ilab.steering.diff_of_means(model, site, ctx, prior), task).percentile
     """
-    das = _check_das(das)
+    if isinstance(das, SteeringVector):
+        site_name, direction = das.site, das.direction.float() / das.direction.float().norm().clamp_min(1e-12)
+    else:
+        site_name, direction = (
+            _check_das(das, steering=True).site,
+            das.direction,
+        )  # k = 1 is checked here, before any forward pass
     if not isinstance(task, KnobTask):
         raise TypeError(f"task must be a KnobTask (ilab.das.knob_task), got {type(task).__name__}.")
-    direction = das.direction  # k = 1 is checked here, before any forward pass
     scale = check_number(scale, "scale")
     if scale <= 0:
         raise ValueError(f"scale must be positive (the direction is added at +scale and -scale), got {scale}.")
     n = check_int("n", n, minimum=2)
     batch_size = check_int("batch_size", batch_size, minimum=1)
-    site = model.parse_site(das.site).name
+    site = model.parse_site(site_name).name
     d = model.site_dim(site)
     if direction.shape != (d,):
-        raise ValueError(f"das.direction has shape {tuple(direction.shape)} but {site} is {d} wide.")
+        raise ValueError(f"The direction has shape {tuple(direction.shape)} but {site} is {d} wide.")
     dirs = torch.cat([direction[None].float(), random_subspaces(d, 1, n, seed)[:, :, 0]])
     effects = np.abs(knob_effects(model, site, task, dirs, scale, batch_size))
     return Control(f"knob effect at ±{scale:g}", float(effects[0]), effects[1:], site, 1)

@@ -111,3 +111,23 @@ def test_notebook_knob_claims_fail_with_a_random_direction(embedded):
     with pytest.raises(AssertionError):
         exec(claim_cell("claims-knob"), ns)
     assert not ns["knob_effect"].exceeds(95)
+
+
+def test_knob_control_takes_a_steering_vector_as_its_unit_direction(gpt2):
+    task = ilab.das.KnobTask([("cat", "mat", "house"), ("dog", "tree", "store")])  # the tiny vocabulary's words
+    direction = ilab.das.random_subspaces(32, 1, 1, seed=5)[0]
+    das = ilab.das.DASResult(SITE, [-1], direction, 0, 0, 0, 0, 0, [], {})
+    vec = ilab.steering.SteeringVector(SITE, 3 * direction[:, 0])
+    a = ilab.das.knob_control(gpt2, das, task, scale=2.0, n=3)
+    b = ilab.das.knob_control(gpt2, vec, task, scale=2.0, n=3)
+    assert a.learned == pytest.approx(b.learned, rel=1e-5) and np.allclose(a.random, b.random)
+
+    # The effect is the move between -scale and +scale, measured against brute-force steered logits.
+    def mean_diff(scale: float) -> float:
+        diffs = [task.logit_diffs(gpt2, task.prompts(intent), (vec, scale / 3)) for intent in ("context", "prior")]
+        return float(torch.cat(diffs).mean())
+
+    assert a.learned == pytest.approx(abs(mean_diff(2.0) - mean_diff(-2.0)), rel=1e-4, abs=1e-5)
+    assert a.random.shape == (3,)
+    with pytest.raises(TypeError, match=r"das must be a DASResult \(ilab.das.fit\) or a SteeringVector, got str"):
+        ilab.das.knob_control(gpt2, "direction", task)
