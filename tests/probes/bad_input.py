@@ -87,6 +87,20 @@ ROWS: list[Row] = [
         r"features='tokens' is not one of \('activations', 'position'\)",
     ),
     Row(
+        "ilab.probes.decode_propositions",
+        lambda c: ilab.probes.decode_propositions(
+            c.model, ilab.probes.BindingTask("foods", [("a", "b", "c", "d")]), "binding"
+        ),
+        T,
+        "binding must be a BindingResult of activations",
+    ),
+    Row(
+        "ilab.probes.decode_propositions",
+        lambda c: ilab.probes.decode_propositions(c.model, [1], "binding"),
+        T,
+        "task must be a BindingTask",
+    ),
+    Row(
         "ilab.probes.BindingTask.text",
         lambda c: ilab.probes.BindingTask("foods", [("a", "b", "c", "d")]).text(0, "poem"),
         V,
@@ -129,6 +143,7 @@ ROWS: list[Row] = [
 ]
 
 EXEMPT: dict[str, str] = {
+    "ilab.probes.PropositionResult": "a result built by ilab.probes.decode_propositions (which has rows)",
     "ilab.probes.ProbeResult": "a result built by ilab.probes.train (which has rows); users do not build it",
     "ilab.probes.BindingResult": "a result built by ilab.probes.fit_binding (which has rows)",
     "ilab.probes.BindingMatrix": "plain data built by BindingResult.matrix (which has rows)",

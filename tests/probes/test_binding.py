@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from interplab.core.probes import binding
+from interplab.core.probes import binding, propositions
 
 import interplab as ilab
 from tests.tiny import tiny_model
@@ -87,3 +87,22 @@ def test_order_only_baseline_sees_positions_alone(tiny_domain):
         ilab.probes.fit_binding(model, task, "blocks.1.hook_resid_post", features="tokens")
     with pytest.raises(ValueError, match="rank=40 is larger than the position code's 32"):
         ilab.probes.fit_binding(model, task, "blocks.1.hook_resid_post", rank=40, features="position")
+
+
+def test_propositions_compose_domain_probes_through_the_binding(tiny_domain, monkeypatch):
+    model = tiny_domain
+    task = ilab.probes.binding_task(model, n=24)
+    res = ilab.probes.fit_binding(model, task, "blocks.1.hook_resid_post", rank=4, steps=100, lr=0.05)
+    props = ilab.probes.decode_propositions(model, task, res, n_probe=48)
+    assert set(props.exact) == {"template", "story", "respectively"} and len(props.decoded) == 6
+    assert all(len(t) == 2 for t in props.truth) and 0 <= props.exact["template"] <= 1
+    # Each decoded proposition pairs a decoded name with the attribute the binding scores highest for it.
+    e0, a0, e1, a1 = task.items[int(torch.randperm(24, generator=torch.Generator().manual_seed(0))[0])]
+    assert props.truth[0] == {(e0, a0), (e1, a1)}
+    # Domain probes that always answer one word never decode two distinct names: nothing is exact.
+    monkeypatch.setattr(propositions.DomainProbe, "predict", lambda self, x: [self.classes[0]] * len(x))
+    assert ilab.probes.decode_propositions(model, task, res, n_probe=48).exact["template"] == 0.0
+    assert "exact propositions" in repr(props) and "decoded propositions" in str(props.chart().to_dict())
+    with pytest.raises(TypeError, match="binding must be a BindingResult of activations"):
+        order = ilab.probes.fit_binding(model, task, "blocks.1.hook_resid_post", rank=4, steps=5, features="position")
+        ilab.probes.decode_propositions(model, task, order)
