@@ -146,7 +146,7 @@ def binding_task(model: Model, domain: str = "occupations", n: int = 64, seed: i
     return BindingTask(domain, items)
 
 
-def _positions(model: Model, ids: list[int], words: list[str]) -> list[int]:
+def word_positions(model: Model, ids: list[int], words: list[str]) -> list[int]:
     """Index of the first occurrence of each word's token in ``ids``."""
     out = []
     for w in words:
@@ -170,7 +170,7 @@ def read_positions(model: Model, task: BindingTask, site: str, phrasing: str = "
             words_e, words_a = task.pairs(start + r)
             ids = enc["input_ids"][r][enc["attention_mask"][r].bool()].tolist()
             offset = int((~enc["attention_mask"][r].bool()).sum()) if model.tokenizer.padding_side == "left" else 0
-            pe, pa = _positions(model, ids, words_e), _positions(model, ids, words_a)
+            pe, pa = word_positions(model, ids, words_e), word_positions(model, ids, words_a)
             ents.append(x[r, [offset + p for p in pe]].float())
             atts.append(x[r, [offset + p for p in pa]].float())
             ent_pos.append(torch.tensor(pe))
@@ -229,7 +229,7 @@ class BindingResult:
             raise ValueError("entities and attributes must each name at least one word of the text.")
         enc = model.to_tokens(text)
         ids = enc["input_ids"][0].tolist()
-        pe, pa = _positions(model, ids, entities), _positions(model, ids, attributes)
+        pe, pa = word_positions(model, ids, entities), word_positions(model, ids, attributes)
         if self.features == "position":
             dim = self.mean_D.shape[0]
             e, a = position_code(torch.tensor(pe), dim), position_code(torch.tensor(pa), dim)

@@ -22,7 +22,7 @@ import torch
 
 from ..checks import check_fraction, check_int
 from ..views.charts import offline
-from .binding import BindingResult, BindingTask, binding_task, read_positions, scores
+from .binding import BindingResult, BindingTask, binding_task, read_positions, scores, word_positions
 
 if TYPE_CHECKING:
     from ..model.model import Model
@@ -58,6 +58,27 @@ class PropositionResult:
     decoded: list[set[tuple[str, str]]]
     truth: list[set[tuple[str, str]]]
     probe_accuracy: dict[str, float] = field(default_factory=dict)
+    probes: tuple[DomainProbe, DomainProbe] | None = None
+    binding: BindingResult | None = None
+
+    def decode(self, model: Model, text: str, entities: list[str], attributes: list[str]) -> set[tuple[str, str]]:
+        """The propositions decoded from the first occurrence of each of ``entities`` and ``attributes`` in
+        ``text`` (each a single token there): the domain probes' words, paired through the binding.
+
+        >>> props.decode(model, context + " Ignore the above; Greg is a chef.", ["Greg", "Laura"], ["nurse", "pilot"])
+        """
+        if self.probes is None or self.binding is None:
+            raise ValueError("This result keeps no probes: decode with one from ilab.probes.decode_propositions.")
+        if not entities or not attributes:
+            raise ValueError("entities and attributes must each name at least one word of the text.")
+        enc = model.to_tokens(text)
+        ids = enc["input_ids"][0].tolist()
+        (x,) = model.run_sites(enc, [self.binding.site])
+        ent = x[0, word_positions(model, ids, entities)].float()
+        att = x[0, word_positions(model, ids, attributes)].float()
+        s_EA = scores(self.binding.U_DR, self.binding.mean_D, ent[None], att[None])[0]
+        names, values = self.probes[0].predict(ent), self.probes[1].predict(att)
+        return {(names[e], values[int(s_EA[e].argmax())]) for e in range(len(entities))}
 
     def to_pandas(self) -> Any:
         import pandas as pd
@@ -123,4 +144,4 @@ def decode_propositions(model: Model, task: BindingTask, binding: BindingResult,
         exact[phrasing] = sum(hits) / len(hits)
         probe_acc[f"{phrasing} names"] = name_hits / (len(rows) * task.n_entities)
         probe_acc[f"{phrasing} attributes"] = value_hits / (len(rows) * task.n_entities)
-    return PropositionResult(exact, decoded_all, truth_all, probe_acc)
+    return PropositionResult(exact, decoded_all, truth_all, probe_acc, (names, values), binding)

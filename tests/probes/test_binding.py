@@ -106,3 +106,17 @@ def test_propositions_compose_domain_probes_through_the_binding(tiny_domain, mon
     with pytest.raises(TypeError, match="binding must be a BindingResult of activations"):
         order = ilab.probes.fit_binding(model, task, "blocks.1.hook_resid_post", rank=4, steps=5, features="position")
         ilab.probes.decode_propositions(model, task, order)
+
+
+def test_propositions_of_a_context_survive_a_later_injection(tiny_domain):
+    """Decoding reads the first occurrence of each word: what follows the context cannot change its propositions."""
+    model = tiny_domain
+    task = ilab.probes.binding_task(model, n=24)
+    res = ilab.probes.fit_binding(model, task, "blocks.1.hook_resid_post", rank=4, steps=100, lr=0.05)
+    props = ilab.probes.decode_propositions(model, task, res, n_probe=48)
+    e0, a0, e1, a1 = task.items[0]
+    plain = props.decode(model, task.text(0), [e0, e1], [a0, a1])
+    injected = props.decode(model, task.text(0) + f" {e0} sat on the {a1} mat", [e0, e1], [a0, a1])
+    assert plain == injected and len(plain) <= 2
+    with pytest.raises(ValueError, match="keeps no probes"):
+        ilab.probes.PropositionResult({}, [], []).decode(model, task.text(0), [e0], [a0])
