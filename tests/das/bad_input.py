@@ -213,7 +213,13 @@ ROWS: list[Row] = [
         r"scale must be positive .*got 0",
     ),
     Row(
-        "ilab.das.Control",
+        "ilab.das.Control.exceeds",
+        lambda c: ilab.das.Control("iia", 0.5, np.zeros(3), SITE, 1).exceeds(float("nan")),
+        V,
+        "q must be finite, got nan",
+    ),
+    Row(
+        "ilab.das.Control.quantile",
         lambda c: ilab.das.Control("iia", 0.5, np.zeros(3), SITE, 1).quantile("high"),
         T,
         "q must be a number, got str: 'high'",
@@ -231,6 +237,7 @@ ROWS: list[Row] = [
 ]
 
 EXEMPT: dict[str, str] = {
+    "ilab.das.Control": "the result random_baseline and knob_control build (which have rows)",
     "ilab.das.PositionSearch": "the result position_search builds (which has rows)",
     "ilab.das.DictionaryComparison": "the result compare_dictionaries builds (which has rows)",
     "ilab.das.SupervisedDictionary": "built by ilab.das.supervised_dictionary (which has rows)",

@@ -87,6 +87,12 @@ ROWS: list[Row] = [
         r"features='tokens' is not one of \('activations', 'position'\)",
     ),
     Row(
+        "ilab.probes.PropositionResult.decode",
+        lambda c: ilab.probes.PropositionResult({}, [], []).decode(c.model, "the cat", ["cat"], ["cat"]),
+        V,
+        "This result keeps no probes",
+    ),
+    Row(
         "ilab.probes.decode_propositions",
         lambda c: ilab.probes.decode_propositions(
             c.model, ilab.probes.BindingTask("foods", [("a", "b", "c", "d")]), "binding"
