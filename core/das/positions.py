@@ -80,12 +80,12 @@ def soft_step(model: Model, prep: AllPositions, idx: torch.Tensor, A_DK: torch.T
                                              **model.trace_kwargs) as tracer:  # fmt: skip
         x = read_site(envoy, io)
         Q = orthonormal(A)
-        weight_L = torch.softmax(w / temperature, 0)
+        weight_L = torch.softmax((w / temperature).float(), 0)
         b = x.float()
         delta = ((src_NLD.float() - b) @ Q) @ Q.T
         write_site(envoy, io, (b + weight_L[None, :, None] * delta).to(x.dtype))
         logits = readout(read_site(last, "output")[:, -1]).float()
-        loss = torch.nn.functional.cross_entropy(logits, labels_N)
+        loss = torch.nn.functional.cross_entropy(logits.float(), labels_N)
         grads = torch.autograd.grad(loss, leaves)
         out = nnsight.save((loss.detach(), grads[0].detach(), grads[1].detach()))
         tracer.stop()
@@ -118,7 +118,7 @@ def train_selector(model: Model, prep: AllPositions, A_DK: torch.Tensor, train_i
         if progress is not None:
             progress.update(1)
     A_DK.requires_grad_(False)
-    return torch.softmax(w.detach() / 0.1, 0), losses
+    return torch.softmax((w.detach() / 0.1).float(), 0), losses
 
 
 def selector_positions(weights: Sequence[float] | torch.Tensor) -> list[int]:
