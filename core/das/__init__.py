@@ -19,6 +19,7 @@ Example
 
 from __future__ import annotations
 
+from .controls import Control, knob_control, random_baseline, random_das, random_subspaces
 from .dictionaries import (
     DictionaryComparison,
     SupervisedDictionary,
@@ -29,24 +30,32 @@ from .dictionaries import (
 from .fit import DASResult, fit
 from .knob import INTENTS, KnobSweep, KnobTask, knob_sweep, knob_task
 from .pairs import CounterfactualPairs, as_pairs, counterfactual_pairs
+from .positions import PositionSearch, position_search
 from .search import LayerSearch, layer_search
 
 __all__ = [
     "INTENTS",
+    "Control",
     "CounterfactualPairs",
     "DASResult",
     "DictionaryComparison",
     "KnobSweep",
     "KnobTask",
     "LayerSearch",
+    "PositionSearch",
     "SupervisedDictionary",
     "as_pairs",
     "compare_dictionaries",
     "counterfactual_pairs",
     "fit",
     "ioi_attributes",
+    "knob_control",
     "knob_sweep",
     "knob_task",
     "layer_search",
+    "position_search",
+    "random_baseline",
+    "random_das",
+    "random_subspaces",
     "supervised_dictionary",
 ]

@@ -40,6 +40,7 @@ from ..storage.resumable import ResumableJob
 from ..views.charts import offline
 from .intervene import check_positions, evaluate, prepare, run, source_values
 from .pairs import CounterfactualPairs, as_pairs
+from .positions import LEARNED, prepare_all, selector_positions, template_length, train_selector
 
 if TYPE_CHECKING:
     from ..model.model import Model
@@ -79,6 +80,12 @@ class DASResult:
             raise ValueError(f"This subspace has k={self.k} dimensions; a direction needs k=1 (use Q_DK).")
         return self.Q_DK[:, 0]
 
+    @property
+    def selector(self) -> list[float] | None:
+        """``positions="learned"``: the position selector's mass per token position of the template (else None)."""
+        weights = self.settings.get("selector")
+        return None if weights is None else [float(x) for x in weights]
+
     def to_dict(self) -> dict[str, Any]:
         return {"site": self.site, "k": self.k, "iia": self.iia, "train_iia": self.train_iia,
                 "full_iia": self.full_iia, "base_rate": self.base_rate, "logit_diff": self.logit_diff}  # fmt: skip
@@ -91,8 +98,13 @@ class DASResult:
         df = pd.DataFrame({"step": range(1, len(self.losses) + 1), "loss": self.losses})
         title = (f"DAS k={self.k} at {self.site}: IIA {self.iia:.2f} (full swap {self.full_iia:.2f}, "
                  f"no intervention {self.base_rate:.2f})")  # fmt: skip
-        return offline(alt.Chart(df).mark_line().encode(x="step:Q", y=alt.Y("loss:Q", title="cross-entropy"))
-                       .properties(title=title, width=380, height=200))  # fmt: skip
+        chart = alt.Chart(df).mark_line().encode(x="step:Q", y=alt.Y("loss:Q", title="cross-entropy")).properties(
+            title=title, width=380, height=200)  # fmt: skip
+        if self.selector is None:
+            return offline(chart)
+        mass = pd.DataFrame({"position": range(len(self.selector)), "mass": self.selector})
+        bars = alt.Chart(mass).mark_bar().encode(x="position:O", y=alt.Y("mass:Q", scale=alt.Scale(domain=[0, 1])))
+        return offline(chart | bars.properties(title="learned position selector", width=220, height=200))
 
     def __repr__(self) -> str:
         return (
@@ -153,8 +165,13 @@ def check_fit_args(model: Model, pairs: Any, site: str, k: int, positions: Any, 
     k = check_int("k", k, minimum=1)
     if k > d:
         raise ValueError(f"k={k} is larger than the width of {parsed.name} (d={d}): a subspace has 1..{d} dimensions.")
-    pos = check_positions(model, pairs.base, positions, "base")
-    check_positions(model, pairs.source, pos, "source")
+    if isinstance(positions, str):
+        if positions != LEARNED:
+            raise ValueError(f"positions={positions!r}: give token indices or 'learned' (a trained selector).")
+        pos = [template_length(model, pairs)]  # the one length (checked), not a position
+    else:
+        pos = check_positions(model, pairs.base, positions, "base")
+        check_positions(model, pairs.source, pos, "source")
     test_size = check_fraction("test_size", test_size, "[")
     if len(pairs) < 2 and test_size > 0:
         raise ValueError("A held-out split needs at least two pairs (or test_size=0).")
@@ -166,7 +183,7 @@ def fit(
     pairs: CounterfactualPairs | PromptPairs,
     site: str,
     k: int = 1,
-    positions: int | Sequence[int] = -1,
+    positions: int | Sequence[int] | str = -1,
     epochs: int = 4,
     lr: float = 0.01,
     batch_size: int = 16,
@@ -181,7 +198,9 @@ def fit(
 
     ``epochs`` passes over the training pairs in batches of ``batch_size`` (a seeded order), Adam at ``lr``;
     ``init`` [d, k] starts from given columns (orthonormalised) instead of a seeded random matrix; ``path``
-    keeps a checkpoint every ``checkpoint_every`` steps and resumes from it.
+    keeps a checkpoint every ``checkpoint_every`` steps and resumes from it. ``positions="learned"``: prompts of
+    one template; a soft position selector is trained with the rotation (:mod:`~interplab.core.das.positions`),
+    and the result holds its argmax position and ``selector`` (no ``path``).
 
     >>> das = fit(model, ilab.patching.ioi(model, n=64), "blocks.12.hook_resid_post", k=1)
     """
@@ -192,9 +211,14 @@ def fit(
     lr = check_number(lr, "lr")
     if lr <= 0:
         raise ValueError(f"lr must be positive, got {lr}.")
+    if positions == LEARNED and path is not None:
+        raise ValueError("positions='learned' trains in memory: leave path=None.")
     A = _start(d, k, init, seed)
     site = model.parse_site(site).name
     train_idx, test_idx = split(len(pairs), test_size, seed)
+    if positions == LEARNED:
+        return _fit_learned(model, pairs, site, A, pos[0], (train_idx, test_idx), lr, epochs, batch_size, seed,
+                            test_size)  # fmt: skip
     settings = {"k": k, "positions": pos, "epochs": epochs, "lr": lr, "batch_size": batch_size, "seed": seed,
                 "test_size": test_size, "n_pairs": len(pairs), "model": model.name}  # fmt: skip
     inputs = {**settings, "site": site, "weights": model.fingerprint(), "pairs": _digest(pairs),
@@ -206,6 +230,25 @@ def fit(
     Q = orthonormal(A.detach())
     Q = _orient(model, Q, prep, pairs, train_idx)
     test = evaluate(model, prep, test_idx, Q, batch_size)
+    return DASResult(site, pos, Q, test["iia"], evaluate(model, prep, train_idx, Q, batch_size)["iia"],
+                     evaluate(model, prep, test_idx, None, batch_size)["iia"], _base_rate(model, prep, test_idx),
+                     test["logit_diff"], losses, settings)  # fmt: skip
+
+
+def _fit_learned(model: Model, pairs: CounterfactualPairs, site: str, A: torch.Tensor, length: int,
+                 split_idx: tuple[torch.Tensor, torch.Tensor], lr: float, epochs: int, batch_size: int, seed: int,
+                 test_size: float) -> DASResult:  # fmt: skip
+    """DAS with a learned position selector; IIA and the controls are then measured at its argmax position."""
+    train_idx, test_idx = split_idx
+    weights, losses = train_selector(model, prepare_all(model, pairs, site, length, batch_size), A, train_idx, lr,
+                                     epochs, batch_size, seed)  # fmt: skip
+    pos = selector_positions(weights)
+    prep = prepare(model, pairs, site, pos, batch_size)
+    Q = _orient(model, orthonormal(A.detach()), prep, pairs, train_idx)
+    test = evaluate(model, prep, test_idx, Q, batch_size)
+    settings = {"k": A.shape[1], "positions": LEARNED, "epochs": epochs, "lr": lr, "batch_size": batch_size,
+                "seed": seed, "test_size": test_size, "n_pairs": len(pairs), "model": model.name,
+                "selector": weights.tolist()}  # fmt: skip
     return DASResult(site, pos, Q, test["iia"], evaluate(model, prep, train_idx, Q, batch_size)["iia"],
                      evaluate(model, prep, test_idx, None, batch_size)["iia"], _base_rate(model, prep, test_idx),
                      test["logit_diff"], losses, settings)  # fmt: skip

@@ -3,8 +3,8 @@
 The public namespace ``ilab.probes``. ``solver.py`` fits L2 logistic probes (scikit-learn's objective,
 scipy's L-BFGS, torch maths); ``features.py`` reads activations for them; ``linear.py`` has :func:`train`
 (every layer in one call) and :class:`ProbeResult`; ``binding.py`` the binding subspace of propositional
-probes (which name goes with which attribute). (Planned here: the supervised IOI dictionaries that SAEs are
-judged against.)
+probes (which name goes with which attribute) and ``propositions.py`` domain probes composed through it.
+(Planned here: the supervised IOI dictionaries that SAEs are judged against.)
 
 Example
 -------
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from .binding import BindingMatrix, BindingResult, BindingTask, binding_task, fit_binding
 from .linear import Probe, ProbeResult, train
+from .propositions import PropositionResult, decode_propositions
 
-__all__ = ["BindingMatrix", "BindingResult", "BindingTask", "Probe", "ProbeResult", "binding_task", "fit_binding",
-           "train"]  # fmt: skip
+__all__ = ["BindingMatrix", "BindingResult", "BindingTask", "Probe", "ProbeResult", "PropositionResult", "binding_task",
+           "decode_propositions", "fit_binding", "train"]  # fmt: skip

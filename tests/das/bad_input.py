@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 import interplab as ilab
@@ -17,6 +18,10 @@ from tests.contracts.rows import SITE, Ctx, Row, T, V, a_file, before_work
 def _das_pairs(c: Ctx) -> Any:
     return ilab.das.counterfactual_pairs(c.model, ["the cat sat", "the dog ran"], ["the dog sat", "a cat ran"],
                                          ["on", "to"])  # fmt: skip
+
+
+def _das_result(k: int, n_pairs: int = 2) -> ilab.das.DASResult:
+    return ilab.das.DASResult(SITE, [-1], torch.eye(32)[:, :k], *[0.0] * 5, [], {"n_pairs": n_pairs})
 
 
 ROWS: list[Row] = [
@@ -154,6 +159,73 @@ ROWS: list[Row] = [
     ),
     Row(
         "ilab.das.fit",
+        lambda c: ilab.das.fit(
+            c.model,
+            ilab.das.counterfactual_pairs(c.model, ["the cat sat", "the big dog ran"], ["a", "b"], ["on", "to"]),
+            SITE,
+            positions="learned",
+        ),
+        V,
+        r"positions='learned' selects one position of one template, but the prompts have 3 token lengths: 2 \('a'\)",
+    ),
+    Row(
+        "ilab.das.fit",
+        lambda c: ilab.das.fit(c.model, _das_pairs(c), SITE, positions="middle"),
+        V,
+        "positions='middle': give token indices or 'learned'",
+    ),
+    Row(
+        "ilab.das.position_search",
+        lambda c: ilab.das.position_search(
+            c.model,
+            ilab.das.counterfactual_pairs(c.model, ["the cat sat", "the big dog ran"], ["a", "b"], ["on", "to"]),
+            SITE,
+        ),
+        V,
+        "selects one position of one template, but the prompts have 3 token lengths",
+    ),
+    Row(
+        "ilab.das.random_baseline",
+        lambda c: ilab.das.random_baseline(c.model, _das_pairs(c), _das_result(k=1), metric="bits"),
+        V,
+        r"metric='bits' is not one of \('iia', 'logit_diff'\)",
+    ),
+    Row(
+        "ilab.das.random_baseline",
+        lambda c: ilab.das.random_baseline(c.model, _das_pairs(c), _das_result(k=1, n_pairs=5)),
+        V,
+        "pairs has 2 pairs but das was fitted on 5",
+    ),
+    Row(
+        "ilab.das.random_subspaces", lambda c: ilab.das.random_subspaces(4, 5, 2), V, "k=5 is larger than the width d=4"
+    ),
+    Row("ilab.das.random_das", lambda c: ilab.das.random_das("das"), T, "das must be a DASResult"),
+    Row(
+        "ilab.das.knob_control",
+        lambda c: ilab.das.knob_control(c.model, _das_result(k=2), ilab.das.KnobTask([("a", "b", "c")])),
+        V,
+        "k=2 dimensions; a direction needs k=1",
+    ),
+    Row(
+        "ilab.das.knob_control",
+        lambda c: ilab.das.knob_control(c.model, _das_result(k=1), ilab.das.KnobTask([("a", "b", "c")]), scale=0),
+        V,
+        r"scale must be positive .*got 0",
+    ),
+    Row(
+        "ilab.das.Control.exceeds",
+        lambda c: ilab.das.Control("iia", 0.5, np.zeros(3), SITE, 1).exceeds(float("nan")),
+        V,
+        "q must be finite, got nan",
+    ),
+    Row(
+        "ilab.das.Control.quantile",
+        lambda c: ilab.das.Control("iia", 0.5, np.zeros(3), SITE, 1).quantile("high"),
+        T,
+        "q must be a number, got str: 'high'",
+    ),
+    Row(
+        "ilab.das.fit",
         before_work(
             lambda c: ilab.das.fit(
                 c.model, ilab.das.as_pairs(c.model, c.pairs), SITE, k=1, test_size=0, path=a_file(c.tmp)
@@ -165,6 +237,8 @@ ROWS: list[Row] = [
 ]
 
 EXEMPT: dict[str, str] = {
+    "ilab.das.Control": "the result random_baseline and knob_control build (which have rows)",
+    "ilab.das.PositionSearch": "the result position_search builds (which has rows)",
     "ilab.das.DictionaryComparison": "the result compare_dictionaries builds (which has rows)",
     "ilab.das.SupervisedDictionary": "built by ilab.das.supervised_dictionary (which has rows)",
 }

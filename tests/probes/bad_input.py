@@ -73,6 +73,58 @@ ROWS: list[Row] = [
         "got 5",
     ),
     Row(
+        "ilab.probes.binding_task",
+        lambda c: ilab.probes.binding_task(c.model, entities=5),
+        V,
+        r"entities must be an integer in 2\.\.4, got 5",
+    ),
+    Row(
+        "ilab.probes.fit_binding",
+        lambda c: ilab.probes.fit_binding(
+            c.model, ilab.probes.BindingTask("foods", [("a", "b", "c", "d")]), SITE, features="tokens"
+        ),
+        V,
+        r"features='tokens' is not one of \('activations', 'position'\)",
+    ),
+    Row(
+        "ilab.probes.PropositionResult.decode",
+        lambda c: ilab.probes.PropositionResult({}, [], []).decode(c.model, "the cat", ["cat"], ["cat"]),
+        V,
+        "This result keeps no probes",
+    ),
+    Row(
+        "ilab.probes.decode_propositions",
+        lambda c: ilab.probes.decode_propositions(
+            c.model, ilab.probes.BindingTask("foods", [("a", "b", "c", "d")]), "binding"
+        ),
+        T,
+        "binding must be a BindingResult of activations",
+    ),
+    Row(
+        "ilab.probes.decode_propositions",
+        lambda c: ilab.probes.decode_propositions(c.model, [1], "binding"),
+        T,
+        "task must be a BindingTask",
+    ),
+    Row(
+        "ilab.probes.BindingTask.text",
+        lambda c: ilab.probes.BindingTask("foods", [("a", "b", "c", "d")]).text(0, "poem"),
+        V,
+        r"phrasing='poem' is not one of \('template', 'story', 'respectively'\)",
+    ),
+    Row(
+        "ilab.probes.BindingTask.pairs",
+        lambda c: ilab.probes.BindingTask("foods", [("a", "b", "c", "d")]).pairs(1),
+        V,
+        r"i must be an integer in 0\.\.0, got 1",
+    ),
+    Row(
+        "ilab.probes.BindingTask.story",
+        lambda c: ilab.probes.BindingTask("foods", [("a", "b", "c", "d", "e", "f")]).story(0),
+        V,
+        "The story phrasing has two entities; this task has 3",
+    ),
+    Row(
         "ilab.probes.BindingResult.matrix",
         lambda c: ilab.probes.BindingResult(SITE, torch.zeros(32, 2), torch.zeros(32), *[0.0] * 4).matrix(
             c.model, "the cat", [], ["cat"]
@@ -97,6 +149,7 @@ ROWS: list[Row] = [
 ]
 
 EXEMPT: dict[str, str] = {
+    "ilab.probes.PropositionResult": "a result built by ilab.probes.decode_propositions (which has rows)",
     "ilab.probes.ProbeResult": "a result built by ilab.probes.train (which has rows); users do not build it",
     "ilab.probes.BindingResult": "a result built by ilab.probes.fit_binding (which has rows)",
     "ilab.probes.BindingMatrix": "plain data built by BindingResult.matrix (which has rows)",

@@ -184,6 +184,25 @@ def test_das_and_probes(pair):
     assert p.accuracy == q.accuracy
 
 
+def test_learned_positions_and_controls(pair):
+    """The position selector's training, the random-subspace baseline and the knob control's steered runs."""
+    local, remote = pair
+    base = ["the cat sat on the mat", "the dog ran to the house", "Mary gave a drink to John", "a big red bird sat"]
+    source = ["the dog sat on the mat", "the cat ran to the tree", "John gave a drink to Mary", "a small blue bird ran"]
+    pairs = ilab.das.counterfactual_pairs(local, base, source, ["mat", "house", "Mary", "tree"], ["on"] * 4)
+    pairs = pairs[[i for i, b in enumerate(base) if len(local.to_tokens(b)["input_ids"][0]) == 7]]
+    kw = dict(k=2, epochs=2, lr=0.05, batch_size=2, test_size=0.5, positions="learned", progress=False)
+    a, b = ilab.das.fit(local, pairs, SITE, **kw), ilab.das.fit(remote, pairs, SITE, **kw)
+    torch.testing.assert_close(a.Q_DK, b.Q_DK, rtol=1e-5, atol=1e-5)
+    assert a.selector == pytest.approx(b.selector, rel=1e-4, abs=1e-6) and a.positions == b.positions
+    x, y = (ilab.das.random_baseline(m, pairs, a, n=3) for m in (local, remote))
+    assert x.learned == y.learned and list(x.random) == list(y.random)
+    task = ilab.das.KnobTask([("cat", "mat", "house")])  # answers of the tiny vocabulary
+    d = ilab.das.DASResult(SITE, [-1], a.Q_DK[:, :1], 0, 0, 0, 0, 0, [], {})
+    p, q = (ilab.das.knob_control(m, d, task, scale=2.0, n=3) for m in (local, remote))
+    assert p.learned == pytest.approx(q.learned, rel=1e-5) and p.random == pytest.approx(q.random, rel=1e-5)
+
+
 def test_circuit_interventions(pair):
     """Turning transcoder features off and the replacement model's edit run the same remotely."""
     from interplab.core.circuits import intervene
