@@ -21,7 +21,15 @@ from .absorption import AbsorptionResult, absorption
 from .correlation import CorrelationResult, correlate
 from .drift import DriftResult, attention_drift, rank_one
 from .labelled import brown_genres
-from .memorization import MemorizationResult, ce_diagnostic, latent_memorization, perturbed_losses
+from .memorization import (
+    MemorizationResult,
+    ce_diagnostic,
+    latent_memorization,
+    null_run,
+    one_sided_p,
+    perturbed_losses,
+    uncovered_later,
+)
 from .planted import PlantedRun, byte_stream, plant, sequence_losses, tiny_lm, train_planted
 from .polysemy import PolysemyResult, load_polysemy, polysemy, polysemy_word
 from .probing import ProbingResult, sparse_probing
@@ -49,6 +57,8 @@ __all__ = [
     "evaluate",
     "latent_memorization",
     "load_polysemy",
+    "null_run",
+    "one_sided_p",
     "perturbed_losses",
     "plant",
     "polysemy",
@@ -59,4 +69,5 @@ __all__ = [
     "sparse_probing",
     "tiny_lm",
     "train_planted",
+    "uncovered_later",
 ]
