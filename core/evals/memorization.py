@@ -10,8 +10,14 @@ exactly one batch, and never-seen control sequences drawn the same way):
 * **Comes back under perturbation**: Gaussian noise on every weight (``sigma`` times the weight
   tensor's root mean square), averaged over ``seeds``, lowers the sequence's cross-entropy by more than
   it lowers all but a fraction ``alpha`` of the controls' (noise moves every loss; the controls say how
-  much by chance). Recall under noise is reported too; on a tiny model it is rarely above zero, so the
-  loss is the finer measure.
+  much by chance; each control is held against the others). Recall under noise is reported too; on a
+  tiny model it is rarely above zero, so the loss is the finer measure.
+* **Uncovered later**: the sequence's loss, less the controls' median, falls between the first checkpoint
+  after its one exposure and the last (:func:`uncovered_later`); controls take the same steps as
+  pseudo-exposures.
+* **Against chance**: each claim has its control's rate and a one-sided p (:func:`one_sided_p`), and
+  :func:`null_run` puts never-exposed controls in place of the planted sequences, so every claim
+  (:meth:`MemorizationResult.claims`) can be seen to fail without exposure.
 * **The cross-entropy diagnostic**: a sequence is flagged when its cross-entropy at the final checkpoint
   is below the ``alpha`` quantile of the controls' (a never-seen sequence that low is a 1-in-``1/alpha``
   event). Its precision and recall against the planted set say how well the loss alone tells seen-once
@@ -22,6 +28,7 @@ Example
 >>> run = train_planted(tiny_lm(), byte_stream(docs), plant(64, 24), plant(64, 24, seed=1))
 >>> mem = latent_memorization(run, sigma=0.05, seeds=(0, 1, 2))
 >>> mem.metrics["precision"], mem.metrics["recall"]
+>>> mem.claims(), latent_memorization(null_run(run)).claims()
 >>> mem.table                               # suite, site, group, metric, value
 """
 
