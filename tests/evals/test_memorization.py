@@ -254,3 +254,21 @@ def test_every_claim_fails_on_the_null_run(stream) -> None:
     real = ev.latent_memorization(run, sigma=0.05, seeds=(0, 1, 2), alpha=0.05)
     assert set(real.claims()) == set(null.claims())
     assert 0 <= real.metrics["recovery_rate"] <= 1 and 0 <= real.metrics["recovery_p"] <= 1
+
+
+def test_recovery_rates_hold_a_planted_rate_above_the_controls_against_them() -> None:
+    """By hand: 10 looks-forgotten planted sequences, 8 recovered; 20 controls, 1 recovered."""
+    df = pd.DataFrame({"planted": [True] * 10 + [False] * 20, "looks_forgotten": True,
+                       "recovered": [True] * 8 + [False] * 2 + [True] + [False] * 19})  # fmt: skip
+    rates = mem_module._recovery_rates(df)
+    assert rates["recovery_rate"] == 0.8 and rates["recovery_rate_control"] == 0.05
+    assert rates["recovery_p"] == pytest.approx(ev.one_sided_p([True] * 8 + [False] * 2, [True] + [False] * 19))
+    assert rates["recovery_p"] < 0.001
+
+
+def test_a_control_is_held_against_the_other_controls() -> None:
+    gain = np.array([5.0, 0.0, 1.0, 2.0, 3.0])
+    planted = np.array([True, False, False, False, False])
+    # alpha 0.5: the planted gain against the median of all four controls (1.5); each control against the
+    # median of the other three: 2.0 and 3.0 are above theirs (1.0), 0.0 and 1.0 are not (2.0).
+    assert mem_module._above_controls(gain, planted, 0.5).tolist() == [True, False, False, True, True]
