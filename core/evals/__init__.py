@@ -22,7 +22,15 @@ from .absorption import AbsorptionResult, absorption
 from .correlation import CorrelationResult, correlate
 from .drift import DriftResult, attention_drift, rank_one
 from .labelled import brown_genres
-from .memorization import MemorizationResult, ce_diagnostic, latent_memorization, perturbed_losses
+from .memorization import (
+    MemorizationResult,
+    ce_diagnostic,
+    latent_memorization,
+    null_run,
+    one_sided_p,
+    perturbed_losses,
+    uncovered_later,
+)
 from .pareto import ParetoResult, frontier_gap, pareto
 from .planted import PlantedRun, byte_stream, plant, sequence_losses, tiny_lm, train_planted
 from .polysemy import PolysemyResult, load_polysemy, polysemy, polysemy_word
@@ -53,6 +61,8 @@ __all__ = [
     "frontier_gap",
     "latent_memorization",
     "load_polysemy",
+    "null_run",
+    "one_sided_p",
     "pareto",
     "perturbed_losses",
     "plant",
@@ -64,4 +74,5 @@ __all__ = [
     "sparse_probing",
     "tiny_lm",
     "train_planted",
+    "uncovered_later",
 ]

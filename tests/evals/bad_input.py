@@ -171,6 +171,20 @@ ROWS: list[Row] = [
         "ilab.evals.latent_memorization", lambda c: ilab.evals.latent_memorization(None), T, "run must be a PlantedRun"
     ),
     Row(
+        "ilab.evals.null_run",
+        lambda c: ilab.evals.null_run("run"),
+        T,
+        r"run must be a PlantedRun \(from train_planted\), got str",
+    ),
+    Row("ilab.evals.uncovered_later", lambda c: ilab.evals.uncovered_later(None), T, "run must be a PlantedRun"),
+    Row(
+        "ilab.evals.MemorizationResult.claims",
+        lambda c: ilab.evals.MemorizationResult(*[None] * 4).claims(p=2),
+        V,
+        r"p must be in \(0, 1\), got 2",
+    ),
+    Row("ilab.evals.one_sided_p", lambda c: ilab.evals.one_sided_p([True], []), V, "control_hits is empty"),
+    Row(
         "ilab.evaluate",
         before_work(lambda c: ilab.evaluate(c.sae, c.model, TEXTS, dense_threshold=float("nan"))),
         V,

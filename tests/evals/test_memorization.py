@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from interplab.core.evals import memorization as mem_module
@@ -175,3 +176,99 @@ def test_bad_input_fails_before_any_step(stream, monkeypatch) -> None:
         ev.ce_diagnostic([1.0], [2.0], alpha=1.5)
     with pytest.raises(TypeError, match="run must be a PlantedRun"):
         ev.latent_memorization("run")
+
+
+def _synthetic_run(excess_planted: list[list[float]], seen_at: list[int], steps: list[int]) -> ilab.evals.PlantedRun:
+    """A run whose history is written by hand: four controls at 5.0 nats at every step, planted as given."""
+    rows = []
+    for k, step in enumerate(steps):
+        for i, curve in enumerate(excess_planted):
+            rows.append({"step": step, "sequence": i, "planted": True, "seen_at": seen_at[i], "ce": 5.0 + curve[k],
+                         "recall": 0.0})  # fmt: skip
+        for j in range(4):
+            rows.append({"step": step, "sequence": j, "planted": False, "seen_at": -1, "ce": 5.0, "recall": 0.0})
+    n = len(excess_planted)
+    return ilab.evals.PlantedRun(lm=_lm(), planted=ev.plant(n, 12), controls=ev.plant(4, 12, seed=1), seen_at=seen_at,
+                                 history=pd.DataFrame(rows), prefix=4)  # fmt: skip
+
+
+def test_uncovered_later_counts_a_fall_after_the_first_checkpoint_past_exposure() -> None:
+    # planted 0 shown at step 3: first checkpoint 10 (excess 0.0), final -0.5: uncovered.
+    # planted 1 shown at step 12: first checkpoint 20 (excess -0.3), final -0.35: a fall of 0.05, under the margin.
+    # planted 2 shown at step 3: its loss rises after exposure: not uncovered.
+    run = _synthetic_run([[0.0, 0.0, -0.2, -0.5], [0.0, -1.0, -0.3, -0.35], [0.0, -0.4, -0.2, 0.0]],
+                         seen_at=[3, 12, 3], steps=[0, 10, 20, 30])  # fmt: skip
+    later = ev.uncovered_later(run, margin=0.1)
+    got = later[later.planted].set_index("sequence")
+    assert got.first_step.tolist() == [10, 20, 10]
+    np.testing.assert_allclose(got["drop"].to_numpy(), [0.5, 0.05, -0.4], atol=1e-12)
+    assert got.uncovered.tolist() == [True, False, False]
+    controls = later[~later.planted]
+    assert len(controls) == 4 and not controls.uncovered.any()
+    assert controls.exposed_at.tolist() == [3, 12, 3, 3]  # the planted schedule, cyclically
+    assert ev.uncovered_later(run, margin=0.0).uncovered[later.planted].tolist() == [True, True, False]
+
+
+def test_one_sided_p_against_a_hypergeometric_count() -> None:
+    from math import comb
+
+    planted, controls = [True] * 6 + [False] * 4, [True] * 2 + [False] * 8
+    # P(at least 6 of the 8 hits fall in the planted 10 of 20), counted
+    want = sum(comb(10, k) * comb(10, 8 - k) for k in range(6, 9)) / comb(20, 8)
+    assert ev.one_sided_p(planted, controls) == pytest.approx(want)
+    assert ev.one_sided_p(controls, planted) > 0.9
+
+
+def test_null_run_gives_half_the_controls_the_planted_schedule(stream) -> None:
+    planted, controls = ev.plant(4, 12, seed=0), ev.plant(6, 12, seed=1)
+    run = ev.train_planted(_lm(), stream, planted, controls, steps=8, every=4, batch_size=2, prefix=4, progress=False)
+    null = ev.null_run(run)
+    assert torch.equal(null.planted, controls[:3]) and torch.equal(null.controls, controls[3:])
+    assert null.seen_at == run.seen_at[:3]
+    h, real = null.history, run.history[~run.history.planted]
+    assert len(h) == 3 * 6 and h.planted.sum() == 3 * 3
+    for step in (0, 4, 8):
+        at, real_at = h[h.step == step], real[real.step == step].set_index("sequence").ce
+        np.testing.assert_array_equal(at[at.planted].ce.to_numpy(), real_at.loc[[0, 1, 2]].to_numpy())
+        np.testing.assert_array_equal(at[~at.planted].ce.to_numpy(), real_at.loc[[3, 4, 5]].to_numpy())
+    assert (h[h.planted].seen_at.to_numpy() == np.tile(run.seen_at[:3], 3)).all()
+
+
+def test_a_run_with_a_fall_after_exposure_bears_out_uncovered_later() -> None:
+    """The claim's positive case, by hand: 12 planted sequences all fall by 0.5 nats after exposure."""
+    run = _synthetic_run([[0.0, 0.0, -0.5]] * 12, seen_at=[1] * 12, steps=[0, 10, 20])
+    counts = mem_module._uncovered_counts(run, margin=0.1)
+    assert counts["n_uncovered"] == 12 and counts["n_uncovered_control"] == 0 and counts["uncovered_p"] < 0.05
+
+
+def test_every_claim_fails_on_the_null_run(stream) -> None:
+    """The claims the notebook asserts, computed with never-exposed controls in place of the planted sequences."""
+    torch.manual_seed(0)
+    planted, controls = ev.plant(16, 16, seed=0), ev.plant(48, 16, seed=1)
+    run = ev.train_planted(_lm(), stream, planted, controls, steps=40, every=10, batch_size=2, lr=1e-2,
+                           prefix=4, progress=False)  # fmt: skip
+    null = ev.latent_memorization(ev.null_run(run), sigma=0.05, seeds=(0, 1, 2), alpha=0.05)
+    assert null.metrics["n_planted"] == 24 and null.metrics["n_controls"] == 24
+    assert null.claims() == {"diagnostic": False, "forgotten_yet_flagged": False, "uncovered_later": False,
+                             "recovered_under_noise": False}  # fmt: skip
+    real = ev.latent_memorization(run, sigma=0.05, seeds=(0, 1, 2), alpha=0.05)
+    assert set(real.claims()) == set(null.claims())
+    assert 0 <= real.metrics["recovery_rate"] <= 1 and 0 <= real.metrics["recovery_p"] <= 1
+
+
+def test_recovery_rates_hold_a_planted_rate_above_the_controls_against_them() -> None:
+    """By hand: 10 looks-forgotten planted sequences, 8 recovered; 20 controls, 1 recovered."""
+    df = pd.DataFrame({"planted": [True] * 10 + [False] * 20, "looks_forgotten": True,
+                       "recovered": [True] * 8 + [False] * 2 + [True] + [False] * 19})  # fmt: skip
+    rates = mem_module._recovery_rates(df)
+    assert rates["recovery_rate"] == 0.8 and rates["recovery_rate_control"] == 0.05
+    assert rates["recovery_p"] == pytest.approx(ev.one_sided_p([True] * 8 + [False] * 2, [True] + [False] * 19))
+    assert rates["recovery_p"] < 0.001
+
+
+def test_a_control_is_held_against_the_other_controls() -> None:
+    gain = np.array([5.0, 0.0, 1.0, 2.0, 3.0])
+    planted = np.array([True, False, False, False, False])
+    # alpha 0.5: the planted gain against the median of all four controls (1.5); each control against the
+    # median of the other three: 2.0 and 3.0 are above theirs (1.0), 0.0 and 1.0 are not (2.0).
+    assert mem_module._above_controls(gain, planted, 0.5).tolist() == [True, False, False, True, True]
