@@ -27,6 +27,7 @@ import torch
 
 from ..model.chat import check_chat_template
 from ..model.model import Model
+from ..model.trace_ops import log_normaliser, token_probs
 
 Messages = list[dict[str, str]]
 YES, NO = ("Yes", " Yes", "yes", " yes", "YES"), ("No", " No", "no", " no", "NO")
@@ -78,8 +79,8 @@ class ModelChat:
         texts = [self.prompt(m) for m in conversations]
         chunks = [texts[i : i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
         logits_NV = torch.cat([self.model.logits(c, batch_size=self.batch_size)[:, 0] for c in chunks])
-        yes_N = torch.logsumexp(logits_NV[:, self.yes_ids], dim=1)
-        no_N = torch.logsumexp(logits_NV[:, self.no_ids], dim=1)
+        yes_N = log_normaliser(logits_NV[:, self.yes_ids])
+        no_N = log_normaliser(logits_NV[:, self.no_ids])
         return torch.sigmoid(yes_N - no_N).numpy()
 
     def digit_expectations(self, messages: Messages, lines: Sequence[str]) -> np.ndarray:
@@ -94,7 +95,7 @@ class ModelChat:
         stops = [span[1] for span in enc["offset_mapping"]]
         positions = [stops.index(e) if e in stops else int(np.searchsorted(stops, e)) for e in ends]
         logits_PV = self.model.logits(text, positions=positions)[0]
-        probs_PD = torch.stack([torch.logsumexp(logits_PV[:, ids], dim=1) for ids in self.digit_ids], 1).softmax(1)
+        probs_PD = token_probs(torch.stack([log_normaliser(logits_PV[:, ids]) for ids in self.digit_ids], 1))
         return (probs_PD @ torch.arange(10.0)).numpy()
 
 

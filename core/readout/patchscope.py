@@ -29,7 +29,7 @@ import torch
 from ..checks import check_int, check_texts, single_token_id
 from ..memory.budget import check_memory
 from ..model.model import free_trace_memory
-from ..model.trace_ops import read_site, write_site
+from ..model.trace_ops import read_site, token_probs, write_site
 from .lens import LensView
 
 if TYPE_CHECKING:
@@ -197,7 +197,7 @@ def _patched_logits(
 
 def _view(model: Model, logits_RSV: torch.Tensor, layers: list[int], top_k: int, asked: list[int]) -> LensView:
     """The steps as a lens view: rows the layers, columns the greedy steps."""
-    probs = logits_RSV.softmax(-1)
+    probs = token_probs(logits_RSV)
     best = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
     candidates = torch.unique(torch.cat([best.indices.flatten(), torch.tensor(asked, dtype=torch.long)]))
     return LensView(

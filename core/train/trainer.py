@@ -154,7 +154,9 @@ def tiny(
     with job.progress(steps, step, f"train {task.name}", progress) as bar:
         while step < steps:
             rows = _rows(task, batch_size, seed, step)
-            loss = torch.nn.functional.cross_entropy(answer_logits(module, task.inputs_NL[rows]), task.targets_N[rows])
+            loss = torch.nn.functional.cross_entropy(
+                answer_logits(module, task.inputs_NL[rows]).float(), task.targets_N[rows]
+            )
             opt.zero_grad()
             loss.backward()
             opt.step()

@@ -152,7 +152,7 @@ ROWS: list[Row] = [
         "ilab.widgets.LogitLens",
         lambda c: ilab.widgets.LogitLens("x"),
         T,
-        "LogitLens takes what ilab.logit_lens returned, a LensView or a model; got str",
+        "LogitLens takes what ilab.logit_lens or ilab.patchscope returned, a LensView or a model; got str",
     ),
     Row(
         "ilab.widgets.LogitLens",
