@@ -36,6 +36,16 @@ if TYPE_CHECKING:
 VIEWERS: list[Callable[[LogitLensResult], Any]] = []
 
 
+def shown_as(result: Any, viewers: Sequence[Callable[[Any], Any]], include: Any = None, exclude: Any = None) -> Any:
+    """``result``'s Jupyter display: the last registered viewer's widget, with ``repr(result)`` as its plain text
+    (only the plain text when no viewer is registered, i.e. ``interplab.widgets`` was not imported)."""
+    if not viewers:
+        return {"text/plain": repr(result)}
+    data = viewers[-1](result)._repr_mimebundle_(include=include, exclude=exclude)
+    data = data[0] if isinstance(data, tuple) else data
+    return {**data, "text/plain": repr(result)}
+
+
 def logit_lens(model: Model, texts: str | Sequence[str], positions: int | Sequence[int] | None = -1) -> LogitLensResult:
     """Logits read from every block's output, at ``positions`` of each text (like :meth:`Model.logits`).
 
@@ -138,11 +148,7 @@ class LogitLensResult(torch.Tensor):
                 f"logits {list(self.shape)})")  # fmt: skip
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
-        if not VIEWERS:
-            return {"text/plain": repr(self)}
-        data = VIEWERS[-1](self)._repr_mimebundle_(include=include, exclude=exclude)
-        data = data[0] if isinstance(data, tuple) else data
-        return {**data, "text/plain": repr(self)}
+        return shown_as(self, VIEWERS, include, exclude)
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         return torch.Tensor.__reduce_ex__(self.tensor(), protocol)  # pickles as the plain tensor

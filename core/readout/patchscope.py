@@ -30,7 +30,7 @@ from ..checks import check_int, check_texts, single_token_id
 from ..memory.budget import check_memory
 from ..model.model import free_trace_memory
 from ..model.trace_ops import read_site, token_probs, write_site
-from .lens import LensView
+from .lens import LensView, shown_as
 
 if TYPE_CHECKING:
     from ..model.model import Model
@@ -74,11 +74,7 @@ class PatchscopeResult:
                 f"at {self.position}, {self.generated_ids.shape[1]} greedy tokens)")  # fmt: skip
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
-        if not VIEWERS:
-            return {"text/plain": repr(self)}
-        data = VIEWERS[-1](self)._repr_mimebundle_(include=include, exclude=exclude)
-        data = data[0] if isinstance(data, tuple) else data
-        return {**data, "text/plain": repr(self)}
+        return shown_as(self, VIEWERS, include, exclude)
 
 
 def patchscope(
