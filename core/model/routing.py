@@ -106,19 +106,27 @@ def routing_reads(block: torch.nn.Module, path: str, logits_index: int, top_k: i
     return tuple(out)
 
 
-def _check_layout(router: torch.nn.Module, logits_index: int, top_k: int, n_experts: int, width: int) -> str | None:
-    """Why one token through the router does not give the layout expected (None when it does, or on the meta
-    device, where nothing runs)."""
+def _router_output(module: torch.nn.Module, router: torch.nn.Module) -> Any:
+    """The router's output on one token of the whole model (a forward hook: routers take other arguments too),
+    or None on the meta device, where nothing runs."""
     weight = next(router.parameters(), None)
     if weight is None or weight.device.type == "meta":
         return None
-    generator = torch.Generator().manual_seed(0)
-    token = torch.randn(1, width, generator=generator).to(weight.device, weight.dtype)
+    seen: list[Any] = []
+    hook = router.register_forward_hook(lambda _m, _i, out: seen.append(out))
     try:
         with torch.no_grad():
-            out = router(token)
-    except (TypeError, RuntimeError, ValueError) as err:  # a router that takes more than the hidden states
-        return f"its router does not run on the hidden states alone ({type(err).__name__}: {err})"
+            module(input_ids=torch.zeros(1, 1, dtype=torch.long, device=weight.device))
+    finally:
+        hook.remove()
+    return seen[0] if seen else None
+
+
+def _check_layout(out: Any, logits_index: int, top_k: int, n_experts: int) -> str | None:
+    """Why the router's output on one token does not have the layout expected (None when it does, or when there is
+    no output to check: the meta device)."""
+    if out is None:
+        return None
     size = 3 if logits_index == 0 else 2
     if not isinstance(out, tuple) or len(out) != size:
         return f"its router returns {type(out).__name__} of {len(out) if isinstance(out, tuple) else 1}, not {size}"
@@ -154,12 +162,14 @@ def with_router(family: Family | None, module: Any, skeleton: Skeleton | None, c
         return family
     path, moe_layers, router, logits_index = found
     model_type = str(getattr(config, "model_type", "?"))
-    top_k = int(getattr(router, "top_k", 0) or getattr(config, "num_experts_per_tok", 0) or 0)
+    top_k = _first_int(router, config, "top_k", "num_experts_per_tok", "moe_topk")
     weight = getattr(router, "weight", None)
-    n_experts = int(getattr(router, "num_experts", 0) or (weight.shape[0] if weight is not None else 0))
-    width = int(weight.shape[-1]) if weight is not None else 0
+    n_experts = _first_int(router, config, "num_experts", "num_local_experts", "n_routed_experts") or (
+        int(weight.shape[0]) if weight is not None else 0
+    )
+    width = int(weight.shape[-1]) if weight is not None else int(getattr(config, "hidden_size", 0) or 0)
     problem = (f"no top_k or expert count on {type(router).__name__}" if not (top_k and n_experts and width)
-               else _check_layout(router, logits_index, top_k, n_experts, width))  # fmt: skip
+               else _check_layout(_router_output(module, router), logits_index, top_k, n_experts))  # fmt: skip
     if problem:
         logger.warning("model_type %r has a router at %s but no routing sites: %s.", model_type, path, problem)
         return family
@@ -171,6 +181,16 @@ def with_router(family: Family | None, module: Any, skeleton: Skeleton | None, c
     reads = routing_reads(block, path, logits_index, top_k, n_experts, width)
     kinds += tuple(kind for kind, *_ in reads)
     return dataclasses.replace(base, kinds=kinds, router=path, routing=reads, moe_layers=moe_layers)
+
+
+def _first_int(router: torch.nn.Module, config: Any, *names: str) -> int:
+    """The first positive integer among ``names`` on the router, then on the config (0 when none is)."""
+    for source in (router, config):
+        for name in names:
+            value = getattr(source, name, None)
+            if isinstance(value, int) and value > 0:
+                return value
+    return 0
 
 
 def _resolves(root: Any, path: str) -> bool:

@@ -213,3 +213,54 @@ def test_llama4_expert_outputs_equal_its_experts_and_sum_to_the_routed_output():
         nonzero = got[row, :n].abs().sum(-1).gt(0)
         chosen = torch.zeros_like(nonzero).scatter(1, ids[row, :n], True)
         assert torch.equal(nonzero, chosen)
+
+
+#: MoE types among the derived ones (tests/model/test_coverage.py) whose router has no routing sites, and why.
+NOT_ROUTED = {
+    "doge": "its router is the whole MoE module (DogeCDMoE), not a module inside it",
+    "jetmoe": "its gating returns five values, not the (logits, weights, indices) or (scores, logits) layouts",
+    "zaya": "its router returns four values, not the (logits, weights, indices) or (scores, logits) layouts",
+}
+
+
+def _covered_moe_types() -> list[str]:
+    from tests.model.test_coverage import COVERED, tiny_config
+
+    names = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "num_experts_per_tok")
+    found = []
+    for kind in COVERED:
+        try:
+            config = tiny_config(kind).get_text_config()
+        except Exception:  # a type whose tiny config does not build is the coverage test's to report
+            continue
+        if any(getattr(config, name, None) for name in names):
+            found.append(kind)
+    return found
+
+
+COVERED_MOE = _covered_moe_types()
+
+
+@pytest.mark.parametrize("kind", COVERED_MOE)
+def test_router_logits_of_every_covered_moe_type_equal_hf(kind):
+    """Every MoE type the coverage test derives: the routing sites at each MoE layer equal Hugging Face's
+    ``output_router_logits`` (the types in NOT_ROUTED load without routing sites, each for its stated reason)."""
+    from tests.model.test_coverage import tiny_hf
+
+    hf = tiny_hf(kind)
+    model = ilab.load_model(hf, tokenizer=tiny_tokenizer())
+    routed = [s for s in model.sites if s.endswith("hook_router_logits")]
+    if kind in NOT_ROUTED:
+        assert routed == []
+        return
+    assert routed, f"{kind}: no routing sites"
+    enc = model.to_tokens(TEXTS)
+    with torch.no_grad():
+        want = hf(**enc, output_router_logits=True).router_logits
+    got = model.collect(TEXTS, routed).values
+    mask = enc["attention_mask"].bool()
+    for j, site in enumerate(routed):
+        layer = int(site.split(".")[1])
+        expected = want[j if len(want) < model.n_layers else layer]
+        expected = (expected[0] if isinstance(expected, tuple) else expected).float()
+        torch.testing.assert_close(got[site][mask], expected.reshape(*mask.shape, -1)[mask], rtol=1e-5, atol=1e-5)
