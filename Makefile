@@ -96,17 +96,9 @@ lint: $(STAMPS)/venv $(STAMPS)/npm
 	  && ln -s ../../../core core && ln -s ../../../widgets widgets
 	$(PY) -m mypy
 
-# The notebooks (marker `notebook`, each in its own kernel) run beside the rest of the suite, one torch thread each:
-# two single-threaded processes keep both cores busy where one two-threaded process waits on its serial parts. The
-# notebooks' report follows the rest's; the target fails if either run fails.
-NOTEBOOK_LOG := build/test-notebooks.log
+# The suite runs as three single-threaded pytest processes side by side (tests/run_parallel.sh says how it is split).
 test: setup chromium ndif-env refs lint
-	@mkdir -p build
-	@export OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1}; \
-	$(PY) -m pytest -p no:cacheprovider -m notebook $(PYTEST_ARGS) > $(NOTEBOOK_LOG) 2>&1 & notebooks=$$!; \
-	$(PY) -m pytest -m "not notebook" $(PYTEST_ARGS); rest=$$?; \
-	wait $$notebooks; nb=$$?; echo "---- notebooks (pytest -m notebook) ----"; cat $(NOTEBOOK_LOG); \
-	echo "rest: exit $$rest, notebooks: exit $$nb"; [ $$rest -eq 0 ] && [ $$nb -eq 0 ]
+	PY=$(PY) tests/run_parallel.sh $(PYTEST_ARGS)
 
 # JupyterLab serving the repository root, its printed URL opening the tour: `python -m lab` (lab/command.py, with
 # --allow-root only when run as root, and lab/jupyter_server_config.py, which saves the shipped notebooks without
