@@ -32,4 +32,5 @@ for log in first notebooks; do
   cat "$LOGS/$log.log"
 done
 echo "exit codes: first half $first_rc, second half $second_rc, notebooks $notebooks_rc"
-[ "$first_rc" -eq 0 ] && [ "$second_rc" -eq 0 ] && [ "$notebooks_rc" -eq 0 ]
+ok() { [ "$1" -eq 0 ] || [ "$1" -eq 5 ]; }  # 5: no test selected in that run (e.g. PYTEST_ARGS="-k lens")
+ok "$first_rc" && ok "$second_rc" && ok "$notebooks_rc"
