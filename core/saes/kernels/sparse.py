@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 SAMPLE_MIN = 65_536  # entries sampled to place BatchTopK's cutoff
+SAMPLE_FRACTION = 256  # and at least one in this many of a larger batch's entries
 
 
 class _SelectActive(torch.autograd.Function):
@@ -58,30 +59,42 @@ def _batch_topk(pre: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, 
     """The top k*B entries of [B, M] as row-sorted pairs.
 
     Exact and fast: a random sample of the entries gives a cutoff safely below the true one;
-    the entries above it (a little more than k*B) are found in one pass and the top k*B among
-    them are kept. If the cutoff was not low enough, it is lowered (then the full selection).
-    Flat positions are sorted, so pairs come out in row order without an argsort of rows.
+    the entries above it (a little more than k*B, in flat order) are found in one pass and the
+    exact k*B-th largest among them is found by selection, so the kept pairs stay in row order
+    with no sort. If the cutoff was not low enough (or ties straddle the k*B-th value), the
+    cutoff is lowered, then the full selection is used.
     """
     n_rows, width = pre.shape
     flat = pre.reshape(-1)
     n_keep = min(k * n_rows, flat.numel())
     pos = None
     if flat.numel() > 4 * SAMPLE_MIN:
-        n_sample = max(SAMPLE_MIN, flat.numel() // 32)
+        n_sample = max(SAMPLE_MIN, flat.numel() // SAMPLE_FRACTION)
         gen = torch.Generator(device=pre.device).manual_seed(n_rows)  # fixed positions: no global RNG use
         sample = flat[torch.randint(flat.numel(), (n_sample,), generator=gen, device=pre.device)]
         expected = n_keep * n_sample / flat.numel()
         for widen in (1.0, 4.0):
             rank = min(n_sample, int(expected * 1.2 * widen + 4 * math.sqrt(expected) * widen) + 1)
             cutoff = torch.topk(sample, rank, sorted=False).values.min()
-            cand = (flat >= cutoff).nonzero().squeeze(1)
-            if len(cand) >= n_keep:
-                _, chosen = torch.topk(flat[cand], n_keep, sorted=False)
-                pos = cand[chosen.sort().values]
+            pos = _above_kth(flat, (flat >= cutoff).nonzero().squeeze(1), n_keep)
+            if pos is not None:
                 break
     if pos is None:
         pos = torch.topk(flat, n_keep, sorted=False).indices.sort().values
     return flat[pos], pos // width, pos % width
+
+
+def _above_kth(flat: torch.Tensor, cand: torch.Tensor, n_keep: int) -> torch.Tensor | None:
+    """The positions among ``cand`` (sorted) holding the ``n_keep`` largest values, in order; None when
+    there are fewer candidates or a tie at the cut makes the count differ."""
+    if len(cand) < n_keep:
+        return None
+    if len(cand) == n_keep:
+        return cand
+    vals = flat[cand]
+    kth = vals.kthvalue(len(cand) - n_keep + 1).values
+    keep = vals >= kth
+    return cand[keep] if int(keep.sum()) == n_keep else None
 
 
 def select_active(
