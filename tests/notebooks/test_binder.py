@@ -49,12 +49,11 @@ def test_binder_prepares_the_model_and_starts_on_python_311():
 # ---------------------------------------------------------------------------------------------
 # The rehearsal: what mybinder.org does, here. A fresh virtual environment gets binder/requirements.txt
 # alone (not the dev extras), binder/postBuild prepares an empty cache, and the tour runs in that
-# environment's own kernel within the memory bound. One substitution, because this machine cannot
-# reach the PyTorch CPU index: the `--extra-index-url https://download.pytorch.org/whl/cpu` line is
-# left out, and pip finds the very same `torch==2.13.0+cpu` wheel on its configured find-links
-# (/opt/wheels here); every other line is used as written. About 4-5 minutes on 2 cores, most of
-# it pip unpacking torch (pip's download cache may be warm in CI; the wheels here are local files);
-# 515 s when measured with 2 cores shared at a load average of about 15.
+# environment's own kernel within the memory bound. Two substitutions: this machine cannot reach the
+# PyTorch CPU index, so the `--extra-index-url https://download.pytorch.org/whl/cpu` line is left out and
+# pip finds the very same `torch==2.13.0+cpu` wheel on its configured find-links (/opt/wheels here); and
+# pip does not byte-compile (PIP_NO_COMPILE). Every other line is used as written. About 4 minutes on
+# 2 cores, most of it pip unpacking torch and preparing the two embedded models.
 
 PYTORCH_CPU_INDEX = "--extra-index-url https://download.pytorch.org/whl/cpu"
 TOUR_PEAK_LIMIT_GB = 1.4
@@ -96,6 +95,9 @@ def test_binder_rehearsal(tmp_path):
         VIRTUAL_ENV=str(venv),
         INTERPLAB_CACHE=str(cache),
         PIP_DISABLE_PIP_VERSION_CHECK="1",
+        # The second substitution: no byte-compiling at install (a third of torch's install time); Python
+        # compiles what the tour imports as it imports it.
+        PIP_NO_COMPILE="1",
     )
     started = time.perf_counter()
     _run([sys.executable, "-m", "venv", str(venv)], 120)
