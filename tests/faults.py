@@ -30,8 +30,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -205,3 +210,40 @@ def kill_at_every_step(
             before_resume(path)
         check(run(path), path)
     return total
+
+
+def sigkill_when(
+    code: str, ready: Callable[[], bool], *, args: tuple[str, ...] = (), env: dict[str, str] | None = None,
+    jitter_s: float = 0.0, seed: int = 0, deadline_s: float = 120, what: str = "the awaited state"
+) -> None:  # fmt: skip
+    """Run ``python -c code *args`` from the repository root, SIGKILL it once ``ready()`` holds (after a seeded
+    random wait of up to ``jitter_s``, so the kill lands anywhere, writes included), and check it died by it.
+
+    Fails the test if the child exits first or ``ready()`` does not hold within ``deadline_s``.
+
+    >>> sigkill_when(CHILD, lambda: (path / "checkpoint.safetensors").exists(), what="a checkpoint")
+    """
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        cwd=root,
+        env={**os.environ, "TQDM_DISABLE": "1"} if env is None else env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + deadline_s
+        while not ready():
+            if proc.poll() is not None:
+                pytest.fail(f"child exited early ({proc.returncode}): {proc.stderr.read().decode()[-2000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"the child never reached {what}")
+            time.sleep(0.01)
+        if jitter_s:
+            time.sleep(random.Random(seed).uniform(0, jitter_s))
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+        assert proc.stderr is not None
+        proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL

@@ -15,9 +15,7 @@ import errno
 import os
 import random
 import shutil
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -34,7 +32,7 @@ from interplab.core.saes import SAE, load_sae
 from interplab.core.saes.training.trainer import CHECKPOINT, read_checkpoint, train_saes
 from interplab.core.storage.atomic import DiskFullError, leftover_target
 
-from tests.faults import FileOps, Killed, kill_at_every_step, patch_atomic
+from tests.faults import FileOps, Killed, kill_at_every_step, patch_atomic, sigkill_when
 from tests.tiny import WORDS, tiny_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -372,22 +370,8 @@ else:
 
 
 def _kill_when(job: str, path: Path, ready, extra: list[str]) -> None:  # type: ignore[no-untyped-def]
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, job, str(path), *extra], cwd=ROOT, env=ENV,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
-    try:
-        deadline = time.monotonic() + 120
-        while not ready():
-            if proc.poll() is not None:
-                pytest.fail(f"child exited early ({proc.returncode}): {proc.stderr.read().decode()[-2000:]}")
-            if time.monotonic() > deadline:
-                pytest.fail("the child never checkpointed")
-            time.sleep(0.01)
-        time.sleep(random.Random(len(str(path))).uniform(0, 0.05))  # anywhere, writes included
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait(timeout=30)
-        proc.stderr.close()
-    assert proc.returncode == -signal.SIGKILL
+    sigkill_when(_CHILD, ready, args=(job, str(path), *extra), env=ENV, jitter_s=0.05, seed=len(str(path)),
+                 what="a checkpoint")  # fmt: skip
 
 
 def _changed(file: Path):  # type: ignore[no-untyped-def]

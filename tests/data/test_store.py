@@ -5,13 +5,8 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import os
 import random
 import shutil
-import signal
-import subprocess
-import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -25,6 +20,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from tests.contracts.test_crash_safety import CORPUS as MIXED_CORPUS
+from tests.faults import sigkill_when
 from tests.tiny import TEXTS, WORDS, tiny_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -267,27 +263,7 @@ def _committed(path: Path) -> bool:
 def test_resume_after_sigkill(gpt2, ref_path, tmp_path):
     path = tmp_path / "killed"
     code = _CHILD.format(root=str(ROOT), path=str(path))
-    env = {**os.environ, "TQDM_DISABLE": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not _committed(path):
-            if proc.poll() is not None:
-                pytest.fail(f"child exited early ({proc.returncode}): {proc.stderr.read().decode()}")
-            if time.monotonic() > deadline:
-                pytest.fail("child never wrote a shard")
-            time.sleep(0.01)
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait(timeout=30)
-        proc.stderr.close()
-    assert proc.returncode == -signal.SIGKILL
+    sigkill_when(code, lambda: _committed(path), deadline_s=60, what="a committed shard")
     partial = ActivationStore(path)
     assert not partial.complete and 0 < partial.n_tokens < N_TOKENS
 

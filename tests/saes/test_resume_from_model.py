@@ -6,19 +6,14 @@ would train on the first tokens twice and end with other weights than an uninter
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import interplab.core.saes.training.trainer as train_mod
-import pytest
 import torch
 from interplab.core.saes.training.trainer import train_saes
 
+from tests.faults import sigkill_when
 from tests.saes.helpers import assert_same_weights
 from tests.tiny import WORDS, tiny_model
 
@@ -59,24 +54,12 @@ def test_resume_after_sigkill_gives_the_uninterrupted_weights(tmp_path, monkeypa
     reference = train_saes(tiny_model("gpt2"), SPECS, **KW)
     ckpt = tmp_path / "ckpt"
     code = _CHILD.format(root=str(ROOT), path=str(ckpt), threads=torch.get_num_threads())
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "TQDM_DISABLE": "1"},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
-    try:
-        deadline = time.monotonic() + 120
-        while (
-            not (ckpt / train_mod.CHECKPOINT).exists()
-            or train_mod.read_checkpoint(ckpt / train_mod.CHECKPOINT)["step"] < 12
-        ):
-            if proc.poll() is not None:
-                pytest.fail(f"child exited early ({proc.returncode}): {proc.stderr.read().decode()}")
-            if time.monotonic() > deadline:
-                pytest.fail("child never checkpointed")
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait(timeout=30)
-        proc.stderr.close()
-    assert proc.returncode == -signal.SIGKILL
+    checkpoint = ckpt / train_mod.CHECKPOINT
+    sigkill_when(
+        code,
+        lambda: checkpoint.exists() and train_mod.read_checkpoint(checkpoint)["step"] >= 12,
+        what="step 12's checkpoint",
+    )
     step = train_mod.read_checkpoint(ckpt / train_mod.CHECKPOINT)["step"]
     assert 12 <= step < 30
 

@@ -3,11 +3,6 @@ same weights and history (the job contract)."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +11,7 @@ from interplab.core.storage.checkpoint import read_state_file
 from interplab.core.train.trainer import JOB
 
 import interplab as ilab
-from tests.faults import kill_at_every_step
+from tests.faults import kill_at_every_step, sigkill_when
 from tests.train.nets import BitsMLP, PairMLP
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,25 +75,12 @@ xor_run({path!r}, steps=400)
 
 def test_resume_after_sigkill_gives_the_uninterrupted_result(tmp_path):
     path = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD.format(root=str(ROOT), path=str(path))], cwd=ROOT,
-                            env={**os.environ, "TQDM_DISABLE": "1"}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)  # fmt: skip
-    try:
-        deadline = time.monotonic() + 120
-        while (
-            not (path / "checkpoint.safetensors").exists()
-            or read_state_file(path / "checkpoint.safetensors", JOB)[1]["step"] < 8
-        ):
-            if proc.poll() is not None:
-                pytest.fail(f"child exited early ({proc.returncode}): {proc.stderr.read().decode()}")
-            if time.monotonic() > deadline:
-                pytest.fail("child never checkpointed")
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait(timeout=30)
-        proc.stderr.close()
-    assert proc.returncode == -signal.SIGKILL
+    checkpoint = path / "checkpoint.safetensors"
+    sigkill_when(
+        _CHILD.format(root=str(ROOT), path=str(path)),
+        lambda: checkpoint.exists() and read_state_file(checkpoint, JOB)[1]["step"] >= 8,
+        what="step 8's checkpoint",
+    )
     step = read_state_file(path / "checkpoint.safetensors", JOB)[1]["step"]
     assert 8 <= step < 400
     same(xor_run(path, steps=400), xor_run(None, steps=400))
