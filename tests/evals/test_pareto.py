@@ -6,19 +6,12 @@ import numpy as np
 import pytest
 import torch
 from interplab.core.evals.pareto import frontier_gap, pareto
-from interplab.core.evals.polysemy import PolyWord, Sense, polysemy
+from interplab.core.evals.polysemy import polysemy
 from scipy.stats import spearmanr
 
 import interplab as ilab
+from tests.evals.test_polysemy import SITE, WORDS
 from tests.tiny import tiny_hf_model, tiny_tokenizer
-
-SITE = "blocks.0.hook_resid_post"
-WORDS = [
-    PolyWord("dog", [Sense("a", ["the dog sat", "a big dog ran", "the red dog sat on the mat"]),
-                     Sense("b", ["when the dog went to the store", "the lazy dog and the cat"])]),
-    PolyWord("tree", [Sense("a", ["the tree", "a big green tree"]), Sense("b", ["the bird sat on the tree"]),
-                      Sense("c", ["John gave the tree a drink", "the tree and the house"])]),
-]  # fmt: skip
 
 
 def _sae(k: int, seed: int) -> ilab.SAE:
