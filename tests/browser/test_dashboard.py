@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 import pytest
 from playwright.sync_api import Page, expect
 
-from interplab.export import export_html
 from tests.export.test_export import ensure_web_assets, export_code, kernel_home
+from tests.notebooks.test_notebooks import export_checked
 
 from .conftest import REPO_ROOT, cell_output_locator
 from .test_export_html import RENDER_TIMEOUT_MS, Offline, offline  # noqa: F401  (fixture)
@@ -235,7 +235,7 @@ def test_dashboard_notebook_renders_offline(page: Page, offline: Offline, tmp_pa
     ensure_web_assets()
     notebook = Path(__file__).resolve().parents[2] / "nbs" / "03_feature_dashboards.ipynb"
     with kernel_home(tmp_path / "home"):
-        html = export_html(notebook, tmp_path / "03.html", execute=True)
+        html = export_checked(notebook, tmp_path)  # the notebook's run: its cells and memory checked
     page.goto(html.as_uri())
     page.wait_for_selector(".ilab-dash .ilab-dash-card .ilab-dash-ex .ilab-tok", timeout=RENDER_TIMEOUT_MS)
     page.wait_for_timeout(500)

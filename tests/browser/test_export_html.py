@@ -16,9 +16,10 @@ from playwright.sync_api import Page, Route
 
 from interplab.export import export_html
 from tests.export.test_export import SCRIPT_TOKENS, ensure_web_assets, export_code, kernel_home, write_small_notebook
+from tests.notebooks.test_notebooks import export_checked
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-HEATMAP_NOTEBOOKS = sorted((REPO_ROOT / "nbs").glob("01_*.ipynb"))
+HEATMAP_NOTEBOOKS = [REPO_ROOT / "nbs" / "01_heatmaps.ipynb"]
 LOCAL_SCHEMES = ("file:", "data:", "blob:")
 RENDER_TIMEOUT_MS = 30_000
 # Per token span: its text, classes, inline background, size, and whether it paints.
@@ -119,7 +120,7 @@ def test_exported_heatmap_renders_offline(page: Page, offline: Offline, tmp_path
 def test_heatmap_notebook_renders_offline(page: Page, offline: Offline, tmp_path: Path, notebook: Path) -> None:
     ensure_web_assets()
     with kernel_home(tmp_path / "home"):
-        html = export_html(notebook, tmp_path / f"{notebook.stem}.html", execute=True)
+        html = export_checked(notebook, tmp_path)  # the notebook's run: its cells and memory checked
 
     page.goto(html.as_uri())
     page.wait_for_selector(".ilab-heatmap .ilab-tok", timeout=RENDER_TIMEOUT_MS)

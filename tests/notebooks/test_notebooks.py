@@ -12,6 +12,7 @@ included, so every notebook's kernel must stay under 1.5 GB (the goal, met, is 1
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import nbclient
@@ -46,18 +47,61 @@ print("{MARK}" + _json.dumps(_status))
 """
 
 
+#: Notebooks whose browser test executes them (``export_html(execute=True)``, then Chromium): that run is their
+#: notebook run too, with the same checks (every cell runs without an error; the peak within its limit, read from
+#: the exported page by :func:`export_checked`), so :func:`test_notebook_runs` does not run them a second time.
+RUN_BY_BROWSER_TESTS = {
+    "01_heatmaps": "tests/browser/test_export_html.py",
+    "03_feature_dashboards": "tests/browser/test_dashboard.py",
+}
+
+
 def kernel_peak_gb(cell: nbformat.NotebookNode) -> float:
     """The peak RSS (GB) printed by :data:`PEAK_CELL`."""
-    text = "".join(o.get("text", "") for o in cell.outputs)
-    return json.loads(text.split(MARK, 1)[1].splitlines()[0])["VmHWM"] / 1024**2
+    return _peak_from_text("".join(o.get("text", "") for o in cell.outputs))
+
+
+def _peak_from_text(text: str) -> float:
+    found = re.search(re.escape(MARK) + r"(\{[^}]*\})", text)
+    assert found, "the peak cell printed nothing"
+    return json.loads(found.group(1))["VmHWM"] / 1024**2
+
+
+def export_checked(path: Path, out_dir: Path) -> Path:
+    """``export_html(execute=True)`` of a shipped notebook with :data:`PEAK_CELL` appended, checked as
+    :func:`test_notebook_runs` checks a run (any cell error raises; the kernel's peak within the limit).
+
+    The copy runs from ``out_dir`` (the notebooks of :data:`RUN_BY_BROWSER_TESTS` read no file beside them).
+    """
+    from interplab.export import export_html
+
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(PEAK_CELL))
+    copy = out_dir / path.name
+    nbformat.write(nb, copy)
+    html = export_html(copy, out_dir / f"{path.stem}.html", execute=True)
+    peak = _peak_from_text(html.read_text(encoding="utf-8").replace("&quot;", '"'))
+    limit = OVER_LIMIT_GB.get(path.stem, PEAK_LIMIT_GB)
+    assert 0.2 < peak < limit, f"{path.name}: the kernel peaked at {peak:.2f} GB (limit {limit} GB)"
+    return html
 
 
 def test_there_are_notebooks():
     assert NOTEBOOKS and NOTEBOOKS[0].name == "00_tour.ipynb"
 
 
+def test_the_notebooks_left_to_browser_tests_are_run_there():
+    for stem, test_file in RUN_BY_BROWSER_TESTS.items():
+        assert NBS / f"{stem}.ipynb" in NOTEBOOKS
+        assert f"{stem}.ipynb" in (NBS.parent / test_file).read_text(encoding="utf-8")
+        assert "export_checked(" in (NBS.parent / test_file).read_text(encoding="utf-8")
+
+
+OWN_RUN = [p for p in NOTEBOOKS if p.stem not in RUN_BY_BROWSER_TESTS]
+
+
 @pytest.mark.notebook
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+@pytest.mark.parametrize("path", OWN_RUN, ids=[p.stem for p in OWN_RUN])
 def test_notebook_runs(path: Path):
     nb = nbformat.read(path, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell(PEAK_CELL))
