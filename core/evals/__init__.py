@@ -6,8 +6,10 @@ alone and together through :func:`evaluate` (``suites=[...]``, one tidy DataFram
 ``polysemy.py`` (PS-Eval), ``probing.py`` (SAEBench sparse probing, on ``labelled.py``'s Brown genres),
 ``absorption.py`` (SAEBench first-letter absorption), ``correlation.py`` (latents against a per-token
 signal, with a causal check) and ``drift.py`` (attention drift after a steer or weight edit).
-``knowledge_edit.py`` is a ROME-style knowledge edit (a rank-one update of an MLP's down projection, with SADR's
-attention regulariser) and ``sadr.py`` what it does beyond its fact (attention drift, distracting neighbours).
+``knowledge_edit.py`` is a ROME-style knowledge edit (a rank-one update of an MLP's down projection,
+with SADR's attention regulariser) and ``sadr.py`` what it does beyond its fact (attention drift,
+distracting neighbours); ``td.py`` fits Q-learning to a model's choices in a bandit written as text
+and correlates latents with its TD errors.
 ``pareto.py`` places a sweep of SAEs on its MSE-L0 frontier beside their PS-Eval scores.
 ``memorization.py`` (latent memorization, with its cross-entropy diagnostic) runs on a tiny byte-level
 model trained with planted sequences (``planted.py``), not on an SAE: it is callable alone.
@@ -42,10 +44,12 @@ from .probing import pooled as pooled_activations
 from .reconstruction import SAEEvaluation
 from .sadr import EditEffects, edit_effects
 from .suites import SUITES, SuiteResults, evaluate
+from .td import Bandit, TDResult, bandit, td_latents
 
 __all__ = [
     "SUITES",
     "AbsorptionResult",
+    "Bandit",
     "CorrelationResult",
     "DriftResult",
     "EditEffects",
@@ -57,8 +61,10 @@ __all__ = [
     "RankOneEdit",
     "SAEEvaluation",
     "SuiteResults",
+    "TDResult",
     "absorption",
     "attention_drift",
+    "bandit",
     "brown_genres",
     "byte_stream",
     "ce_diagnostic",
@@ -80,6 +86,7 @@ __all__ = [
     "rank_one_edit",
     "sequence_losses",
     "sparse_probing",
+    "td_latents",
     "tiny_lm",
     "train_planted",
     "uncovered_later",

@@ -24,6 +24,7 @@ Example
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -38,7 +39,6 @@ from ..checks import check_float, check_int, check_positive_int, check_texts, si
 from ..model.model import free_trace_memory
 from ..model.sites import site_module_path
 from ..model.trace_ops import read_site, write_site
-from ..storage.checkpoint import TokenDigest
 from ..storage.resumable import ResumableJob
 from ..views.charts import offline
 from .drift import edited_weights
@@ -55,6 +55,14 @@ def as_list(name: str, value: str | Sequence[str], n: int) -> list[str]:
     if len(values) != n:
         raise ValueError(f"{name} has {len(values)} entries; give one per prompt ({n}) or one string.")
     return values
+
+
+def text_digest(texts: Sequence[str]) -> str:
+    """A short stable id of a list of texts (what a job records of them)."""
+    h = hashlib.sha256()
+    for t in texts:
+        h.update(t.encode("utf-8") + b"\0")
+    return h.hexdigest()[:16]
 
 
 def subject_span(model: Model, text: str, subject: str | None) -> tuple[int, int]:
@@ -267,7 +275,7 @@ def rank_one_edit(
     targets = as_list("target", target, len(prompts))
     inputs = {"model": model.fingerprint(), "prompts": prompts, "targets": targets, "subjects": subjects,
               "layer": layer, "steps": steps, "lr": lr, "sadr": sadr, "norm_penalty": norm_penalty, "seed": seed,
-              "key_texts": None if key_texts is None else TokenDigest.of([t.encode() for t in key_texts])}  # fmt: skip
+              "key_texts": None if key_texts is None else text_digest(key_texts)}  # fmt: skip
     job = ResumableJob(JOB, folder, inputs)
     enc = model.to_tokens(prompts, padding_side="left")
     pad = enc["attention_mask"].shape[1] - enc["attention_mask"].sum(1)
