@@ -187,6 +187,8 @@ def choice_logodds(model: Model, task: Bandit, sae: SAE | None = None, site: str
     cols = [p - 1 for p in choice_pos]  # the logits at "machine" predict the arm
     edit = None
     if ablate:
+        if sae is None or site is None:
+            raise ValueError("ablate needs the sae and the site its latents are read at.")
         (x,) = model.run_sites(enc, [site])
         reward_pos = [p + 2 for p in choice_pos]  # " A" "," " win"
         W = sae.W_dec.detach().float()[ablate].cpu()

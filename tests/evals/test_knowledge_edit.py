@@ -83,3 +83,15 @@ def test_a_finished_job_is_found_and_other_inputs_refused(model: ilab.Model, tmp
     assert first.history.equals(again.history)
     with pytest.raises(ValueError, match="lr"):
         ilab.evals.rank_one_edit(model, PROMPTS[0], TARGETS[0], 1, steps=6, lr=0.1, folder=tmp_path, progress=False)
+
+
+def test_key_direction_moves_the_subject_by_exactly_the_value(model: ilab.Model) -> None:
+    from interplab.core.evals.knowledge_edit import key_directions, keys_at
+
+    enc = model.to_tokens(PROMPTS, padding_side="left")
+    pad = enc["attention_mask"].shape[1] - enc["attention_mask"].sum(1)
+    cols = torch.tensor([subject_span(model, p, s)[1] for p, s in zip(PROMPTS, SUBJECTS, strict=True)]) + pad
+    keys = keys_at(model, enc, 0, torch.arange(2), cols)
+    u = key_directions(model, keys, 0, ["the dog ran to the house", "John gave a drink to Mary"] * 4)
+    assert torch.allclose((u * keys).sum(-1), torch.ones(2), atol=1e-5)  # u . k = 1: the value moves by delta
+    assert not torch.allclose(u / u.norm(dim=-1, keepdim=True), keys / keys.norm(dim=-1, keepdim=True))  # C^-1 k
