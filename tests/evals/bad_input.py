@@ -30,6 +30,19 @@ def _pareto_result() -> Any:
     return ilab.evals.ParetoResult(table)
 
 
+def _edit(c: Any) -> Any:
+    return ilab.evals.rank_one_edit(c.model, "the cat sat on the", " mat", 0, steps=1, progress=False)
+
+
+def _td_result() -> Any:
+    import numpy as np
+
+    task = ilab.evals.bandit(2, 3)
+    latents = pd.DataFrame({"latent": [0, 1], "r_td": [0.5, 0.1], "r_reward": [0.4, 0.1], "r_shuffled": [0.0, 0.1]})
+    fit = {"alpha": 0.5, "beta": 1.0, "bias": 0.0, "r2": 0.1}
+    return ilab.evals.TDResult(SITE, fit, np.zeros((2, 3)), np.zeros((2, 3)), latents, task)
+
+
 @functools.cache
 def _tiny_lm() -> torch.nn.Module:
     return ilab.evals.tiny_lm(n_layer=1, d_model=16, n_head=2, n_ctx=16)
@@ -250,9 +263,85 @@ ROWS: list[Row] = [
         V,
         r"nmse must be positive and finite and l0 finite, got nmse=\[0\.5, 0\.0\]",
     ),
+    Row(
+        "ilab.evals.rank_one_edit",
+        before_work(lambda c: ilab.evals.rank_one_edit(c.model, "the cat sat on the", " mat", 5)),
+        V,
+        "layer must be",
+    ),
+    Row(
+        "ilab.evals.rank_one_edit",
+        before_work(lambda c: ilab.evals.rank_one_edit(c.model, "the cat sat on the", " mat dog", 0)),
+        V,
+        r"target ' mat dog' is 2 tokens, not one",
+    ),
+    Row(
+        "ilab.evals.rank_one_edit",
+        before_work(lambda c: ilab.evals.rank_one_edit(c.model, "the cat sat on the", " mat", 0, subject="the fox")),
+        V,
+        "subject 'the fox' is not in the text 'the cat sat on the'",
+    ),
+    Row(
+        "ilab.evals.rank_one_edit",
+        before_work(lambda c: ilab.evals.rank_one_edit(c.model, ["the cat", "a dog"], [" mat", " sat", " on"], 0)),
+        V,
+        r"target has 3 entries; give one per prompt \(2\)",
+    ),
+    Row(
+        "ilab.evals.rank_one_edit",
+        before_work(lambda c: ilab.evals.rank_one_edit(c.model, "the cat sat on the", " mat", 0, sadr=-1)),
+        V,
+        "sadr must be a number >= 0.0, got -1",
+    ),
+    Row("ilab.evals.RankOneEdit.weight_delta", lambda c: _edit(c).weight_delta(3), V, "fact must be"),
+    Row("ilab.evals.RankOneEdit.applied", lambda c: _edit(c).applied(c.model, -1).__enter__(), V, "fact must be"),
+    Row("ilab.evals.RankOneEdit.random_like", lambda c: _edit(c).random_like(-2), V, "seed must be"),
+    Row(
+        "ilab.evals.edit_effects",
+        lambda c: ilab.evals.edit_effects(c.model, _edit(c), [("the dog sat on the", " mat")]),
+        V,
+        r"template 'the dog sat on the' has no '\{fact\}'",
+    ),
+    Row(
+        "ilab.evals.edit_effects",
+        lambda c: ilab.evals.edit_effects(c.model, _edit(c), []),
+        V,
+        "neighbours must be a non-empty list",
+    ),
+    Row("ilab.evals.bandit", lambda c: ilab.evals.bandit(n_rounds=0), V, "n_rounds must be a positive integer"),
+    Row(
+        "ilab.evals.bandit",
+        lambda c: ilab.evals.bandit(p_reward=(0.8, 1.5)),
+        V,
+        r"p_reward must be a number >= 0.0 and <= 1.0, got 1.5",
+    ),
+    Row(
+        "ilab.evals.td_latents",
+        before_work(lambda c: ilab.evals.td_latents(c.model, c.sae, ilab.evals.bandit(2, 3))),
+        V,
+        "arm ' A' is the unknown token",
+    ),
+    Row(
+        "ilab.evals.td_latents",
+        before_work(lambda c: ilab.evals.td_latents(c.model, c.sae, ["Round 1: machine A, win."])),
+        T,
+        "task must be a Bandit from ilab.evals.bandit",
+    ),
+    Row("ilab.evals.TDResult.top", lambda c: _td_result().top(0), V, "n must be a positive integer"),
+    Row("ilab.evals.TDResult.chart", lambda c: _td_result().chart(0), V, "n must be a positive integer"),
+    Row(
+        "ilab.evals.TDResult.causal_check",
+        lambda c: _td_result().causal_check(c.model, c.sae, n_latents=0),
+        V,
+        "n_latents must be a positive integer",
+    ),
 ]
 
 EXEMPT: dict[str, str] = {
+    "ilab.evals.Bandit": "plain data built by ilab.evals.bandit (which has rows)",
+    "ilab.evals.TDResult": "a result built by ilab.evals.td_latents (which has rows)",
+    "ilab.evals.RankOneEdit": "a result built by ilab.evals.rank_one_edit (which has rows)",
+    "ilab.evals.EditEffects": "a result built by ilab.evals.edit_effects (which has rows)",
     "ilab.SAEEvaluation": "a result built by ilab.evaluate (which has rows); users do not construct it",
     "ilab.evals.PlantedRun": "a result built by ilab.evals.train_planted (which has rows)",
     "ilab.evals.MemorizationResult": "a result built by ilab.evals.latent_memorization (which has rows)",
