@@ -132,6 +132,10 @@ class Family:
     layer_kinds: tuple[tuple[str, ...], ...] | None = None
     #: Found from the module tree at load (:mod:`.blocks`), not written by hand.
     derived: bool = False
+    #: Modules (relative to the block) whose output the block edits in place after they return (Falcon's
+    #: ``mlp_output += attention_output``); their output sites are read and written as ``"edited"``. Found by the
+    #: check at load (:mod:`.validate`).
+    edited: tuple[str, ...] = ()
 
 
 #: Hand-written families. Derivation (:mod:`.blocks`) finds the same modules for gpt2, gemma, llama and neox
@@ -345,10 +349,22 @@ def site_module_path(family: Family, site: Site) -> tuple[str, str]:
     """The module path for a site and how its value is read there.
 
     ``"input"`` / ``"output"``: the module's input or output (first element of a tuple);
-    ``"weights"``: the second element of the attention module's output (the pattern; read-only);
+    ``"edited"``: the output of a module the block then edits in place (:attr:`Family.edited`), read and written
+    as a copy; ``"weights"``: the second element of the attention module's output (the pattern; read-only);
     ``"stream"``: the module's input, which the block also keeps as its residual stream, so it is
     written in place (``hook_resid_mid`` at the norm before the MLP).
+
+    >>> site_module_path(FAMILIES["llama"], parse_site("blocks.1.hook_mlp_out", n_layers=2))
+    ('model.layers.1.mlp', 'output')
     """
+    path, io = _module_path(family, site)
+    block = f"{family.layers}.{site.layer}."
+    if io == "output" and path.startswith(block) and path[len(block) :] in family.edited:
+        return path, "edited"
+    return path, io
+
+
+def _module_path(family: Family, site: Site) -> tuple[str, str]:
     for kind, template, io in family.paths:
         if kind == site.kind:
             return template.replace("{L}", str(site.layer)), io

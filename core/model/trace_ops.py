@@ -37,6 +37,9 @@ def identity(value: Any) -> Any:
 def read_site(envoy: Any, io: str) -> Any:
     """A site's tensor inside an nnsight trace (the first element when the module returns a tuple).
 
+    An ``"edited"`` site (a module output its caller then edits in place, Falcon's MLP) is read as the module
+    returned it: the caller goes on with a copy.
+
     A router's ``io`` names what of its output tuple to read: ``"element.I"`` its element ``I``,
     ``"topk.I.K.indices"`` / ``"topk.I.K.values"`` the top ``K`` of element ``I`` over the experts
     (for routers that return no indices); ``"experts.E"`` an experts module's stacked output [E * tokens, d] as
@@ -54,12 +57,25 @@ def read_site(envoy: Any, io: str) -> Any:
             return value
         top = torch.topk(value, int(parts[2]), dim=-1)
         return top.indices if parts[3] == "indices" else top.values
+    if io == "edited":
+        return _keep_output(envoy)
     value = envoy.output if io == "output" else envoy.input
     return value[0] if isinstance(value, tuple) else value
 
 
+def _keep_output(envoy: Any) -> Any:
+    """The output of a module its caller edits in place afterwards (``io == "edited"``): the caller goes on with a
+    copy, so the tensor read keeps the value the module returned and stays in the autograd graph."""
+    out = envoy.output
+    first = out[0] if isinstance(out, tuple) else out
+    envoy.output = (first.clone(), *out[1:]) if isinstance(out, tuple) else first.clone()
+    return first
+
+
 def write_site(envoy: Any, io: str, value: Any) -> None:
     """Replace a site's tensor inside a trace, keeping the rest of a tuple output; the batch may change size.
+
+    An ``"edited"`` site gets a copy of ``value`` (its caller edits it in place afterwards).
 
     A ``"stream"`` site is written in place (the block keeps that tensor as its residual stream), so
     its shape cannot change; attention patterns (``"weights"``) cannot be written.
@@ -87,6 +103,8 @@ def write_site(envoy: Any, io: str, value: Any) -> None:
     if io == "input":
         envoy.input = value
         return
+    if io == "edited":  # the caller edits what it gets in place: a copy, so ``value`` itself is left as it is
+        value = value.clone()
     current = envoy.output
     envoy.output = (value, *current[1:]) if isinstance(current, tuple) else value
 

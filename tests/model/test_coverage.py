@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from interplab.core.model.eager_attention import eager_attention
 from interplab.core.model.sites import FAMILIES, MODEL_TYPES, ROUTING_KINDS, resolve
 from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -64,7 +65,7 @@ HYBRID = {
     "lfm3": (_MIXER_DENSE, _ATTN_DENSE),
 }
 #: Blocks that run attention and the MLP in parallel (no hook_resid_mid).
-PARALLEL = {"codegen", "cohere", "cohere2", "cohere2_moe", "gpt_neox", "gptj", "phi"}
+PARALLEL = {"codegen", "cohere", "cohere2", "cohere2_moe", "falcon", "gpt_neox", "gptj", "phi"}
 #: Types checked, in the order docs/models.md lists them.
 COVERED: tuple[str, ...] = (
     "afmoe",
@@ -88,6 +89,7 @@ COVERED: tuple[str, ...] = (
     "exaone",
     "exaone4",
     "exaone_moe",
+    "falcon",
     "flex_olmo",
     "fuyu",
     "gemma",
@@ -263,8 +265,6 @@ NOT_COVERED: dict[str, str] = {
     "mamba": "Mamba has its hand-written family (only the residual stream: no attention, no MLP)",
     "falcon_mamba": "Mamba blocks: no attention and no MLP to find (the mamba family's stream sites apply)",
     "rwkv": "RWKV's first block applies an extra pre-norm, so hidden_states[0] is not the block's input",
-    "falcon": "FalconDecoderLayer adds attention into the MLP output in place (mlp_output += attention_output), so "
-    "hook_mlp_out read there is overwritten; the check at load drops it and hook_attn_out",
     "bloom": "attention and MLP add the residual inside their modules; reading hook_z, hook_attn_out and the pattern "
     "inside one module runs in another order than nnsight's site order",
     "opt": "OPTDecoderLayer flattens the stream to [tokens, d] before the MLP: the MLP sites are dropped at load",
@@ -317,15 +317,13 @@ def hf_truth(hf: torch.nn.Module, enc: dict[str, torch.Tensor], attn_paths: list
         return hook
 
     hooks = [resolve(hf, p).register_forward_hook(keep(p)) for p in attn_paths]
-    before = hf.config._attn_implementation
-    hf.set_attn_implementation("eager")
+    # eager for the whole model (Falcon's output_attentions under sdpa adds its boolean mask to the scores)
     try:
-        with torch.no_grad():
+        with eager_attention(hf), torch.no_grad():
             out = hf(**enc, output_hidden_states=True, output_attentions=True, use_cache=False)
     finally:
         for hook in hooks:
             hook.remove()
-        hf.set_attn_implementation(before)
     return out, seen
 
 
