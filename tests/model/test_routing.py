@@ -4,6 +4,8 @@ scoring rule, the weights are the router's own (a torch hook, the control), and 
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from interplab.core.model.routing import MOE_TYPES
@@ -215,11 +217,15 @@ def test_llama4_expert_outputs_equal_its_experts_and_sum_to_the_routed_output():
         assert torch.equal(nonzero, chosen)
 
 
-#: MoE types among the derived ones (tests/model/test_coverage.py) whose router has no routing sites, and why.
-NOT_ROUTED = {
-    "doge": "its router is the whole MoE module (DogeCDMoE), not a module inside it",
-    "jetmoe": "its gating returns five values, not the (logits, weights, indices) or (scores, logits) layouts",
-    "zaya": "its router returns four values, not the (logits, weights, indices) or (scores, logits) layouts",
+#: MoE types among the derived ones (tests/model/test_coverage.py) whose router has no routing sites, and why (none:
+#: Doge's product keys, JetMoE's gating and Zaya's router with a "no expert" class have their layouts in routing.READS).
+NOT_ROUTED: dict[str, str] = {}
+#: The layouts beyond (logits, weights, indices) and (scores, logits), on configs that route (Doge's tiny coverage
+#: config is dense: is_moe defaults to False).
+OTHER_LAYOUTS = {
+    "doge": dict(is_moe=True, num_experts=16, num_experts_per_tok=2),
+    "jetmoe": dict(num_experts_per_tok=2),
+    "zaya": {},  # ZAYA takes num_experts_per_tok=1 only
 }
 
 
@@ -233,7 +239,7 @@ def _covered_moe_types() -> list[str]:
             config = tiny_config(kind).get_text_config()
         except Exception:  # a type whose tiny config does not build is the coverage test's to report
             continue
-        if any(getattr(config, name, None) for name in names):
+        if getattr(config, "is_moe", True) and any(getattr(config, name, None) for name in names):
             found.append(kind)
     return found
 
@@ -261,6 +267,73 @@ def test_router_logits_of_every_covered_moe_type_equal_hf(kind):
     mask = enc["attention_mask"].bool()
     for j, site in enumerate(routed):
         layer = int(site.split(".")[1])
-        expected = want[j if len(want) < model.n_layers else layer]
+        per_block = len(want) // model.n_layers  # JetMoE records its attention's router before its MLP's
+        expected = want[j if len(want) < model.n_layers else layer * per_block + per_block - 1]
         expected = (expected[0] if isinstance(expected, tuple) else expected).float()
         torch.testing.assert_close(got[site][mask], expected.reshape(*mask.shape, -1)[mask], rtol=1e-5, atol=1e-5)
+
+
+def _layout_control(kind: str, hf: torch.nn.Module, layer: int, enc: dict) -> tuple[torch.Tensor, ...]:
+    """The model's own choice at ``layer`` [tokens, k] and what the control compares the weights with: JetMoE's and
+    Zaya's router hooks give the weights; Doge's are checked through its MoE output (the routed experts' part)."""
+    block = hf.model.layers[layer]
+    seen: dict[str, object] = {}
+    router = block.mlp if kind == "doge" else block.mlp.router if kind == "jetmoe" else block.mlp.gate
+    hooks = [router.register_forward_hook(lambda _m, i, out: seen.update(inp=i[0], out=out))]
+    if kind == "doge":
+        hooks.append(block.mlp.register_forward_pre_hook(lambda _m, i: seen.update(x=i[0].clone())))
+    try:
+        with torch.no_grad():
+            hf(**enc)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    out, k = seen["out"], hf.config.num_experts_per_tok
+    if kind == "jetmoe":  # gates grouped by expert; index_sorted_experts says where each came from
+        logits, flat = out[4], torch.empty_like(out[2])
+        flat[out[0]] = out[2]
+        return logits.topk(k, -1).indices, flat.view(-1, k)
+    if kind == "zaya":
+        probs = out[0].softmax(-1) + router.balancing_biases
+        ids = probs.topk(k, -1).indices
+        return ids.masked_fill(ids == hf.config.num_experts, 0), out[1]
+    keys = out[1]  # [2, tokens, keys]: expert a * keys + b scores x[a] + y[b]; all experts ranked by brute force
+    every = (keys[0][:, :, None] + keys[1][:, None, :]).flatten(1)
+    return every.topk(k, -1).indices, seen["x"]
+
+
+@pytest.mark.parametrize("kind", list(OTHER_LAYOUTS))
+def test_other_router_layouts_follow_the_models_own_rule(kind):
+    """Router logits equal output_router_logits; the chosen experts are the model's own top-k (Zaya: over softmax
+    plus balancing biases, its "no expert" class read as 0; Doge: every expert's summed key scores ranked); the
+    weights are the router's (JetMoE's grouped gates put back per token, Zaya's probabilities) or, for Doge, give
+    its MoE output: the shared expert plus the chosen experts' embeddings weighted by them."""
+    torch.manual_seed(0)
+    hf = AutoModelForCausalLM.from_config(AutoConfig.for_model(kind, **{**COMMON, **OTHER_LAYOUTS[kind]})).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Doge's mlp.hook_post reads only the shared expert: dropped at load
+        model = ilab.load_model(hf, tokenizer=tiny_tokenizer())
+    enc = model.to_tokens(TEXTS)
+    mask, (B, L) = enc["attention_mask"].bool(), enc["input_ids"].shape
+    layer = 1
+    acts = model.collect(TEXTS, [f"blocks.{layer}.mlp.hook_{name}" for name in ROUTING]).values
+    got = [acts[f"blocks.{layer}.mlp.hook_{name}"].view(B * L, -1) for name in ROUTING]
+    with torch.no_grad():
+        recorded = hf(**enc, output_router_logits=True).router_logits
+    want = recorded[len(recorded) // 2 * (layer + 1) - 1]  # JetMoE records its attention's router before its MLP's
+    real = mask.view(-1)  # collect gives padding positions as zeros
+    torch.testing.assert_close(got[0][real], want.float().reshape(B * L, -1)[real], rtol=1e-5, atol=1e-5)
+    ids, control = _layout_control(kind, hf, layer, enc)
+    assert torch.equal(got[1][real].long().sort(-1).values, ids[real].sort(-1).values), kind
+    if kind != "doge":
+        torch.testing.assert_close(got[2][real], control.float()[real], rtol=1e-5, atol=1e-6)
+        return
+    moe = hf.model.layers[layer].mlp
+    x = control.view(B * L, -1)
+    with torch.no_grad():
+        shared = moe.down_proj(moe.act_fn(moe.gate_proj(x)) * moe.up_proj(x))
+        ids_TK = got[1].long()
+        mixed = moe.act_fn(torch.einsum("tkd,td->tk", moe.down_embed(ids_TK), x)) * got[2]
+        routed = torch.einsum("tk,tkd->td", mixed, moe.up_embed(ids_TK))
+        out = moe(control)[0].view(B * L, -1)
+    torch.testing.assert_close((shared + routed)[real], out[real], rtol=1e-5, atol=1e-5)
