@@ -18,7 +18,8 @@ top-k of the logits, their weights its softmax) and a product-key MoE's ``(outpu
 * ``blocks.{L}.mlp.hook_expert_out``: every expert's output [batch, pos, n_experts * d_model], where the experts
   module gives them apart (Llama 4 runs every expert on its score-scaled tokens and stacks the outputs).
 
-All are read-only and exist only at the layers that have a router (DeepSeek-V3's first layers are dense).
+All are read-only and exist only at the layers that have a router (DeepSeek-V3's first layers are dense): the
+family's ``layer_kinds`` lists them in those blocks alone, as it lists each block's other kinds.
 The other types' experts modules (transformers 5 fuses a block's experts into stacked weights) take the chosen
 experts and return their weighted sum, so no per-expert output exists there as a module output to read.
 
@@ -42,7 +43,7 @@ from typing import Any
 import torch
 
 from .derive import Skeleton
-from .sites import KINDS, MIXER_KINDS, ROUTING_KINDS, Family, Site, resolve, site_name
+from .sites import KINDS, MIXER_KINDS, ROUTING_KINDS, Family, resolve, site_name
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +52,6 @@ MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss", "deepseek_
              "qwen3_next", "llama4_text")  # fmt: skip
 #: The name ending of a family that maps only the residual stream and the router (a type without a site table).
 STREAM_FAMILY = "+routing"
-_ROUTING_SITE = re.compile(r"^blocks\.(\d+)\.mlp\.hook_(?:router_logits|expert_ids|expert_weights|expert_out)$")
 
 
 def router_class(module: torch.nn.Module) -> tuple[type | None, int]:
@@ -196,8 +196,11 @@ def with_router(family: Family | None, module: Any, skeleton: Skeleton | None, c
     if base.down_proj and not _resolves(block, base.down_proj):
         kinds = tuple(k for k in kinds if k != "mlp_post")  # the experts are fused: no one down projection
     reads = routing_reads(block, path, layout, logits_index, top_k, (n_logits, n_experts), width)
-    kinds += tuple(kind for kind, *_ in reads)
-    return dataclasses.replace(base, kinds=kinds, router=path, routing=reads, moe_layers=moe_layers)
+    routed = tuple(kind for kind, *_ in reads)
+    blocks = range(len(resolve(module, base.layers)))
+    own = base.layer_kinds or tuple(tuple(k for k in KINDS[1:] if k in kinds) for _ in blocks)
+    per_layer = tuple(kinds_ + (routed if layer in moe_layers else ()) for layer, kinds_ in zip(blocks, own))
+    return dataclasses.replace(base, kinds=kinds + routed, router=path, routing=reads, layer_kinds=per_layer)
 
 
 def _first_int(router: torch.nn.Module, config: Any, *names: str) -> int:
@@ -244,32 +247,6 @@ def check_kinds_asked(spec: str | Sequence[str], kinds: Sequence[str], model_typ
             f"{item!r}: model_type {model_type!r} has no state-space mixer, so it has no hook_mixer_in or "
             "hook_mixer_out; they exist on Mamba and Mamba-2."
         )
-
-
-def on_moe_layers(family: Family, spec: str | Sequence[str], parsed: list[Site]) -> list[Site]:
-    """``parsed`` without the routing sites of dense layers that a short form named; a full name of one is refused
-    naming the layers that have a router."""
-    if not family.router:
-        return parsed
-    named = {spec} if isinstance(spec, str) else {s for s in spec if isinstance(s, str)}
-    kept = []
-    for site in parsed:
-        if site.kind in ROUTING_KINDS and site.layer not in family.moe_layers:
-            if site.name in named:
-                raise ValueError(
-                    f"{site.name!r}: block {site.layer} is dense (its MLP has no router), so it has no routing "
-                    f"sites; the blocks with a router are {list(family.moe_layers)}."
-                )
-            continue
-        kept.append(site)
-    return kept
-
-
-def listed(family: Family | None, names: list[str]) -> list[str]:
-    """``names`` without the routing sites of dense layers (what ``model.sites`` lists)."""
-    if family is None or not family.router:
-        return names
-    return [n for n in names if not (m := _ROUTING_SITE.match(n)) or int(m.group(1)) in family.moe_layers]
 
 
 def per_position(value: torch.Tensor, io: str, shape: Sequence[int]) -> torch.Tensor:

@@ -118,8 +118,6 @@ class Family:
     #: ``(kind, module path relative to the block, io, width)``.
     router: str = ""
     routing: tuple[tuple[str, str, str, int], ...] = ()
-    #: The layers whose blocks have a router (a dense layer has no routing sites).
-    moe_layers: tuple[int, ...] = ()
     #: ``(kind, path with {L}, io)`` rows that place those kinds anywhere (a module's own map: :mod:`.custom`).
     paths: tuple[tuple[str, str, str], ...] = ()
     #: The MLP module (relative to the block); when set, ``hook_mlp_in`` is its input (blocks without a norm before
@@ -128,7 +126,8 @@ class Family:
     #: Whether attention and the MLP read the same input and both add to it (no ``hook_resid_mid``).
     parallel: bool = False
     #: The kinds each block has, where blocks differ (hybrid models: a recurrent layer has no attention sites;
-    #: sites that failed the check at load). None: every block has ``kinds``.
+    #: sites that failed the check at load; routing sites only in blocks with a router). None: every block has
+    #: ``kinds``.
     layer_kinds: tuple[tuple[str, ...], ...] | None = None
     #: Found from the module tree at load (:mod:`.blocks`), not written by hand.
     derived: bool = False

@@ -42,6 +42,11 @@ def tiny_moe(kind: str) -> torch.nn.Module:
     return hf
 
 
+def moe_layers(model: ilab.Model) -> list[int]:
+    """The blocks that have routing sites in their ``layer_kinds`` (those with a router)."""
+    return [layer for layer in range(model.n_layers) if "router_logits" in model.layer_kinds(layer)]
+
+
 @pytest.fixture(scope="module", params=MOE_TYPES)
 def moe(request):
     hf = tiny_moe(request.param)
@@ -73,10 +78,11 @@ def chosen_by_rule(kind: str, hf: torch.nn.Module, layer: int, logits_TE: torch.
 
 def test_every_moe_type_lists_routing_sites_at_its_moe_layers(moe):
     kind, hf, model = moe
-    moe_layers = [1] if kind == "deepseek_v3" else [0, 1]
+    routed_layers = [1] if kind == "deepseek_v3" else [0, 1]
     routing = [s for s in model.sites if ".mlp.hook_" in s]
     kinds = [*ROUTING, "expert_out"] if kind == "llama4_text" else ROUTING  # only Llama 4's experts give them apart
-    assert routing == [f"blocks.{layer}.mlp.hook_{name}" for layer in moe_layers for name in kinds]
+    assert routing == [f"blocks.{layer}.mlp.hook_{name}" for layer in routed_layers for name in kinds]
+    assert moe_layers(model) == routed_layers
     config = hf.config
     n_experts = config.num_local_experts if hasattr(config, "num_local_experts") else (
         getattr(config, "num_experts", None) or config.n_routed_experts)  # fmt: skip
@@ -121,7 +127,7 @@ def test_expert_ids_are_the_top_k_of_the_scoring_rule(moe):
     kind, hf, model = moe
     acts = model.collect(TEXTS, ["router_logits", "expert_ids"])
     lengths = tiny_tokenizer()(TEXTS, return_tensors="pt", padding=True)["attention_mask"].sum(1)
-    for layer in model.family.moe_layers:
+    for layer in moe_layers(model):
         logits = acts[f"blocks.{layer}.mlp.hook_router_logits"]
         ids = acts[f"blocks.{layer}.mlp.hook_expert_ids"]
         k = ids.shape[-1]
@@ -136,7 +142,7 @@ def test_expert_weights_are_the_routers_own(moe):
     the chosen experts)."""
     kind, hf, model = moe
     acts = model.collect(TEXTS, ["expert_ids", "expert_weights"])
-    layer = model.family.moe_layers[-1]
+    layer = moe_layers(model)[-1]
     router = hf.model.layers[layer].get_submodule(model.family.router)
     seen = []
     hook = router.register_forward_hook(lambda _m, _i, out: seen.append(out))
