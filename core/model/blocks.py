@@ -98,11 +98,17 @@ class _Stop(Exception):
 
 
 def capture(
-    module: torch.nn.Module, paths: list[str], token_ids: list[int], stop_after: str = ""
-) -> dict[str, tuple[Any, Any]]:
+    module: torch.nn.Module, paths: list[str], token_ids: list[int], stop_after: str = "",
+    edited: set[str] | None = None,
+) -> dict[str, tuple[Any, Any]]:  # fmt: skip
     """(first input, output) of each module at ``paths`` in one no-grad forward of ``token_ids``, which ends once the
-    module at ``stop_after`` (the last block) has run."""
+    module at ``stop_after`` (the last block) has run.
+
+    An output the model edits in place after the module returns (Falcon's ``mlp_output += attention_output``) is
+    given as the module returned it, and its path is added to ``edited``.
+    """
     seen: dict[str, tuple[Any, Any]] = {}
+    kept: dict[str, tuple[torch.Tensor, int, torch.Tensor]] = {}  # the first output tensor, its version, a copy
     handles = []
 
     def stop(*_args: Any) -> None:
@@ -111,6 +117,8 @@ def capture(
     def hook(path: str) -> Any:
         def record(_m: Any, args: tuple, kwargs: dict, out: Any) -> None:
             given = args[0] if args else kwargs.get("hidden_states", next(iter(kwargs.values()), None))
+            if path not in seen and (first := _first(out)) is not None:
+                kept[path] = (first, first._version, first.clone())
             seen.setdefault(path, (given, out))
 
         return record
@@ -128,6 +136,12 @@ def capture(
     finally:
         for handle in handles:
             handle.remove()
+    for path, (first, version, copy) in kept.items():
+        if first._version != version:
+            given, out = seen[path]
+            seen[path] = (given, (copy, *out[1:]) if isinstance(out, (tuple, list)) else copy)
+            if edited is not None:
+                edited.add(path)
     return seen
 
 

@@ -14,6 +14,7 @@ Example
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -22,11 +23,19 @@ import torch
 
 @contextlib.contextmanager
 def eager_attention(module: torch.nn.Module, needed: bool = True) -> Iterator[None]:
-    """Inside the block ``module`` (a transformers model) runs eager attention, then its own again."""
-    before = getattr(getattr(module, "config", None), "_attn_implementation", None)
+    """Inside the block ``module`` (a transformers model) runs eager attention, then its own again.
+
+    A model whose attention reads the implementation from its config at each call but that transformers cannot
+    switch (Falcon: ``_can_set_attn_implementation()`` is False) has the config's value set directly.
+    """
+    config = getattr(module, "config", None)
+    before = getattr(config, "_attn_implementation", None)
     switch = needed and before not in (None, "eager")
     # transformers models only; None: nothing to switch
     set_implementation = getattr(module, "set_attn_implementation", None) if switch else None
+    can_set = getattr(module, "_can_set_attn_implementation", None)
+    if set_implementation is not None and callable(can_set) and not can_set():
+        set_implementation = functools.partial(setattr, config, "_attn_implementation")
     if set_implementation is not None:
         set_implementation("eager")
     try:

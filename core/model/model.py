@@ -108,7 +108,9 @@ class Model(ModelParts):
         self.n_layers = config_int(config, "num_hidden_layers", "n_layer")
         self.d_model = config_int(config, "hidden_size", "n_embd")
         self.n_heads = config_int(config, "num_attention_heads", "n_head")
-        self.d_head = config_int(config, "head_dim") or (self.d_model // self.n_heads if self.n_heads else 0)
+        # a head's share of attn.hook_z: multi-head latent attention's values (v_head_dim) differ from its queries'
+        per_head = self.d_model // self.n_heads if self.n_heads else 0
+        self.d_head = config_int(config, "v_head_dim", "head_dim") or per_head
         self.d_mlp = config_int(config, "intermediate_size", "n_inner") or 4 * self.d_model
         #: Site kinds this model has (blocks that run attention and MLP in parallel have no resid_mid).
         own = self.family.kinds if self.family is not None and self.family.kinds is not None else KINDS

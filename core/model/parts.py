@@ -27,7 +27,7 @@ from ..checks import check_int
 from .blocks import derive_family
 from .derive import SEE_ALSO, DerivationError, Skeleton, check_readout, find_skeleton, place_family
 from .inputs import ModelInputs
-from .routing import check_kinds_asked, listed, on_moe_layers, stream_only
+from .routing import check_kinds_asked, stream_only
 from .runlock import run_lock
 from .sites import (
     KINDS,
@@ -147,9 +147,7 @@ class ModelParts(ModelInputs):
         recurrent block has no attention sites, and where a site failed the check at load)."""
         layer = check_int("layer", layer, 0, self.n_layers - 1)
         own = self.family.layer_kinds if self.family is not None else None
-        return tuple(
-            k for k in self.kinds[1:] if k != "embed" and (own is None or k in own[layer] or k in ROUTING_KINDS)
-        )
+        return tuple(k for k in self.kinds[1:] if k != "embed" and (own is None or k in own[layer]))
 
     def _outer(self, *parts: str) -> Family | Skeleton:
         """Where the blocks, final norm and unembedding are: the site table, or the parts found (:mod:`.derive`);
@@ -193,7 +191,7 @@ class ModelParts(ModelInputs):
         """Every site name, in forward order (empty for unsupported architectures)."""
         if self.family is None:
             return []
-        names = listed(self.family, site_names(self.n_layers, self.kinds))
+        names = site_names(self.n_layers, self.kinds)
         if self.family.layer_kinds is None:
             return names
         return [n for n, s in zip(names, parse_sites(names, self.n_layers, self.kinds), strict=True)
@@ -255,12 +253,18 @@ class ModelParts(ModelInputs):
         why = family.why_missing or (parallel if family.parallel else dropped)
         spec = sites if isinstance(sites, str) else list(sites)
         check_kinds_asked(spec, self.kinds, str(getattr(self.config, "model_type", "?")))
-        parsed = on_moe_layers(family, spec, parse_sites(spec, self.n_layers, self.kinds, why))
+        parsed = parse_sites(spec, self.n_layers, self.kinds, why)
         if family.layer_kinds is None:
             return parsed
         named = {sites} if isinstance(sites, str) else set(sites)
         for site in parsed:
             if site.kind != "embed" and site.kind not in self.layer_kinds(site.layer) and site.name in named:
+                if site.kind in ROUTING_KINDS:
+                    routed = [n for n in range(self.n_layers) if site.kind in self.layer_kinds(n)]
+                    raise ValueError(
+                        f"{site.name!r}: block {site.layer} is dense (its MLP has no router), so it has no routing "
+                        f"sites; the blocks with a router are {routed}."
+                    )
                 block = type(self.block(site.layer)._module).__name__
                 raise ValueError(
                     f"{site.name!r} does not exist in this model: block {site.layer} ({block}) has only "

@@ -4,9 +4,13 @@ A MoE block (Mixtral's ``mlp``, GraniteMoE's ``block_sparse_moe``, Llama 4's ``f
 router module that maps each token to expert logits and picks the top-k experts. The router's class is the
 one Hugging Face records for ``output_router_logits`` (``_can_record_outputs["router_logits"]``, which also
 says which element of the router's output tuple is the logits); failing that, a child whose class name holds
-``Router``. Two output layouts exist in transformers 5: ``(logits, weights, indices)`` (Mixtral, Qwen-MoE,
-OLMoE, GPT-OSS, DeepSeek-V3, GraniteMoE, PhiMoE, Qwen3-Next) and ``(dense scores, logits)`` (Llama 4, whose
-chosen experts are the top-k of its logits). :func:`with_router` adds the routing sites to a family:
+``Router``. Its output on one token says its layout (:func:`router_layout`, :data:`READS`): ``(logits, weights,
+indices, ...)`` (Mixtral, Qwen-MoE, OLMoE, GPT-OSS, DeepSeek-V3, GraniteMoE, PhiMoE, Qwen3-Next; Zaya, whose logits
+have one class more, "no expert", read as expert 0 with weight 0), ``(dense scores, logits)`` (Llama 4, whose chosen
+experts are the top-k of its logits), logits last after the router's bookkeeping (JetMoE: the chosen experts are the
+top-k of the logits, their weights its softmax) and a product-key MoE's ``(output, logits [2, tokens, keys])`` (Doge:
+:func:`.trace_ops.product_keys` ranks the experts by their two keys' summed scores).
+:func:`with_router` adds the routing sites to a family:
 
 * ``blocks.{L}.mlp.hook_router_logits``: the logits [batch, pos, n_experts];
 * ``blocks.{L}.mlp.hook_expert_ids``: the chosen experts [batch, pos, top_k];
@@ -14,7 +18,8 @@ chosen experts are the top-k of its logits). :func:`with_router` adds the routin
 * ``blocks.{L}.mlp.hook_expert_out``: every expert's output [batch, pos, n_experts * d_model], where the experts
   module gives them apart (Llama 4 runs every expert on its score-scaled tokens and stacks the outputs).
 
-All are read-only and exist only at the layers that have a router (DeepSeek-V3's first layers are dense).
+All are read-only and exist only at the layers that have a router (DeepSeek-V3's first layers are dense): the
+family's ``layer_kinds`` lists them in those blocks alone, as it lists each block's other kinds.
 The other types' experts modules (transformers 5 fuses a block's experts into stacked weights) take the chosen
 experts and return their weighted sum, so no per-expert output exists there as a module output to read.
 
@@ -38,7 +43,7 @@ from typing import Any
 import torch
 
 from .derive import Skeleton
-from .sites import KINDS, MIXER_KINDS, ROUTING_KINDS, Family, Site, resolve, site_name
+from .sites import KINDS, MIXER_KINDS, ROUTING_KINDS, Family, resolve, site_name
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +52,6 @@ MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss", "deepseek_
              "qwen3_next", "llama4_text")  # fmt: skip
 #: The name ending of a family that maps only the residual stream and the router (a type without a site table).
 STREAM_FAMILY = "+routing"
-_ROUTING_SITE = re.compile(r"^blocks\.(\d+)\.mlp\.hook_(?:router_logits|expert_ids|expert_weights|expert_out)$")
 
 
 def router_class(module: torch.nn.Module) -> tuple[type | None, int]:
@@ -84,21 +88,25 @@ def find_routers(module: torch.nn.Module, layers: str) -> tuple[str, tuple[int, 
     return path, tuple(i for i, p, _ in found if p == path), first, logits_index
 
 
-def routing_reads(block: torch.nn.Module, path: str, logits_index: int, top_k: int, n_experts: int,
-                  width: int) -> tuple[tuple[str, str, str, int], ...]:  # fmt: skip
-    """``(kind, module path, io, width)`` of each routing kind for a router at ``path`` in ``block`` whose logits are
-    element ``logits_index`` of its output: ``(logits, weights, indices)`` routers give the first three;
-    ``(dense scores, logits)`` routers give the top-k of the logits as the experts and of the scores as their
-    weights. An ``experts`` module beside the router that takes only the tokens (one row block per expert, Llama 4)
-    gives each expert's output."""
-    if logits_index == 0:
-        reads = ("element.0", "element.2", "element.1")
-    else:
-        reads = (f"element.{logits_index}", f"topk.{logits_index}.{top_k}.indices", f"topk.0.{top_k}.values")
-    out = [
-        (kind, path, io, size)
-        for kind, io, size in zip(ROUTING_KINDS[:3], reads, (n_experts, top_k, top_k), strict=True)
-    ]
+#: What each routing kind reads of a router's output, per layout (``{i}`` the logits' index, ``{k}`` the top k).
+READS = {
+    "triple": ("element.0", "element.2", "element.1"),  # (logits, weights, indices, ...)
+    "scores": ("element.{i}", "topk.{i}.{k}.indices", "topk.0.{k}.values"),  # (dense scores, logits): Llama 4
+    "gating": ("element.{i}", "topk.{i}.{k}.indices", "topk.{i}.{k}.softmax"),  # (..., logits): JetMoE
+    "keys": ("keys.{i}.{k}.logits", "keys.{i}.{k}.indices", "keys.{i}.{k}.weights"),  # product keys: Doge
+}
+
+
+def routing_reads(block: torch.nn.Module, path: str, layout: str, logits_index: int, top_k: int,
+                  widths: tuple[int, int], width: int) -> tuple[tuple[str, str, str, int], ...]:  # fmt: skip
+    """``(kind, module path, io, width)`` of each routing kind for a router at ``path`` in ``block`` whose output has
+    ``layout`` (a key of :data:`READS`) with its logits at element ``logits_index``; ``widths`` are the logits' width
+    and the expert count. An ``experts`` module beside the router that takes only the tokens (one row block per
+    expert, Llama 4) gives each expert's output."""
+    reads = [io.format(i=logits_index, k=top_k) for io in READS[layout]]
+    n_logits, n_experts = widths
+    sizes = (n_logits, top_k, top_k)
+    out = [(kind, path, io, size) for kind, io, size in zip(ROUTING_KINDS[:3], reads, sizes, strict=True)]
     experts = f"{path.rsplit('.', 1)[0]}.experts" if "." in path else "experts"
     # the class's forward: nnsight wraps the instance's; (self, hidden_states) takes the tokens alone
     if _resolves(block, experts) and len(inspect.signature(type(resolve(block, experts)).forward).parameters) == 2:
@@ -122,19 +130,27 @@ def _router_output(module: torch.nn.Module, router: torch.nn.Module) -> Any:
     return seen[0] if seen else None
 
 
-def _check_layout(out: Any, logits_index: int, top_k: int, n_experts: int) -> str | None:
-    """Why the router's output on one token does not have the layout expected (None when it does, or when there is
-    no output to check: the meta device)."""
+def router_layout(out: Any, logits_index: int, top_k: int, n_experts: int) -> tuple[str, int, str]:
+    """(layout, the logits' width, why none fits) of a router's output on one token: ``"triple"`` (logits, weights,
+    indices, ...: the logits may have one class more than the experts, Zaya's "no expert"), ``"scores"`` (dense
+    scores, logits), ``"gating"`` (logits last after the router's own bookkeeping, JetMoE), ``"keys"`` (a product-key
+    MoE's (output, logits [2, tokens, keys]), Doge). No output (the meta device): the layout its logits' index says."""
     if out is None:
-        return None
-    size = 3 if logits_index == 0 else 2
-    if not isinstance(out, tuple) or len(out) != size:
-        return f"its router returns {type(out).__name__} of {len(out) if isinstance(out, tuple) else 1}, not {size}"
-    if tuple(out[logits_index].shape) != (1, n_experts):
-        return f"its router's logits have shape {tuple(out[logits_index].shape)}, not (1, {n_experts})"
-    if logits_index == 0 and (out[2].dtype.is_floating_point or tuple(out[2].shape) != (1, top_k)):
-        return f"its router's third output is not the {top_k} chosen experts"
-    return None
+        return ("triple" if logits_index == 0 else "scores"), n_experts, ""
+    shapes = [tuple(o.shape) if isinstance(o, torch.Tensor) else type(o).__name__ for o in (
+        out if isinstance(out, tuple) else (out,))]  # fmt: skip
+    logits = out[logits_index] if isinstance(out, tuple) and len(out) > logits_index else None
+    if not isinstance(logits, torch.Tensor):
+        return "", 0, f"its router returns {shapes}, with no logits at element {logits_index}"
+    ids = out[2] if logits_index == 0 and len(out) >= 3 else None
+    chose = isinstance(ids, torch.Tensor) and not ids.dtype.is_floating_point and tuple(ids.shape) == (1, top_k)
+    if chose and logits.dim() == 2 and logits.shape[-1] in (n_experts, n_experts + 1):
+        return "triple", int(logits.shape[-1]), ""
+    if tuple(logits.shape) == (1, n_experts) and logits_index > 0:
+        return ("scores" if len(out) == 2 else "gating"), n_experts, ""
+    if logits.dim() == 3 and logits.shape[0] == 2 and int(logits.shape[-1]) ** 2 <= n_experts:
+        return "keys", 2 * int(logits.shape[-1]), ""
+    return "", 0, f"its router's output {shapes} has none of the layouts of {', '.join(READS)} (see routing.py)"
 
 
 def stream_family(model_type: str, skeleton: Skeleton) -> Family:
@@ -168,8 +184,9 @@ def with_router(family: Family | None, module: Any, skeleton: Skeleton | None, c
         int(weight.shape[0]) if weight is not None else 0
     )
     width = int(weight.shape[-1]) if weight is not None else int(getattr(config, "hidden_size", 0) or 0)
-    problem = (f"no top_k or expert count on {type(router).__name__}" if not (top_k and n_experts and width)
-               else _check_layout(_router_output(module, router), logits_index, top_k, n_experts))  # fmt: skip
+    layout, n_logits, problem = (
+        ("", 0, f"no top_k or expert count on {type(router).__name__}") if not (top_k and n_experts and width)
+        else router_layout(_router_output(module, router), logits_index, top_k, n_experts))  # fmt: skip
     if problem:
         logger.warning("model_type %r has a router at %s but no routing sites: %s.", model_type, path, problem)
         return family
@@ -178,9 +195,12 @@ def with_router(family: Family | None, module: Any, skeleton: Skeleton | None, c
     block = resolve(module, f"{base.layers}.{moe_layers[0]}")
     if base.down_proj and not _resolves(block, base.down_proj):
         kinds = tuple(k for k in kinds if k != "mlp_post")  # the experts are fused: no one down projection
-    reads = routing_reads(block, path, logits_index, top_k, n_experts, width)
-    kinds += tuple(kind for kind, *_ in reads)
-    return dataclasses.replace(base, kinds=kinds, router=path, routing=reads, moe_layers=moe_layers)
+    reads = routing_reads(block, path, layout, logits_index, top_k, (n_logits, n_experts), width)
+    routed = tuple(kind for kind, *_ in reads)
+    blocks = range(len(resolve(module, base.layers)))
+    own = base.layer_kinds or tuple(tuple(k for k in KINDS[1:] if k in kinds) for _ in blocks)
+    per_layer = tuple(kinds_ + (routed if layer in moe_layers else ()) for layer, kinds_ in zip(blocks, own))
+    return dataclasses.replace(base, kinds=kinds + routed, router=path, routing=reads, layer_kinds=per_layer)
 
 
 def _first_int(router: torch.nn.Module, config: Any, *names: str) -> int:
@@ -229,35 +249,9 @@ def check_kinds_asked(spec: str | Sequence[str], kinds: Sequence[str], model_typ
         )
 
 
-def on_moe_layers(family: Family, spec: str | Sequence[str], parsed: list[Site]) -> list[Site]:
-    """``parsed`` without the routing sites of dense layers that a short form named; a full name of one is refused
-    naming the layers that have a router."""
-    if not family.router:
-        return parsed
-    named = {spec} if isinstance(spec, str) else {s for s in spec if isinstance(s, str)}
-    kept = []
-    for site in parsed:
-        if site.kind in ROUTING_KINDS and site.layer not in family.moe_layers:
-            if site.name in named:
-                raise ValueError(
-                    f"{site.name!r}: block {site.layer} is dense (its MLP has no router), so it has no routing "
-                    f"sites; the blocks with a router are {list(family.moe_layers)}."
-                )
-            continue
-        kept.append(site)
-    return kept
-
-
-def listed(family: Family | None, names: list[str]) -> list[str]:
-    """``names`` without the routing sites of dense layers (what ``model.sites`` lists)."""
-    if family is None or not family.router:
-        return names
-    return [n for n in names if not (m := _ROUTING_SITE.match(n)) or int(m.group(1)) in family.moe_layers]
-
-
 def per_position(value: torch.Tensor, io: str, shape: Sequence[int]) -> torch.Tensor:
     """A routing site's value [tokens, ...] (routers see tokens flattened) as [batch, pos, ...] for an input of
     ``shape`` [batch, pos]; any other site's value as it is."""
-    if io.startswith(("element.", "topk.", "experts.")) and value.dim() == 2:
+    if io.startswith(("element.", "topk.", "experts.", "keys.")) and value.dim() == 2:
         return value.reshape(int(shape[0]), int(shape[1]), -1)
     return value

@@ -118,8 +118,6 @@ class Family:
     #: ``(kind, module path relative to the block, io, width)``.
     router: str = ""
     routing: tuple[tuple[str, str, str, int], ...] = ()
-    #: The layers whose blocks have a router (a dense layer has no routing sites).
-    moe_layers: tuple[int, ...] = ()
     #: ``(kind, path with {L}, io)`` rows that place those kinds anywhere (a module's own map: :mod:`.custom`).
     paths: tuple[tuple[str, str, str], ...] = ()
     #: The MLP module (relative to the block); when set, ``hook_mlp_in`` is its input (blocks without a norm before
@@ -128,10 +126,15 @@ class Family:
     #: Whether attention and the MLP read the same input and both add to it (no ``hook_resid_mid``).
     parallel: bool = False
     #: The kinds each block has, where blocks differ (hybrid models: a recurrent layer has no attention sites;
-    #: sites that failed the check at load). None: every block has ``kinds``.
+    #: sites that failed the check at load; routing sites only in blocks with a router). None: every block has
+    #: ``kinds``.
     layer_kinds: tuple[tuple[str, ...], ...] | None = None
     #: Found from the module tree at load (:mod:`.blocks`), not written by hand.
     derived: bool = False
+    #: Modules (relative to the block) whose output the block edits in place after they return (Falcon's
+    #: ``mlp_output += attention_output``); their output sites are read and written as ``"edited"``. Found by the
+    #: check at load (:mod:`.validate`).
+    edited: tuple[str, ...] = ()
 
 
 #: Hand-written families. Derivation (:mod:`.blocks`) finds the same modules for gpt2, gemma, llama and neox
@@ -345,10 +348,22 @@ def site_module_path(family: Family, site: Site) -> tuple[str, str]:
     """The module path for a site and how its value is read there.
 
     ``"input"`` / ``"output"``: the module's input or output (first element of a tuple);
-    ``"weights"``: the second element of the attention module's output (the pattern; read-only);
+    ``"edited"``: the output of a module the block then edits in place (:attr:`Family.edited`), read and written
+    as a copy; ``"weights"``: the second element of the attention module's output (the pattern; read-only);
     ``"stream"``: the module's input, which the block also keeps as its residual stream, so it is
     written in place (``hook_resid_mid`` at the norm before the MLP).
+
+    >>> site_module_path(FAMILIES["llama"], parse_site("blocks.1.hook_mlp_out", n_layers=2))
+    ('model.layers.1.mlp', 'output')
     """
+    path, io = _module_path(family, site)
+    block = f"{family.layers}.{site.layer}."
+    if io == "output" and path.startswith(block) and path[len(block) :] in family.edited:
+        return path, "edited"
+    return path, io
+
+
+def _module_path(family: Family, site: Site) -> tuple[str, str]:
     for kind, template, io in family.paths:
         if kind == site.kind:
             return template.replace("{L}", str(site.layer)), io

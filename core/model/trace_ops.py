@@ -37,9 +37,14 @@ def identity(value: Any) -> Any:
 def read_site(envoy: Any, io: str) -> Any:
     """A site's tensor inside an nnsight trace (the first element when the module returns a tuple).
 
+    An ``"edited"`` site (a module output its caller then edits in place, Falcon's MLP) is read as the module
+    returned it: the caller goes on with a copy.
+
     A router's ``io`` names what of its output tuple to read: ``"element.I"`` its element ``I``,
-    ``"topk.I.K.indices"`` / ``"topk.I.K.values"`` the top ``K`` of element ``I`` over the experts
-    (for routers that return no indices); ``"experts.E"`` an experts module's stacked output [E * tokens, d] as
+    ``"topk.I.K.indices"`` / ``"topk.I.K.values"`` / ``"topk.I.K.softmax"`` the top ``K`` of element ``I`` over the
+    experts and their softmax (for routers that return no indices); ``"keys.I.K.logits"`` / ``.indices`` /
+    ``.weights`` a product-key router's logits [2, tokens, keys] at element ``I`` (:func:`product_keys`);
+    ``"experts.E"`` an experts module's stacked output [E * tokens, d] as
     [tokens, E * d]. Routers and experts see tokens flattened, so these are [tokens, ...].
     """
     if io == "weights":
@@ -47,19 +52,55 @@ def read_site(envoy: Any, io: str) -> Any:
     if io.startswith("experts."):
         out = envoy.output
         return out.view(int(io.split(".")[1]), -1, out.shape[-1]).transpose(0, 1).flatten(1)
-    if io.startswith(("element.", "topk.")):
+    if io.startswith(("element.", "topk.", "keys.")):
         parts = io.split(".")
         value = envoy.output[int(parts[1])]
         if parts[0] == "element":
             return value
+        if parts[0] == "keys":
+            return product_keys(value, int(parts[2]), parts[3])
         top = torch.topk(value, int(parts[2]), dim=-1)
+        if parts[3] == "softmax":
+            return token_probs(top.values)
         return top.indices if parts[3] == "indices" else top.values
+    if io == "edited":
+        return _keep_output(envoy)
     value = envoy.output if io == "output" else envoy.input
     return value[0] if isinstance(value, tuple) else value
 
 
+def _keep_output(envoy: Any) -> Any:
+    """The output of a module its caller edits in place afterwards (``io == "edited"``): the caller goes on with a
+    copy, so the tensor read keeps the value the module returned and stays in the autograd graph."""
+    out = envoy.output
+    first = out[0] if isinstance(out, tuple) else out
+    envoy.output = (first.clone(), *out[1:]) if isinstance(out, tuple) else first.clone()
+    return first
+
+
+def product_keys(logits_2TN: torch.Tensor, k: int, what: str) -> torch.Tensor:
+    """What a product-key router (Doge's) chose from its logits [2, tokens, keys]: ``"logits"`` each token's
+    [2 * keys] (the halves are a view of the router's [..., 2 * keys] output, so a token's own are contiguous),
+    ``"indices"`` the ``k`` experts ``a * keys + b`` whose summed key scores are highest, ``"weights"`` their
+    softmax.
+
+    >>> product_keys(torch.tensor([[[0.0, 2.0]], [[1.0, 0.0]]]), 1, "indices")
+    tensor([[2]])
+    """
+    n_keys = logits_2TN.shape[-1]
+    if what == "logits":
+        return logits_2TN.reshape(logits_2TN.shape[1], 2 * n_keys)
+    (scores_x, scores_y), (ids_x, ids_y) = logits_2TN.topk(n_keys, dim=-1)
+    scores = (scores_x[..., :, None] + scores_y[..., None, :]).flatten(-2)
+    ids = (ids_x[..., :, None] * n_keys + ids_y[..., None, :]).flatten(-2)
+    top, where = scores.topk(k, dim=-1)
+    return ids.gather(-1, where) if what == "indices" else token_probs(top)
+
+
 def write_site(envoy: Any, io: str, value: Any) -> None:
     """Replace a site's tensor inside a trace, keeping the rest of a tuple output; the batch may change size.
+
+    An ``"edited"`` site gets a copy of ``value`` (its caller edits it in place afterwards).
 
     A ``"stream"`` site is written in place (the block keeps that tensor as its residual stream), so
     its shape cannot change; attention patterns (``"weights"``) cannot be written.
@@ -69,7 +110,7 @@ def write_site(envoy: Any, io: str, value: Any) -> None:
             "Attention patterns (attn.hook_pattern) can be read, not written: the attention output is computed "
             "from them inside the attention module. Write attn.hook_z or hook_attn_out instead."
         )
-    if io.startswith(("element.", "topk.", "experts.")):
+    if io.startswith(("element.", "topk.", "experts.", "keys.")):
         raise ValueError(
             "Routing sites (mlp.hook_router_logits, hook_expert_ids, hook_expert_weights, hook_expert_out) can be "
             "read, not written: the router's choice is made inside the MoE block. Write hook_mlp_in or hook_mlp_out "
@@ -87,6 +128,8 @@ def write_site(envoy: Any, io: str, value: Any) -> None:
     if io == "input":
         envoy.input = value
         return
+    if io == "edited":  # the caller edits what it gets in place: a copy, so ``value`` itself is left as it is
+        value = value.clone()
     current = envoy.output
     envoy.output = (value, *current[1:]) if isinstance(current, tuple) else value
 

@@ -9,6 +9,10 @@ MLP reads; attention pattern rows sum to 1 (attention run eagerly for the check)
 Cost: one forward of one token that stops after the last block (:func:`.blocks.capture`), run once per torch module
 (``parts.ModelParts._checked`` keeps the result).
 
+A module output that the block edits in place after the module returns (Falcon adds attention into its MLP's
+output) is checked as the module returned it and recorded in ``Family.edited``, so that every read of it takes the
+value before the edit (:func:`.trace_ops.read_site`).
+
 Policy: the model loads with the sites that pass; each failed site is dropped from that block and one warning
 lists them with what was expected, so a partly understood model still gives every site that is right and
 never one that is wrong. A site nothing can check (an MLP after a recurrent mixer in a hybrid block, whose
@@ -53,7 +57,7 @@ def _value(seen: dict[str, tuple[Any, Any]], path: str, io: str) -> torch.Tensor
     if io == "weights":
         out = out[1] if isinstance(out, tuple) and len(out) > 1 else None
         return out if isinstance(out, torch.Tensor) else None
-    value = out if io == "output" else given
+    value = out if io in ("output", "edited") else given
     value = value[0] if isinstance(value, (tuple, list)) and value else value
     return value if isinstance(value, torch.Tensor) else None
 
@@ -94,6 +98,13 @@ def _layer_problems(family: Family, layer: int, kinds: tuple[str, ...], read: An
     return bad
 
 
+def _with_edited(family: Family, paths: set[str], n_layers: int) -> Family:
+    """``family`` with the modules (relative to the block) whose output a block edits in place after they return."""
+    blocks = [f"{family.layers}.{layer}." for layer in range(n_layers)]
+    inside = {path[len(b) :] for path in paths for b in blocks if path.startswith(b)}
+    return dataclasses.replace(family, edited=tuple(sorted(inside))) if inside else family
+
+
 def _sum(a: torch.Tensor | None, b: torch.Tensor | None) -> torch.Tensor | None:
     return None if a is None or b is None or a.shape != b.shape else a + b
 
@@ -116,10 +127,12 @@ def check_sites(
     extra = [f"{family.layers}.{layer}.{p}" for layer, kinds in enumerate(per_layer) for p in (
         *((family.o_proj, family.attn) if "hook_z" in kinds else ()),
         *((family.down_proj, _parent(family.down_proj)) if "mlp_post" in kinds else ()))]  # fmt: skip
+    edited: set[str] = set()
     with eager_attention(module, any("pattern" in kinds for kinds in per_layer)):
         seen = capture(
-            module, [path for path, _ in paths.values()] + extra, [token_id], f"{family.layers}.{n_layers - 1}"
+            module, [path for path, _ in paths.values()] + extra, [token_id], f"{family.layers}.{n_layers - 1}", edited
         )
+    family = _with_edited(family, edited, n_layers)
     kept, problems = [], []
     for layer, kinds in enumerate(per_layer):
 

@@ -37,7 +37,7 @@ def _hook(p: SitePlan, state: dict[str, Any]) -> Callable[..., Any]:
         first = state["calls"] == 0
         return steer_value(x, p, state["mask"] if first else None)
 
-    if p.io == "output":
+    if p.io in ("output", "edited"):
 
         def post(_mod: Any, _args: Any, out: Any) -> Any:
             if threading.get_ident() != state["thread"]:
@@ -83,7 +83,7 @@ def apply(model: Model, steering: Steering, mask_BL: torch.Tensor | None = None)
     try:
         for p in plans:
             module = root.get_submodule(site_module_path(model.check_mapped(), p.site)[0])
-            if p.io == "output":
+            if p.io in ("output", "edited"):
                 handles.append(module.register_forward_hook(_hook(p, state)))
             else:
                 handles.append(module.register_forward_pre_hook(_hook(p, state), with_kwargs=True))

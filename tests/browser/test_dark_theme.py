@@ -1,6 +1,7 @@
 """Canvases follow a JupyterLab theme switch: after File > Theme > JupyterLab Dark, AttentionPattern (matrix and head
 thumbnails) and CircuitGraph repaint on a dark background without any interaction, and mid values stay visible
-on it (attention 0.41 in the matrix, a small normalized value in a patching grid), checked on the pixels."""
+on it (attention 0.41 in the matrix, a small normalized value in a patching grid, a routing grid's chosen experts),
+checked on the pixels."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ import interplab as ilab
 from interplab.core.circuits import attribute
 from interplab.core.views.attention_pattern import AttentionData
 from tests.circuits.test_attribute import PROMPT, transcoders
-from tests.tiny import tiny_model
+from tests.model.test_routing import tiny_moe
+from tests.tiny import tiny_model, tiny_tokenizer
 torch.set_num_threads(1)
 pattern = np.zeros((1, 2, 4, 4), dtype=np.float32)
 pattern[0, :, 0, 0] = 1.0
@@ -40,7 +42,9 @@ attn = ilab.widgets.AttentionPattern(AttentionData(["<bos>", "a", "b", "c"], [0]
 values = np.array([[0.1, 1.0, 0.0]], dtype=np.float32)   # normalized = values (clean 1, corrupted 0)
 grid = ilab.widgets.PatchingGrid(ilab.patching.PatchingResult(values, clean_baseline=1.0, corrupt_baseline=0.0,
                                  site="resid_pre", positions=[0, 1, 2], tokens=["a", "b", "c"]))
-display(attn, grid)
+moe = ilab.load_model(tiny_moe("mixtral"), tokenizer=tiny_tokenizer())
+routing = ilab.widgets.Routing(moe, "Mary and John went to the store", layer=1)
+display(attn, grid, routing)
 """
 GRAPH = """
 model = tiny_model("gemma3")
@@ -137,6 +141,15 @@ def test_canvases_repaint_on_a_theme_switch_and_keep_mid_values_visible(
         bg = css_rgba(grid.evaluate("e => getComputedStyle(e).backgroundColor"))
         small = css_rgba(out.locator(".ilab-pg-cell").first.evaluate("e => getComputedStyle(e).backgroundColor"))
         assert luminance(bg) < 0.05 and contrast(over(small, bg), bg) >= 1.5, (small, bg)
+        # the routing grid follows the theme: a dark grid, dark cell borders, chosen cells visible on it
+        routing = out.locator(".ilab-routing-grid")
+        bg = css_rgba(routing.evaluate("e => getComputedStyle(e).backgroundColor"))
+        chosen = out.locator(".ilab-routing-chosen").first
+        cell, border = (
+            css_rgba(chosen.evaluate(f"e => getComputedStyle(e).{p}")) for p in ("backgroundColor", "borderTopColor")
+        )
+        assert luminance(bg) < 0.05 and luminance(border) < 0.1, (bg, border)
+        assert contrast(over(cell, bg), bg) >= 1.5, (cell, bg)
     finally:
         set_theme(page, "JupyterLab Light", light=True)
     # and back: light again

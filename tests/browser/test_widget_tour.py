@@ -68,6 +68,11 @@ panel
 """,
     "LogitLens": "ilab.widgets.LogitLens(ilab.logit_lens(model, clean))",
     "AttentionPattern": "ilab.widgets.AttentionPattern(model, clean)",
+    "Routing": """
+from tests.model.test_routing import tiny_moe
+moe = ilab.load_model(tiny_moe("mixtral"), tokenizer=model.tokenizer)
+ilab.widgets.Routing(moe, clean, layer=1)
+""",
 }
 # What to hover in each widget's output: the first, the right-most and the last of these elements.
 TARGETS = {
@@ -78,6 +83,7 @@ TARGETS = {
     "SteeringPanel": ".ilab-steer-tok",
     "LogitLens": ".ilab-lens-cell",
     "AttentionPattern": ".ilab-attn-from .ilab-attn-tok",
+    "Routing": ".ilab-routing-cell",
 }
 MAX_GAP_PX = 40
 MIN_CONTRAST = 4.5

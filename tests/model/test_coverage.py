@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from interplab.core.model.eager_attention import eager_attention
 from interplab.core.model.sites import FAMILIES, MODEL_TYPES, ROUTING_KINDS, resolve
 from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -26,8 +27,24 @@ from tests.tiny import TEXTS, VOCAB_SIZE, tiny_tokenizer
 COMMON = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
               intermediate_size=128, head_dim=16, vocab_size=VOCAB_SIZE, max_position_embeddings=128,
               bos_token_id=1, eos_token_id=2, pad_token_id=0)  # fmt: skip
+#: Multi-head latent attention at this size: compressed queries and keys/values, query/key heads of 8 + 8 and value
+#: heads of 24 (so attn.hook_z is 4 x 24 wide, neither d_model nor 4 x head_dim), 8 routed experts, a dense block 0.
+MLA = dict(kv_lora_rank=16, q_lora_rank=32, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=24, head_dim=8,
+           num_key_value_heads=4, n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=32, n_group=2,
+           topk_group=1, first_k_dense_replace=1)  # fmt: skip
+MLA_TYPES = ("axk1", "axk2", "deepseek_v2", "deepseek_v3", "deepseek_v32", "glm4_moe_lite", "glm_moe_dsa",
+             "sarvam_mla")  # fmt: skip
+#: The attention settings alone, for a dense MLA type (Youtu).
+_MLA_ATTENTION = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "head_dim",
+                  "num_key_value_heads")  # fmt: skip
+MLA_DENSE = {k: v for k, v in MLA.items() if k in _MLA_ATTENTION}
+#: Types whose attn.hook_z differs in width between layers, so model.site_dim (one width per kind) gives the first
+#: layer's: Gemma 4's full-attention layers use global_head_dim.
+Z_WIDTH_VARIES = {"gemma4_unified_text"}
 #: Config changes some types need to build at this size (or to have both kinds of layer in two).
 OVERRIDES: dict[str, dict] = {
+    **dict.fromkeys(MLA_TYPES, MLA),
+    "youtu": MLA_DENSE,
     "gptj": dict(rotary_dim=8),
     "codegen": dict(rotary_dim=8),
     "falcon": dict(head_dim=None),
@@ -64,7 +81,7 @@ HYBRID = {
     "lfm3": (_MIXER_DENSE, _ATTN_DENSE),
 }
 #: Blocks that run attention and the MLP in parallel (no hook_resid_mid).
-PARALLEL = {"codegen", "cohere", "cohere2", "cohere2_moe", "gpt_neox", "gptj", "phi"}
+PARALLEL = {"codegen", "cohere", "cohere2", "cohere2_moe", "falcon", "gpt_neox", "gptj", "phi"}
 #: Types checked, in the order docs/models.md lists them.
 COVERED: tuple[str, ...] = (
     "afmoe",
@@ -72,6 +89,8 @@ COVERED: tuple[str, ...] = (
     "apertus1p5_text",
     "arcee",
     "aria_text",
+    "axk1",
+    "axk2",
     "bamba",
     "biogpt",
     "bitnet",
@@ -81,6 +100,9 @@ COVERED: tuple[str, ...] = (
     "cohere2_moe",
     "ctrl",
     "cwm",
+    "deepseek_v2",
+    "deepseek_v3",
+    "deepseek_v32",
     "diffllama",
     "doge",
     "ernie4_5",
@@ -88,6 +110,7 @@ COVERED: tuple[str, ...] = (
     "exaone",
     "exaone4",
     "exaone_moe",
+    "falcon",
     "flex_olmo",
     "fuyu",
     "gemma",
@@ -97,6 +120,8 @@ COVERED: tuple[str, ...] = (
     "glm",
     "glm4",
     "glm4_moe",
+    "glm4_moe_lite",
+    "glm_moe_dsa",
     "gpt-sw3",
     "gpt2",
     "gpt_bigcode",
@@ -150,6 +175,7 @@ COVERED: tuple[str, ...] = (
     "qwen3_5_text",
     "qwen3_moe",
     "qwen3_next",
+    "sarvam_mla",
     "sarvam_moe",
     "seed_oss",
     "smollm3",
@@ -158,6 +184,7 @@ COVERED: tuple[str, ...] = (
     "starcoder2",
     "vaultgemma",
     "xglm",
+    "youtu",
     "zaya",
 )
 _BUILD = "the tiny config does not build or run in transformers 5.24 at this size"
@@ -168,24 +195,6 @@ _ENCODER = (
 _HYBRID_CACHE = "transformers fails on a cache of linear-attention layers only with this two-layer pattern"
 #: Causal-LM types of transformers 5.24 not covered, and why (the rest of MODEL_FOR_CAUSAL_LM_MAPPING_NAMES).
 NOT_COVERED: dict[str, str] = {
-    **dict.fromkeys(
-        (
-            "axk1",
-            "axk2",
-            "deepseek_v2",
-            "deepseek_v3",
-            "deepseek_v32",
-            "glm4_moe_lite",
-            "glm_moe_dsa",
-            "longcat_flash",
-            "minicpm3",
-            "sarvam_mla",
-            "youtu",
-            "kimi_linear",
-            "bailing_hybrid",
-        ),
-        "multi-head latent attention: head sizes that do not fit the shared tiny config (" + _BUILD + ")",
-    ),
     **dict.fromkeys(
         (
             "dbrx",
@@ -259,12 +268,14 @@ NOT_COVERED: dict[str, str] = {
         "config leaves at the default, so no list of num_hidden_layers blocks is found",
     ),
     "trocr": "post-norm blocks: hook_mlp_out and the pattern fail the check at load and are dropped",
-    **dict.fromkeys(("qwen4_exp_text", "recurrent_gemma"), _HYBRID_CACHE),
+    **dict.fromkeys(("qwen4_exp_text", "recurrent_gemma", "kimi_linear", "bailing_hybrid"), _HYBRID_CACHE),
+    "longcat_flash": "its blocks hold lists of attention modules, norms and MLPs (two sub-layers each) beside a "
+    "shortcut MoE: no one attention module or MLP to find (multi-head latent attention on the MLA config)",
+    "minicpm3": "its blocks scale each branch before adding it to the residual (scale_depth): no module reads "
+    "resid_pre + attn_out, so attention and MLP sites are dropped at load (multi-head latent attention builds)",
     "mamba": "Mamba has its hand-written family (only the residual stream: no attention, no MLP)",
     "falcon_mamba": "Mamba blocks: no attention and no MLP to find (the mamba family's stream sites apply)",
     "rwkv": "RWKV's first block applies an extra pre-norm, so hidden_states[0] is not the block's input",
-    "falcon": "FalconDecoderLayer adds attention into the MLP output in place (mlp_output += attention_output), so "
-    "hook_mlp_out read there is overwritten; the check at load drops it and hook_attn_out",
     "bloom": "attention and MLP add the residual inside their modules; reading hook_z, hook_attn_out and the pattern "
     "inside one module runs in another order than nnsight's site order",
     "opt": "OPTDecoderLayer flattens the stream to [tokens, d] before the MLP: the MLP sites are dropped at load",
@@ -317,15 +328,13 @@ def hf_truth(hf: torch.nn.Module, enc: dict[str, torch.Tensor], attn_paths: list
         return hook
 
     hooks = [resolve(hf, p).register_forward_hook(keep(p)) for p in attn_paths]
-    before = hf.config._attn_implementation
-    hf.set_attn_implementation("eager")
+    # eager for the whole model (Falcon's output_attentions under sdpa adds its boolean mask to the scores)
     try:
-        with torch.no_grad():
+        with eager_attention(hf), torch.no_grad():
             out = hf(**enc, output_hidden_states=True, output_attentions=True, use_cache=False)
     finally:
         for hook in hooks:
             hook.remove()
-        hf.set_attn_implementation(before)
     return out, seen
 
 
@@ -366,6 +375,9 @@ def assert_sites_match_hf(kind: str, model: ilab.Model, hf: torch.nn.Module) -> 
             pattern, want = site(layer, "pattern"), out.attentions[index].float()
             for row, n in enumerate(mask.sum(1).tolist()):
                 torch.testing.assert_close(pattern[row, :, :n, :n], want[row, :, :n, :n], rtol=1e-4, atol=1e-5)
+        if "hook_z" in kinds and kind not in Z_WIDTH_VARIES:
+            z_name = ilab.core.model.site_name(layer, "hook_z")
+            assert site(layer, "hook_z").shape[-1] == model.site_dim(z_name), f"{kind} {z_name} width"
         if "hook_z" in kinds and family.o_proj != family.attn_out:
             o_proj = resolve(hf, f"{family.layers}.{layer}.{family.o_proj}")
             with torch.no_grad():

@@ -4,6 +4,8 @@ scoring rule, the weights are the router's own (a torch hook, the control), and 
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from interplab.core.model.routing import MOE_TYPES
@@ -40,6 +42,11 @@ def tiny_moe(kind: str) -> torch.nn.Module:
     return hf
 
 
+def moe_layers(model: ilab.Model) -> list[int]:
+    """The blocks that have routing sites in their ``layer_kinds`` (those with a router)."""
+    return [layer for layer in range(model.n_layers) if "router_logits" in model.layer_kinds(layer)]
+
+
 @pytest.fixture(scope="module", params=MOE_TYPES)
 def moe(request):
     hf = tiny_moe(request.param)
@@ -71,10 +78,11 @@ def chosen_by_rule(kind: str, hf: torch.nn.Module, layer: int, logits_TE: torch.
 
 def test_every_moe_type_lists_routing_sites_at_its_moe_layers(moe):
     kind, hf, model = moe
-    moe_layers = [1] if kind == "deepseek_v3" else [0, 1]
+    routed_layers = [1] if kind == "deepseek_v3" else [0, 1]
     routing = [s for s in model.sites if ".mlp.hook_" in s]
     kinds = [*ROUTING, "expert_out"] if kind == "llama4_text" else ROUTING  # only Llama 4's experts give them apart
-    assert routing == [f"blocks.{layer}.mlp.hook_{name}" for layer in moe_layers for name in kinds]
+    assert routing == [f"blocks.{layer}.mlp.hook_{name}" for layer in routed_layers for name in kinds]
+    assert moe_layers(model) == routed_layers
     config = hf.config
     n_experts = config.num_local_experts if hasattr(config, "num_local_experts") else (
         getattr(config, "num_experts", None) or config.n_routed_experts)  # fmt: skip
@@ -119,7 +127,7 @@ def test_expert_ids_are_the_top_k_of_the_scoring_rule(moe):
     kind, hf, model = moe
     acts = model.collect(TEXTS, ["router_logits", "expert_ids"])
     lengths = tiny_tokenizer()(TEXTS, return_tensors="pt", padding=True)["attention_mask"].sum(1)
-    for layer in model.family.moe_layers:
+    for layer in moe_layers(model):
         logits = acts[f"blocks.{layer}.mlp.hook_router_logits"]
         ids = acts[f"blocks.{layer}.mlp.hook_expert_ids"]
         k = ids.shape[-1]
@@ -134,7 +142,7 @@ def test_expert_weights_are_the_routers_own(moe):
     the chosen experts)."""
     kind, hf, model = moe
     acts = model.collect(TEXTS, ["expert_ids", "expert_weights"])
-    layer = model.family.moe_layers[-1]
+    layer = moe_layers(model)[-1]
     router = hf.model.layers[layer].get_submodule(model.family.router)
     seen = []
     hook = router.register_forward_hook(lambda _m, _i, out: seen.append(out))
@@ -215,11 +223,15 @@ def test_llama4_expert_outputs_equal_its_experts_and_sum_to_the_routed_output():
         assert torch.equal(nonzero, chosen)
 
 
-#: MoE types among the derived ones (tests/model/test_coverage.py) whose router has no routing sites, and why.
-NOT_ROUTED = {
-    "doge": "its router is the whole MoE module (DogeCDMoE), not a module inside it",
-    "jetmoe": "its gating returns five values, not the (logits, weights, indices) or (scores, logits) layouts",
-    "zaya": "its router returns four values, not the (logits, weights, indices) or (scores, logits) layouts",
+#: MoE types among the derived ones (tests/model/test_coverage.py) whose router has no routing sites, and why (none:
+#: Doge's product keys, JetMoE's gating and Zaya's router with a "no expert" class have their layouts in routing.READS).
+NOT_ROUTED: dict[str, str] = {}
+#: The layouts beyond (logits, weights, indices) and (scores, logits), on configs that route (Doge's tiny coverage
+#: config is dense: is_moe defaults to False).
+OTHER_LAYOUTS = {
+    "doge": dict(is_moe=True, num_experts=16, num_experts_per_tok=2),
+    "jetmoe": dict(num_experts_per_tok=2),
+    "zaya": {},  # ZAYA takes num_experts_per_tok=1 only
 }
 
 
@@ -233,7 +245,7 @@ def _covered_moe_types() -> list[str]:
             config = tiny_config(kind).get_text_config()
         except Exception:  # a type whose tiny config does not build is the coverage test's to report
             continue
-        if any(getattr(config, name, None) for name in names):
+        if getattr(config, "is_moe", True) and any(getattr(config, name, None) for name in names):
             found.append(kind)
     return found
 
@@ -261,6 +273,73 @@ def test_router_logits_of_every_covered_moe_type_equal_hf(kind):
     mask = enc["attention_mask"].bool()
     for j, site in enumerate(routed):
         layer = int(site.split(".")[1])
-        expected = want[j if len(want) < model.n_layers else layer]
+        per_block = len(want) // model.n_layers  # JetMoE records its attention's router before its MLP's
+        expected = want[j if len(want) < model.n_layers else layer * per_block + per_block - 1]
         expected = (expected[0] if isinstance(expected, tuple) else expected).float()
         torch.testing.assert_close(got[site][mask], expected.reshape(*mask.shape, -1)[mask], rtol=1e-5, atol=1e-5)
+
+
+def _layout_control(kind: str, hf: torch.nn.Module, layer: int, enc: dict) -> tuple[torch.Tensor, ...]:
+    """The model's own choice at ``layer`` [tokens, k] and what the control compares the weights with: JetMoE's and
+    Zaya's router hooks give the weights; Doge's are checked through its MoE output (the routed experts' part)."""
+    block = hf.model.layers[layer]
+    seen: dict[str, object] = {}
+    router = block.mlp if kind == "doge" else block.mlp.router if kind == "jetmoe" else block.mlp.gate
+    hooks = [router.register_forward_hook(lambda _m, i, out: seen.update(inp=i[0], out=out))]
+    if kind == "doge":
+        hooks.append(block.mlp.register_forward_pre_hook(lambda _m, i: seen.update(x=i[0].clone())))
+    try:
+        with torch.no_grad():
+            hf(**enc)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    out, k = seen["out"], hf.config.num_experts_per_tok
+    if kind == "jetmoe":  # gates grouped by expert; index_sorted_experts says where each came from
+        logits, flat = out[4], torch.empty_like(out[2])
+        flat[out[0]] = out[2]
+        return logits.topk(k, -1).indices, flat.view(-1, k)
+    if kind == "zaya":
+        probs = out[0].softmax(-1) + router.balancing_biases
+        ids = probs.topk(k, -1).indices
+        return ids.masked_fill(ids == hf.config.num_experts, 0), out[1]
+    keys = out[1]  # [2, tokens, keys]: expert a * keys + b scores x[a] + y[b]; all experts ranked by brute force
+    every = (keys[0][:, :, None] + keys[1][:, None, :]).flatten(1)
+    return every.topk(k, -1).indices, seen["x"]
+
+
+@pytest.mark.parametrize("kind", list(OTHER_LAYOUTS))
+def test_other_router_layouts_follow_the_models_own_rule(kind):
+    """Router logits equal output_router_logits; the chosen experts are the model's own top-k (Zaya: over softmax
+    plus balancing biases, its "no expert" class read as 0; Doge: every expert's summed key scores ranked); the
+    weights are the router's (JetMoE's grouped gates put back per token, Zaya's probabilities) or, for Doge, give
+    its MoE output: the shared expert plus the chosen experts' embeddings weighted by them."""
+    torch.manual_seed(0)
+    hf = AutoModelForCausalLM.from_config(AutoConfig.for_model(kind, **{**COMMON, **OTHER_LAYOUTS[kind]})).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Doge's mlp.hook_post reads only the shared expert: dropped at load
+        model = ilab.load_model(hf, tokenizer=tiny_tokenizer())
+    enc = model.to_tokens(TEXTS)
+    mask, (B, L) = enc["attention_mask"].bool(), enc["input_ids"].shape
+    layer = 1
+    acts = model.collect(TEXTS, [f"blocks.{layer}.mlp.hook_{name}" for name in ROUTING]).values
+    got = [acts[f"blocks.{layer}.mlp.hook_{name}"].view(B * L, -1) for name in ROUTING]
+    with torch.no_grad():
+        recorded = hf(**enc, output_router_logits=True).router_logits
+    want = recorded[len(recorded) // 2 * (layer + 1) - 1]  # JetMoE records its attention's router before its MLP's
+    real = mask.view(-1)  # collect gives padding positions as zeros
+    torch.testing.assert_close(got[0][real], want.float().reshape(B * L, -1)[real], rtol=1e-5, atol=1e-5)
+    ids, control = _layout_control(kind, hf, layer, enc)
+    assert torch.equal(got[1][real].long().sort(-1).values, ids[real].sort(-1).values), kind
+    if kind != "doge":
+        torch.testing.assert_close(got[2][real], control.float()[real], rtol=1e-5, atol=1e-6)
+        return
+    moe = hf.model.layers[layer].mlp
+    x = control.view(B * L, -1)
+    with torch.no_grad():
+        shared = moe.down_proj(moe.act_fn(moe.gate_proj(x)) * moe.up_proj(x))
+        ids_TK = got[1].long()
+        mixed = moe.act_fn(torch.einsum("tkd,td->tk", moe.down_embed(ids_TK), x)) * got[2]
+        routed = torch.einsum("tk,tkd->td", mixed, moe.up_embed(ids_TK))
+        out = moe(control)[0].view(B * L, -1)
+    torch.testing.assert_close((shared + routed)[real], out[real], rtol=1e-5, atol=1e-5)

@@ -63,3 +63,31 @@ def test_scores_without_gradients_hold_few_vocabulary_tensors():
     # measured: 3 (logp, logc, their difference), 5 with gradients, and 5 without them before the fix
     assert lean < 4.0, lean
     assert plain > lean + 1.5, (plain, lean)  # the out-of-place path: log_softmax copies, exp, product
+
+
+def test_an_output_the_block_edits_in_place_is_read_as_the_module_returned_it():
+    """Falcon's block adds attention into its MLP's output in place (``mlp_output += attention_output``): the
+    check at load records it, so hook_mlp_out is what the MLP returned (the control: a forward hook on ``mlp``
+    copying its output), and a tensor written there is not edited by the block."""
+    import interplab as ilab
+    from tests.model.test_coverage import tiny_hf
+    from tests.tiny import TEXTS, tiny_tokenizer
+
+    hf = tiny_hf("falcon")
+    model = ilab.load_model(hf, tokenizer=tiny_tokenizer())
+    seen: list[torch.Tensor] = []
+    hook = hf.transformer.h[0].mlp.register_forward_hook(lambda _m, _i, out: seen.append(out.clone()))
+    try:
+        acts = model.collect(TEXTS[:1], ["blocks.0.hook_mlp_out", "blocks.1.hook_resid_pre"])  # the trace runs on
+    finally:
+        hook.remove()
+    assert model.envoy("blocks.0.hook_mlp_out")[1] == "edited"
+    torch.testing.assert_close(acts["blocks.0.hook_mlp_out"][0], seen[0][0], rtol=0, atol=0)
+
+    from interplab.core.model.trace_ops import write_site
+
+    written = acts["blocks.0.hook_mlp_out"].clone()
+    envoy, io = model.envoy("blocks.0.hook_mlp_out")
+    with torch.no_grad(), model.nn.trace(model.to_tokens(TEXTS[:1])):
+        write_site(envoy, io, written)
+    torch.testing.assert_close(written, acts["blocks.0.hook_mlp_out"], rtol=0, atol=0)

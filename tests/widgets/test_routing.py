@@ -7,7 +7,7 @@ import pytest
 from interplab.widgets._kit import payload_array
 
 import interplab as ilab
-from tests.model.test_routing import tiny_moe
+from tests.model.test_routing import moe_layers, tiny_moe
 from tests.tiny import tiny_tokenizer
 
 TEXT = "Mary and John went to the store"
@@ -16,7 +16,7 @@ TEXT = "Mary and John went to the store"
 @pytest.mark.parametrize("kind", ["mixtral", "llama4_text", "deepseek_v3"])
 def test_routing_grid_holds_each_chosen_experts_weight(kind):
     model = ilab.load_model(tiny_moe(kind), tokenizer=tiny_tokenizer())
-    layer = model.family.moe_layers[-1]
+    layer = moe_layers(model)[-1]
     widget = ilab.widgets.Routing(model, TEXT, layer=layer)
     sites = [f"blocks.{layer}.mlp.hook_{k}" for k in ("router_logits", "expert_ids", "expert_weights")]
     acts = model.collect([TEXT], sites)
