@@ -28,3 +28,33 @@ ROWS: list[Row] = [
     Row("Model.collect", lambda c: _clip().collect(torch.rand(2, 1, 16, 16), "resid_post"), V,
         r"\[batch, 3, 16, 16\]; got torch.float32 \[2, 1, 16, 16\]"),
 ]  # fmt: skip
+
+
+def _so() -> ilab.vision.SecondOrder:
+    return ilab.vision.second_order(_clip(), (0, 1), torch.rand(2, 3, 16, 16))
+
+
+ROWS += [
+    Row("ilab.vision.second_order", lambda c: ilab.vision.second_order(_clip(), (0, 1), torch.rand(2, 3, 16, 15)), V,
+        r"\[batch, 3, 16, 16\]; got torch.float32 \[2, 3, 16, 15\]"),
+    Row("ilab.vision.second_order", lambda c: ilab.vision.second_order(_clip(), (0, 64), torch.rand(2, 3, 16, 16)),
+        V, r"neuron index 64 is out of range: block 0 has neurons 0..63"),
+    Row("ilab.vision.second_order", lambda c: ilab.vision.second_order(_clip(), (2, 1), torch.rand(2, 3, 16, 16)),
+        V, r"neuron layer 2 is out of range: a neuron with later attention heads is in blocks 0..1"),
+    Row("ilab.vision.second_order", lambda c: ilab.vision.second_order(_clip(), 5, torch.rand(2, 3, 16, 16)),
+        T, r"neuron is a \(layer, index\) pair of ints, got 5"),
+    Row("ilab.vision.second_order", lambda c: ilab.vision.second_order(c.model, (0, 1), torch.rand(2, 3, 16, 16)),
+        T, r"second_order reads a vision model \(a CLIP or ViT loaded with ilab.load_model\); got Model"),
+    Row("ilab.vision.SecondOrder.significant", lambda c: _so().significant(-1.0), V, "threshold is a share"),
+    Row("ilab.vision.SecondOrder.top_share", lambda c: _so().top_share(0.0), V, "fraction"),
+    Row("ilab.vision.SecondOrder.describe", lambda c: _so().describe(["red"], k=2), V,
+        r"k=2 terms need 1 <= k <= 1"),
+    Row("ilab.vision.sparse_decomposition",
+        lambda c: ilab.vision.sparse_decomposition(torch.ones(2), torch.eye(2), ["a", "b"], k=0), V, r"k=0"),
+]  # fmt: skip
+
+EXEMPT = {
+    "ilab.vision.SecondOrder": "a result built by second_order, which checks its inputs",
+    "ilab.vision.Rank1": "a result built by SecondOrder.rank1",
+    "ilab.vision.Decomposition": "a result built by sparse_decomposition, which checks its inputs",
+}
