@@ -1,7 +1,8 @@
 """Vision models: the second-order lens of CLIP neurons (Gandelsman et al., ICLR 2025).
 
 The public namespace ``ilab.vision``. The engine side (CLIP and ViT towers as models, images as inputs) is
-:mod:`interplab.core.model.vision`; ``second_order.py`` has :func:`second_order` and its result.
+:mod:`interplab.core.model.vision`; ``second_order.py`` has :func:`second_order` and its result,
+``view.py`` the data of the patch heatmap widget.
 
 Example
 -------
@@ -13,5 +14,6 @@ Example
 from __future__ import annotations
 
 from .second_order import Decomposition, Rank1, SecondOrder, second_order, sparse_decomposition
+from .view import PatchData, patch_data
 
-__all__ = ["Decomposition", "Rank1", "SecondOrder", "second_order", "sparse_decomposition"]
+__all__ = ["Decomposition", "PatchData", "Rank1", "SecondOrder", "patch_data", "second_order", "sparse_decomposition"]

@@ -58,3 +58,13 @@ EXEMPT = {
     "ilab.vision.Rank1": "a result built by SecondOrder.rank1",
     "ilab.vision.Decomposition": "a result built by sparse_decomposition, which checks its inputs",
 }
+
+ROWS += [
+    Row("ilab.vision.patch_data", lambda c: ilab.vision.patch_data(torch.rand(3, 16, 16), torch.rand(15)), V,
+        r"values are one per patch of a square grid \(\[P\] or \[G, G\]\); got shape \[15\]"),
+    Row("ilab.vision.patch_data", lambda c: ilab.vision.patch_data(torch.rand(2, 16, 16), torch.rand(16)), V,
+        r"image is \[channels, height, width\] with 1 or 3 channels"),
+    Row("ilab.widgets.PatchHeatmap", lambda c: ilab.widgets.PatchHeatmap(torch.rand(3, 8, 8), torch.rand(4, 5)), V,
+        r"got shape \[4, 5\]"),
+]  # fmt: skip
+EXEMPT["ilab.vision.PatchData"] = "plain data built by patch_data, which checks its inputs"
