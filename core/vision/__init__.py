@@ -2,7 +2,7 @@
 
 The public namespace ``ilab.vision``. The engine side (CLIP and ViT towers as models, images as inputs) is
 :mod:`interplab.core.model.vision`; ``second_order.py`` has :func:`second_order` and its result,
-``view.py`` the data of the patch heatmap widget.
+``view.py`` the data of the patch heatmap widget, ``train.py`` a small CLIP's resumable contrastive training.
 
 Example
 -------
@@ -14,6 +14,8 @@ Example
 from __future__ import annotations
 
 from .second_order import Decomposition, Rank1, SecondOrder, second_order, sparse_decomposition
+from .train import ClipTraining, train_clip
 from .view import PatchData, patch_data
 
-__all__ = ["Decomposition", "PatchData", "Rank1", "SecondOrder", "patch_data", "second_order", "sparse_decomposition"]
+__all__ = ["ClipTraining", "Decomposition", "PatchData", "Rank1", "SecondOrder", "patch_data", "second_order",
+           "sparse_decomposition", "train_clip"]  # fmt: skip

@@ -68,3 +68,11 @@ ROWS += [
         r"got shape \[4, 5\]"),
 ]  # fmt: skip
 EXEMPT["ilab.vision.PatchData"] = "plain data built by patch_data, which checks its inputs"
+
+ROWS += [
+    Row("ilab.vision.train_clip", lambda c: ilab.vision.train_clip(tiny_clip(), torch.rand(4, 3, 16, 16),
+        torch.zeros(3, 5, dtype=torch.long), steps=1), V, r"one row per image \(4\); got \[3, 5\]"),
+    Row("ilab.vision.train_clip", lambda c: ilab.vision.train_clip(c.model.module, torch.rand(4, 3, 16, 16),
+        torch.zeros(4, 5, dtype=torch.long), steps=1), T, "train_clip trains a transformers CLIPModel"),
+]  # fmt: skip
+EXEMPT["ilab.vision.ClipTraining"] = "a result built by train_clip"
