@@ -172,7 +172,7 @@ def check_neuron(model: Any, neuron: Any) -> tuple[int, int]:
 def _norm_linear(ln: Any, write_BTD: torch.Tensor, stream_BTD: torch.Tensor) -> torch.Tensor:
     """The LayerNorm's linear part applied to ``write``, its scale frozen at ``stream``'s."""
     scale_BT1 = (stream_BTD.var(-1, unbiased=False, keepdim=True) + ln.eps).sqrt()
-    return (write_BTD - write_BTD.mean(-1, keepdim=True)) / scale_BT1 * ln.weight.float()
+    return (write_BTD - write_BTD.mean(-1, keepdim=True)) / scale_BT1 * ln.weight.detach().float().cpu()
 
 
 def _chunk_effects(model: VisionModel, layer: int, index: int, pixels: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -186,24 +186,24 @@ def _chunk_effects(model: VisionModel, layer: int, index: int, pixels: torch.Ten
     blocks: Any = model.module.get_submodule(family.layers)
     parts = model.parts
     a_BT = acts[f"blocks.{layer}.mlp.hook_post"][..., index]
-    w_D = blocks[layer].get_submodule(family.down_proj).weight[:, index].detach().float()
+    w_D = blocks[layer].get_submodule(family.down_proj).weight[:, index].detach().float().cpu()
     write_BTD = a_BT[..., None] * w_D
     heads, d_head = model.n_heads, model.d_model // model.n_heads
     per_layer = []
     for j in later:
         block = blocks[j]
         lin_BTD = _norm_linear(block.get_submodule(parts.ln1), write_BTD, acts[f"blocks.{j}.hook_resid_pre"])
-        w_v = block.get_submodule(f"{parts.attn}.v_proj").weight.detach().float()
+        w_v = block.get_submodule(f"{parts.attn}.v_proj").weight.detach().float().cpu()
         v_BTHd = (lin_BTD @ w_v.T).unflatten(-1, (heads, d_head))
         cls_BHT = acts[f"blocks.{j}.attn.hook_pattern"][:, :, 0, :]
         z_BHd = torch.einsum("bht,bthd->bhd", cls_BHT, v_BTHd)
-        w_o_DHd = block.get_submodule(parts.o_proj).weight.detach().float().unflatten(1, (heads, d_head))
+        w_o_DHd = block.get_submodule(parts.o_proj).weight.detach().float().cpu().unflatten(1, (heads, d_head))
         per_layer.append(torch.einsum("bhd,ehd->bhe", z_BHd, w_o_DHd))
     stream_cls_BD = acts[f"blocks.{last}.hook_resid_post"][:, 0]
     final = model.module.get_submodule(family.final_norm)
     out_BJHD = _norm_linear(final, torch.stack(per_layer, 1), stream_cls_BD[:, None, None])
     if parts.projection:
-        out_BJHD = out_BJHD @ model.hf.get_submodule(parts.projection).weight.detach().float().T
+        out_BJHD = out_BJHD @ model.hf.get_submodule(parts.projection).weight.detach().float().cpu().T
     return out_BJHD, a_BT, model.image_embeddings(pixels)
 
 
