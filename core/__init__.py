@@ -4,7 +4,8 @@ The base: ``model/`` (the Model, sites, activations, trace ops, the NDIF client)
 the embedded model), ``memory/`` (the budget, giving memory back, the paged unembedding), ``storage/``
 (atomic writes, checkpoints, validated readers, the cache folder), ``readout/`` (logit lens, metrics) and
 ``checks.py`` (argument checks). The capabilities: ``data/``, ``saes/``, ``features/``, ``views/``,
-``evals/``, ``patching/``, ``steering/``, ``matching/``, ``circuits/``, ``probes/``, ``das/``, ``train/`` and ``jobs/``.
+``evals/``, ``patching/``, ``steering/``, ``matching/``, ``circuits/``, ``probes/``, ``das/``, ``train/``,
+``vision/`` and ``jobs/``.
 ``ARCHITECTURE.md`` at the repository root is the map.
 
 Example

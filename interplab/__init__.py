@@ -9,7 +9,20 @@ Example
 """
 
 from interplab import widgets
-from interplab.core import autointerp, circuits, das, evals, features, jobs, matching, patching, probes, steering, train
+from interplab.core import (
+    autointerp,
+    circuits,
+    das,
+    evals,
+    features,
+    jobs,
+    matching,
+    patching,
+    probes,
+    steering,
+    train,
+    vision,
+)
 from interplab.core.data import ActivationStore, default_corpus
 from interplab.core.evals import SAEEvaluation, evaluate
 from interplab.core.features import FeatureData, feature_data
@@ -65,5 +78,6 @@ __all__ = [
     "train_sae",
     "train_saes",
     "unload_ipython_extension",
+    "vision",
     "widgets",
 ]

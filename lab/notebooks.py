@@ -39,6 +39,7 @@ SHIPPED: tuple[str, ...] = (
     "10_autointerp",
     "papers/identifiability",
     "papers/knowledge_edit_and_td",
+    "papers/clip_second_order",
 )
 TOUR = "nbs/00_tour.ipynb"
 #: Cell metadata a run or a view of the outputs writes (timings, collapsed or scrolled outputs).

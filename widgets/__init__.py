@@ -6,6 +6,7 @@ from .dashboard import FeatureDashboard
 from .flow import FeatureFlow
 from .heatmap import FeatureHeatmap, TokenHeatmap
 from .lens import LogitLens
+from .patch_heatmap import PatchHeatmap
 from .patching import PatchingGrid
 from .routing import Routing
 from .steering import SteeringPanel
@@ -17,6 +18,7 @@ __all__ = [
     "FeatureFlow",
     "FeatureHeatmap",
     "LogitLens",
+    "PatchHeatmap",
     "PatchingGrid",
     "Routing",
     "SteeringPanel",

@@ -28,6 +28,7 @@ from ..memory.unembed import page_embedding, page_unembedding
 from ..model.custom import SitedNNsight, custom_config, custom_family, sited_tokenizer, vocab_size
 from ..model.model import Model, Remote
 from ..model.remote import RemoteModelError, connect
+from ..model.vision import VISION_TYPES, VisionModel
 from .embedded import EMBEDDED, EMBEDDED_NAME, prepare_embedded_model
 
 logger = logging.getLogger(__name__)
@@ -161,8 +162,38 @@ def _release_freed_heap() -> None:
 
 
 def _from_pretrained(source: str, name: str, dtype: torch.dtype | None, device: Any, remote: Remote) -> Model:
+    vision = _vision_pretrained(source, dtype, device)
+    if vision is not None:
+        if remote:
+            raise ValueError(f"remote={remote!r}: a vision model ({name}) runs locally only.")
+        return vision
     nn = _nnsight_model(source, dtype, device)
     return Model(nn, nn.tokenizer, name=name, remote=remote)
+
+
+def _vision_pretrained(source: str, dtype: torch.dtype | None, device: Any) -> Model | None:
+    """A CLIP or ViT checkpoint as a :class:`VisionModel` with its processor; None for any other model."""
+    config_file = Path(source) / "config.json"
+    if Path(source).is_dir() and config_file.is_file():
+        kind = json.loads(config_file.read_text()).get("model_type")
+    elif Path(source).exists():
+        return None
+    else:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(source, "config.json")
+        kind = json.loads(Path(cached).read_text()).get("model_type") if isinstance(cached, str) else None
+    if kind not in VISION_TYPES:
+        return None
+    from transformers import AutoModel, AutoProcessor
+
+    hf_model = AutoModel.from_pretrained(source, dtype=dtype or "auto").to(device).eval()
+    try:
+        processor = AutoProcessor.from_pretrained(source)
+    except (OSError, ValueError, TypeError):
+        processor = None  # a folder with weights only: pixel tensors in, no text tower's tokenizer
+        logger.info("%s has no processor: give images as pixel tensors.", source)
+    return VisionModel(hf_model, processor, name=source)
 
 
 def _from_server(name: str | None, remote: Remote, tokenizer: Any) -> Model:
@@ -273,6 +304,10 @@ def _from_module(module: torch.nn.Module, tokenizer: Any, remote: Remote, sites:
     if sites is not None and isinstance(module, PreTrainedModel):
         raise ValueError(f"sites= maps a plain torch.nn.Module's parts; a {type(module).__name__} has its own site "
                          "table (load_model(hf_model, tokenizer=tok)).")  # fmt: skip
+    if isinstance(module, PreTrainedModel) and getattr(module.config, "model_type", None) in VISION_TYPES:
+        if remote:
+            raise ValueError(f"remote={remote!r}: a vision model ({type(module).__name__}) runs locally only.")
+        return VisionModel(module, tokenizer)
     if isinstance(module, PreTrainedModel):
         if tokenizer is None:
             raise ValueError("A built transformers model needs its tokenizer: load_model(hf_model, tokenizer=tok).")

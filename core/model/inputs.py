@@ -43,6 +43,10 @@ class ModelInputs:
         return self.nn._module
 
     # -------------------------------------------------------------- tokens
+    def check_inputs(self, texts: Any) -> Any:
+        """The model's inputs, checked: texts as a list of strings (an image model takes an image batch)."""
+        return check_texts(texts)
+
     def to_tokens(self, texts: str | Sequence[str], padding_side: str = "right") -> dict[str, torch.Tensor]:
         """Tokenise texts into padded ``input_ids`` and ``attention_mask`` (right padding)."""
         texts = check_texts(texts)

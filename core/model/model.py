@@ -40,7 +40,7 @@ import inspect
 import logging
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import nnsight
 import torch
@@ -194,7 +194,7 @@ class Model(ModelParts):
         :class:`Activations` with one float32 [batch, pos, d] tensor per site, whatever the
         weights' dtype (a bfloat16 model's values are widened exactly).
         """
-        texts = check_texts(texts)
+        texts = cast("list[str]", self.check_inputs(texts))  # an image model's batch is a tensor
         parsed = self.parse_sites(check_names("sites", sites, "'blocks.6.hook_resid_post'"))
         check_positive_int("batch_size", batch_size)
         longest = max(self.to_tokens(texts)["attention_mask"].sum(1).tolist())

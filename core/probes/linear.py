@@ -22,12 +22,12 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
 
-from ..checks import check_fraction, check_int, check_number, check_texts
+from ..checks import check_fraction, check_int, check_number
 from ..storage.atomic import write_safetensors
 from ..storage.readers import (
     FLOATS,
@@ -294,7 +294,7 @@ def train(
 
     >>> res = train(model, ["I loved it", "I hated it", ...], [1, 0, ...], sites="resid_post")
     """
-    texts = check_texts(texts)
+    texts = cast("list[str]", model.check_inputs(texts))  # texts, or an image batch for a vision model
     site_names = expand_sites(model, sites)
     if not (position == "mean" or (isinstance(position, int) and not isinstance(position, bool))):
         raise ValueError(f"position must be a token index (e.g. -1, the last token) or 'mean', got {position!r}.")

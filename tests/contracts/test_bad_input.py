@@ -36,7 +36,7 @@ NAMESPACES = {"ilab": ilab, "ilab.patching": ilab.patching, "ilab.steering": ila
               "ilab.jobs": ilab.jobs, "ilab.matching": ilab.matching, "ilab.probes": ilab.probes,
               "ilab.das": ilab.das, "ilab.circuits": ilab.circuits, "ilab.evals": ilab.evals,
               "ilab.train": ilab.train,
-              "ilab.autointerp": ilab.autointerp}  # fmt: skip
+              "ilab.autointerp": ilab.autointerp, "ilab.vision": ilab.vision}  # fmt: skip
 TESTS = Path(__file__).resolve().parents[1]
 #: ``tests/<capability>/bad_input.py`` of every capability, in the order of their folders' names.
 CAPABILITIES = {p.parent.name: importlib.import_module(f"tests.{p.parent.name}.bad_input")

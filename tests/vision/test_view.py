@@ -1,0 +1,28 @@
+"""The patch heatmap's data and widget: pixels to display bytes, values on the patch grid, the colour scale."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from interplab.widgets._kit import payload_array
+
+import interplab as ilab
+from tests.vision.tiny_vision import images, tiny_clip
+
+
+def test_patch_data_lays_values_on_the_grid_row_by_row():
+    data = ilab.vision.patch_data(images(1)[0], torch.arange(16.0), title="t")
+    assert data.rgb_HW3.shape == (16, 16, 3) and data.rgb_HW3.dtype == np.uint8
+    assert data.rgb_HW3.min() == 0 and data.rgb_HW3.max() == 255  # stretched for display
+    assert data.values_GG[1, 0] == 4.0 and data.scale.vmax == 15.0
+
+
+def test_widget_carries_a_neurons_activation_per_patch():
+    model = ilab.load_model(tiny_clip())
+    pixels = images(1)
+    acts = model.collect(pixels, sites="blocks.1.mlp.hook_post")["blocks.1.mlp.hook_post"]
+    widget = ilab.widgets.PatchHeatmap(pixels[0], acts[0, 1:, 7], title="neuron 7")
+    values = payload_array(widget.values)
+    assert values.shape == (4, 4)
+    np.testing.assert_allclose(values.ravel(), acts[0, 1:, 7].numpy())
+    assert payload_array(widget.image).shape == (16, 16, 3) and widget.selected == -1
