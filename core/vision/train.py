@@ -23,6 +23,7 @@ import torch
 
 from ..checks import check_int, check_number
 from ..model.limits import module_fingerprint
+from ..model.trace_ops import log_probs
 from ..storage.resumable import ResumableJob
 
 JOB = "vision.train_clip"
@@ -49,7 +50,8 @@ def contrastive_loss(module: Any, pixels: torch.Tensor, ids_BL: torch.Tensor) ->
     logits = module(input_ids=ids_BL, pixel_values=pixels).logits_per_image
     same = (ids_BL[:, None, :] == ids_BL[None, :, :]).all(-1).float()
     target = same / same.sum(1, keepdim=True)
-    return -(target * logits.log_softmax(1)).sum(1).mean() - (target * logits.log_softmax(0)).sum(0).mean()
+    by_image, by_text = log_probs(logits), log_probs(logits.T)  # over texts per image, over images per text
+    return -(target * by_image).sum(1).mean() - (target.T * by_text).sum(1).mean()
 
 
 def _check(module: Any, images: torch.Tensor, ids: torch.Tensor) -> None:
