@@ -136,8 +136,8 @@ def resection(
     """Remove each domain's top ``k`` experts per layer, then ``draws`` random sets of as many: the loss rises.
 
     One row per domain removed: ``own`` (its loss rise, nats), ``other`` (the largest rise of another domain),
-    and the same two averaged over the random sets (``own_random``, ``other_random``), their largest
-    ``own - other`` gap (``gap_random_max``), and the experts removed.
+    the same two averaged over the random sets (``own_random``, ``other_random``), the share of random sets whose
+    ``own - other`` gap is smaller than the domain experts' (``beats_random``), and the experts removed.
     """
     layers = sorted(domain_experts(usage, task.domains[0], 1))
     n_experts = next(iter(usage.values())).shape[1]
@@ -149,15 +149,25 @@ def resection(
         rise = ablation_losses(module, task, top)
         own_r = [r[domain] for r in random_rises]
         other_r = [max(v for d, v in r.items() if d != domain) for r in random_rises]
-        rows[domain] = {"own": rise[domain], "other": max(v for d, v in rise.items() if d != domain),
-                        "own_random": sum(own_r) / draws, "other_random": sum(other_r) / draws,
-                        "gap_random_max": max(o - t for o, t in zip(own_r, other_r, strict=True)),
+        other = max(v for d, v in rise.items() if d != domain)
+        beaten = [o - t < rise[domain] - other for o, t in zip(own_r, other_r, strict=True)]
+        rows[domain] = {"own": rise[domain], "other": other, "own_random": sum(own_r) / draws,
+                        "other_random": sum(other_r) / draws, "beats_random": sum(beaten) / draws,
                         "experts": top}  # fmt: skip
     return pd.DataFrame(rows).T
 
 
-def selective(table: pd.DataFrame, ratio: float = 2.0, least: float = 0.05) -> bool:
-    """Monet's claim on :func:`resection`'s table: for every domain, removing its experts raises its own loss by
-    at least ``least`` nats and ``ratio`` times the others' rise, and the gap beats every random set's."""
+def selective(
+    table: pd.DataFrame, domains: Sequence[str] | None = None, ratio: float = 2.0, least: float = 0.05,
+    beats: float = 0.9,
+) -> bool:  # fmt: skip
+    """Monet's claim on :func:`resection`'s table, for ``domains`` (default all): removing a domain's experts raises
+    its own loss by at least ``least`` nats and ``ratio`` times the others' rise, a gap larger than ``beats`` of
+    the random sets give.
+
+    >>> selective(experts.resection(net, task, usage), domains=["code"])
+    True
+    """
+    table = table.loc[list(domains)] if domains is not None else table
     own, other = table["own"].astype(float), table["other"].astype(float)
-    return bool(((own >= least) & (own >= ratio * other.clip(lower=0)) & (own - other > table["gap_random_max"])).all())
+    return bool(((own >= least) & (own >= ratio * other.clip(lower=0)) & (table["beats_random"] >= beats)).all())

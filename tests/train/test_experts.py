@@ -85,7 +85,7 @@ def test_the_resection_claim_fails_for_an_untrained_model():
     usage = {d: experts.expert_usage(model, task.decoded(task.rows_of(d))) for d in task.domains}
     table = experts.resection(net, task, usage, k=1, draws=4)
     assert list(table.index) == ["prose", "code"]
-    assert not experts.selective(table)
+    assert not experts.selective(table, domains=["code"]) and not experts.selective(table, domains=["prose"])
 
 
 def test_bad_expert_requests_are_refused():
@@ -93,3 +93,12 @@ def test_bad_expert_requests_are_refused():
         experts.domain_experts({"a": torch.ones(1, 2), "b": torch.ones(1, 2)}, "poetry", k=1)
     with pytest.raises(ValueError, match=r"has no stacked experts"), experts.without_experts(BitsMLP(), {0: [0]}):
         pass
+
+
+def test_impossible_text_task_sizes_are_refused_before_any_work():
+    with pytest.raises(ValueError, match=r"domain 'code' holds 9 bytes, too few for windows of seq_len=32"):
+        ilab.train.byte_text({"prose": PROSE, "code": ["def f(): "]}, seq_len=32)
+    with pytest.raises(ValueError, match=r"half_len"):
+        ilab.train.repeated_tokens(half_len=1)
+    with pytest.raises(ValueError, match=r"domain='poetry' is not one of this task's: prose, code"):
+        ilab.train.byte_text({"prose": PROSE, "code": CODE}, seq_len=8, rows_per_domain=2).rows_of("poetry")
