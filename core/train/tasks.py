@@ -15,15 +15,16 @@ Example
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from ..checks import check_int
+from ..checks import check_int, check_texts
 
 #: Groups :func:`group_table` builds: symmetric groups S3..S5 and cyclic groups Z2..Z_MAX_CYCLIC.
 SYMMETRIC = {"S3": 3, "S4": 4, "S5": 5}
@@ -135,3 +136,91 @@ def boolean(fn: str = "xor", n_inputs: int = 2) -> Task:
     n = int(math.pow(2, n_inputs))
     return Task(f"boolean:{fn}", ["0", "1"], torch.tensor(rows), targets, torch.ones(n, dtype=torch.bool),
                 {"fn": fn, "n_inputs": n_inputs})  # fmt: skip
+
+
+#: Byte-level text tasks put byte ``b`` at id ``b + BYTE_OFFSET``, after ``<pad>``, ``</s>``, ``<unk>``: the ids of
+#: ``transformers.ByT5Tokenizer(extra_ids=0)``, so a model trained on :func:`byte_text` reads texts through it.
+BYTE_OFFSET = 3
+BYTE_VOCAB = ["<pad>", "</s>", "<unk>"] + [chr(b) if 32 <= b < 127 else f"\\x{b:02x}" for b in range(256)]
+
+
+@dataclass
+class TextTask(Task):
+    """A :class:`Task` whose rows come from named domains: ``domain_N`` is each row's index in ``domains``."""
+
+    domains: list[str] = field(default_factory=list)
+    domain_N: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))
+
+    def rows_of(self, domain: str) -> torch.Tensor:
+        """The rows of ``domain`` (a bool mask)."""
+        if domain not in self.domains:
+            raise ValueError(f"domain={domain!r} is not one of this task's: {', '.join(self.domains)}.")
+        return self.domain_N == self.domains.index(domain)
+
+    def decoded(self, rows: torch.Tensor) -> list[str]:
+        """The rows (a bool mask or indices) as UTF-8 texts (a character cut by a window's edge is replaced)."""
+        return [bytes(i - BYTE_OFFSET for i in row).decode("utf-8", "replace") for row in self.inputs_NL[rows].tolist()]
+
+
+def byte_text(
+    domains: dict[str, Sequence[str]], seq_len: int = 64, rows_per_domain: int = 512, train_frac: float = 0.9,
+    seed: int = 0,
+) -> TextTask:  # fmt: skip
+    """Windows of ``seq_len`` bytes drawn from each domain's texts, answer the next byte at every position.
+
+    Each domain's texts are joined (UTF-8, one newline between) and ``rows_per_domain`` windows start at
+    places drawn by ``seed``; ids are bytes + :data:`BYTE_OFFSET`. The settings record a digest of the texts.
+
+    >>> task = byte_text({"prose": ["The cat sat on the mat. " * 20], "code": ["def f(x):\\n    return x\\n" * 30]},
+    ...                  seq_len=16, rows_per_domain=8)
+    >>> task.inputs_NL.shape, task.targets_N.shape, task.domains
+    (torch.Size([16, 16]), torch.Size([16, 16]), ['prose', 'code'])
+    """
+    if not isinstance(domains, dict) or len(domains) < 1:
+        raise ValueError(f"domains must be a dict of a name to its texts, got {type(domains).__name__}.")
+    seq_len = check_int("seq_len", seq_len, 1, 4096)
+    rows_per_domain = check_int("rows_per_domain", rows_per_domain, 1)
+    gen = torch.Generator().manual_seed(seed)
+    digest = hashlib.sha256()
+    windows, labels = [], []
+    for index, (name, texts) in enumerate(domains.items()):
+        data = "\n".join(check_texts(texts)).encode("utf-8")
+        digest.update(name.encode() + b"\0" + data + b"\0")
+        if len(data) < seq_len + 2:
+            raise ValueError(
+                f"domain {name!r} holds {len(data)} bytes, too few for windows of seq_len={seq_len} (+1 for the "
+                f"answer): give more text or a seq_len of at most {max(len(data) - 2, 0)}."
+            )
+        ids = torch.frombuffer(bytearray(data), dtype=torch.uint8).long() + BYTE_OFFSET
+        starts = torch.randint(0, len(ids) - seq_len, (rows_per_domain,), generator=gen)
+        windows.append(ids[starts[:, None] + torch.arange(seq_len + 1)])
+        labels.append(torch.full((rows_per_domain,), index))
+    rows = torch.cat(windows)
+    settings = {"domains": list(domains), "texts_sha256": digest.hexdigest(), "seq_len": seq_len,
+                "rows_per_domain": rows_per_domain, "train_frac": train_frac, "seed": seed}  # fmt: skip
+    return TextTask("byte_text", BYTE_VOCAB, rows[:, :-1], rows[:, 1:], _split(len(rows), train_frac, seed), settings,
+                    list(domains), torch.cat(labels))  # fmt: skip
+
+
+def repeated_tokens(
+    n_tokens: int = 32, half_len: int = 16, n_rows: int = 2048, train_frac: float = 0.9, seed: int = 0
+) -> Task:
+    """Random token sequences of ``half_len`` repeated once; the answer at each position of the repeat is the
+    next token (the first half's answers are -100: nothing predicts a random token), so a model scores only by
+    induction: find the current token's earlier copy and read what followed it.
+
+    >>> task = repeated_tokens(n_tokens=10, half_len=4, n_rows=3)
+    >>> task.inputs_NL.shape, (task.targets_N[:, :4] == -100).all().item()
+    (torch.Size([3, 8]), True)
+    """
+    n_tokens = check_int("n_tokens", n_tokens, 2)
+    half_len = check_int("half_len", half_len, 2)
+    n_rows = check_int("n_rows", n_rows, 1)
+    gen = torch.Generator().manual_seed(seed)
+    half = torch.randint(0, n_tokens, (n_rows, half_len), generator=gen)
+    inputs = torch.cat([half, half], 1)
+    targets = torch.full_like(inputs, -100)
+    targets[:, half_len:-1] = inputs[:, half_len + 1 :]
+    names = [str(i) for i in range(n_tokens)]
+    settings = {"n_tokens": n_tokens, "half_len": half_len, "n_rows": n_rows, "train_frac": train_frac, "seed": seed}
+    return Task("repeated_tokens", names, inputs, targets, _split(n_rows, train_frac, seed), settings)

@@ -1,7 +1,8 @@
 """Train a small model on a :class:`~interplab.core.train.tasks.Task`, resumable, keeping its history.
 
 :func:`tiny` trains any ``torch.nn.Module`` that maps token ids ``[batch, pos]`` to logits (``[batch, pos,
-vocab]``, read at the last position, or ``[batch, vocab]``) with AdamW and cross-entropy on the task's answers.
+vocab]``, read at the last position, or ``[batch, vocab]``) with AdamW and cross-entropy on the task's answers
+(at every position where the task has an answer per position: a language model's next token).
 Batches are the whole training split, or rows drawn by ``(seed, step)``: the same from any step, so a run
 killed at any point and resumed from its folder ends with the same weights and history (the job contract,
 ARCHITECTURE.md "Crash safety"). The history (loss, train and held-out accuracy at steps) is plain data with
@@ -74,12 +75,28 @@ def answer_logits(module: torch.nn.Module, ids_NL: torch.Tensor) -> torch.Tensor
     return out[:, -1] if out.ndim == 3 else out
 
 
+def task_logits(module: torch.nn.Module, task: Task, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The logits the task's answers are read from and those answers, for ``rows``: ``([N, V], [N])`` for one
+    answer per row, ``([N, L, V], [N, L])`` for a task with an answer at every position (-100 where none)."""
+    targets = task.targets_N[rows]
+    if targets.ndim == 1:
+        return answer_logits(module, task.inputs_NL[rows]), targets
+    out = module(task.inputs_NL[rows])
+    return getattr(out, "logits", out), targets
+
+
+def _loss(module: torch.nn.Module, task: Task, rows: torch.Tensor) -> torch.Tensor:
+    logits, targets = task_logits(module, task, rows)
+    return torch.nn.functional.cross_entropy(logits.flatten(0, -2).float(), targets.flatten(), ignore_index=-100)
+
+
 def _accuracy(module: torch.nn.Module, task: Task, rows_N: torch.Tensor) -> float | None:
     if not bool(rows_N.any()):
         return None
     with torch.no_grad():
-        right = answer_logits(module, task.inputs_NL[rows_N]).argmax(-1) == task.targets_N[rows_N]
-    return float(right.float().mean())
+        logits, targets = task_logits(module, task, rows_N)
+    scored = targets != -100
+    return float((logits.argmax(-1) == targets)[scored].float().mean())
 
 
 def check_fit(module: torch.nn.Module, task: Task, batch_size: int | None) -> None:
@@ -89,11 +106,14 @@ def check_fit(module: torch.nn.Module, task: Task, batch_size: int | None) -> No
     if batch_size is not None:
         check_int("batch_size", batch_size, 1, task.n_train)
     with torch.no_grad():
-        out = answer_logits(module, task.inputs_NL[:2])
-    if out.ndim != 2 or out.shape[0] != min(2, len(task.inputs_NL)) or out.shape[1] < task.n_classes:
+        out, targets = task_logits(module, task, torch.arange(min(2, len(task.inputs_NL))))
+    if out.shape[:-1] != targets.shape or out.shape[-1] < task.n_classes:
+        want = f"[rows, >= {task.n_classes}] (or [rows, pos, >= {task.n_classes}])"
+        if targets.ndim == 2:
+            want = f"[rows, pos, >= {task.n_classes}], an answer at every position"
         raise ValueError(
             f"{type(module).__name__} gives logits of shape {tuple(out.shape)} for 2 rows of {task.name}, which has "
-            f"{task.n_classes} answers: it must give [rows, >= {task.n_classes}] (or [rows, pos, >= {task.n_classes}])."
+            f"{task.n_classes} answers: it must give {want}."
         )
 
 
@@ -154,9 +174,7 @@ def tiny(
     with job.progress(steps, step, f"train {task.name}", progress) as bar:
         while step < steps:
             rows = _rows(task, batch_size, seed, step)
-            loss = torch.nn.functional.cross_entropy(
-                answer_logits(module, task.inputs_NL[rows]).float(), task.targets_N[rows]
-            )
+            loss = _loss(module, task, rows)
             opt.zero_grad()
             loss.backward()
             opt.step()
