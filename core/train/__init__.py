@@ -1,7 +1,8 @@
 """Models trained in the notebook: task generators and a small resumable trainer.
 
 The public namespace ``ilab.train``. ``tasks.py`` enumerates small tasks (a finite group's table, Boolean
-functions); ``identifiability.py`` enumerates a tiny Boolean MLP's circuits and aligned
+functions, bursty few-shot classification, reachability in small DAGs); ``measures.py`` has what the paper
+notebooks measure and assert; ``identifiability.py`` enumerates a tiny Boolean MLP's circuits and aligned
 algorithms; ``trainer.py`` has :func:`tiny` (AdamW on a task, resumable from a folder) and :class:`TrainResult`
 (the history as plain data with ``.chart()``). Give the trained module named sites with
 ``ilab.load_model(module, sites=...)``.
@@ -16,9 +17,9 @@ Example
 
 from __future__ import annotations
 
-from . import identifiability
-from .tasks import Task, boolean, group_elements, group_table
+from . import identifiability, measures
+from .tasks import Task, boolean, bursty_icl, dag_hops, dag_reachability, group_elements, group_table
 from .trainer import TrainResult, answer_logits, tiny
 
-__all__ = ["Task", "TrainResult", "answer_logits", "boolean", "group_elements", "group_table", "identifiability",
-           "tiny"]  # fmt: skip
+__all__ = ["Task", "TrainResult", "answer_logits", "boolean", "bursty_icl", "dag_hops", "dag_reachability",
+           "group_elements", "group_table", "identifiability", "measures", "tiny"]  # fmt: skip
