@@ -112,3 +112,47 @@ ICL_SITES = {
     "blocks.{L}.hook_attn_out": "blocks.{L}.attn",
     "unembed": "unembed",
 }
+
+
+class MLPAttnBlock(nn.Module):
+    """Pre-norm block: attention, then a ReLU MLP of twice the width."""
+
+    def __init__(self, d: int, n_heads: int):
+        super().__init__()
+        self.ln1, self.attn = nn.LayerNorm(d), HeadsAttention(d, n_heads)
+        self.ln2, self.up, self.act, self.down = nn.LayerNorm(d), nn.Linear(d, 2 * d), nn.ReLU(), nn.Linear(2 * d, d)
+
+    def forward(self, x_BLD: torch.Tensor) -> torch.Tensor:
+        x_BLD = x_BLD + self.attn(self.ln1(x_BLD))
+        return x_BLD + self.down(self.act(self.up(self.ln2(x_BLD))))
+
+
+class GraphNet(nn.Module):
+    """The graph-search notebook's transformer: token and position embeddings, pre-norm blocks, final norm."""
+
+    def __init__(self, n_tokens: int, d: int = 48, n_heads: int = 2, n_layers: int = 3, n_positions: int = 17):
+        super().__init__()
+        self.n_heads, self.max_positions = n_heads, n_positions
+        self.embed = nn.Embedding(n_tokens, d)
+        self.pos = nn.Parameter(torch.randn(n_positions, d) * 0.1)
+        self.blocks = nn.ModuleList(MLPAttnBlock(d, n_heads) for _ in range(n_layers))
+        self.ln_f = nn.LayerNorm(d)
+        self.unembed = nn.Linear(d, n_tokens, bias=False)
+
+    def forward(self, ids_BL: torch.Tensor) -> torch.Tensor:
+        x_BLD = self.embed(ids_BL) + self.pos[: ids_BL.shape[1]]
+        for block in self.blocks:
+            x_BLD = block(x_BLD)
+        return self.unembed(self.ln_f(x_BLD))
+
+
+GRAPH_SITES = {
+    "hook_embed": "embed",
+    "blocks.{L}.hook_resid_post": "blocks.{L}",
+    "blocks.{L}.attn.hook_z": "blocks.{L}.attn.out:input",
+    "blocks.{L}.hook_attn_out": "blocks.{L}.attn",
+    "blocks.{L}.mlp.hook_post": "blocks.{L}.act",
+    "blocks.{L}.hook_mlp_out": "blocks.{L}.down",
+    "final_norm": "ln_f",
+    "unembed": "unembed",
+}
