@@ -268,7 +268,9 @@ def dag_reachability(n_vertices: int = 8, n_edges: int = 10, n_rows: int = 4096,
     n_rows = check_int("n_rows", n_rows, 2)
     rng = random.Random(seed)
     vocab = [chr(ord("a") + i) for i in range(n_vertices)] + ["?", "yes", "no"]
-    rows, answers, longest = [], [], min(n_vertices - 2, n_edges - 1)
+    rows: list[list[int]] = []
+    answers: list[int] = []
+    longest = min(n_vertices - 2, n_edges - 1)
     while len(rows) < n_rows:
         hops = rng.randint(1, longest)
         path_len = rng.randint(hops, longest)
