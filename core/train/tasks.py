@@ -261,7 +261,8 @@ def dag_reachability(n_vertices: int = 8, n_edges: int = 10, n_rows: int = 4096,
     not (the goal a vertex with an incoming edge, the start on the path). :func:`dag_hops` gives each row's distance.
 
     >>> task = dag_reachability(8, 10)
-    >>> task.texts()[0].split()[-3:], task.vocab[task.targets_N[0]] in ("yes", "no")
+    >>> task.texts()[0].split()[-3:], task.vocab[task.targets_N[0]]
+    (['?', 'c', 'b'], 'yes')
     """
     n_vertices = check_int("n_vertices", n_vertices, 3, MAX_DAG_VERTICES)
     n_edges = check_int("n_edges", n_edges, 2, 2 * n_vertices - 3)  # the most a DAG with a path of n - 2 edges has
@@ -296,6 +297,7 @@ def dag_hops(task: Task) -> torch.Tensor:
     """Each row's fewest edges from start to goal (``n_vertices`` where unreachable) of a :func:`dag_reachability`.
 
     >>> (dag_hops(task) < 8).float().mean()   # half the rows are reachable
+    tensor(0.5000)
     """
     if not isinstance(task, Task) or task.name != "dag_reachability":
         raise ValueError(f"dag_hops reads a dag_reachability task, got {getattr(task, 'name', task)!r}.")
