@@ -81,7 +81,8 @@ def notebook_peak(path: Path) -> dict:
     nb = nbformat.read(path, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell(PEAK_CELL))
     start = time.perf_counter()
-    client = nbclient.NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(NBS)}})
+    client = nbclient.NotebookClient(nb, timeout=900, kernel_name="python3",
+                                     resources={"metadata": {"path": str(path.parent)}})  # fmt: skip
     client.execute()
     wall = time.perf_counter() - start
     text = "".join(o.get("text", "") for o in nb.cells[-1].outputs)

@@ -41,6 +41,7 @@ SHIPPED: tuple[str, ...] = (
     "papers/knowledge_edit_and_td",
     "papers/clip_second_order",
     "papers/monosemantic_experts",
+    "papers/graph_search",
 )
 TOUR = "nbs/00_tour.ipynb"
 #: Cell metadata a run or a view of the outputs writes (timings, collapsed or scrolled outputs).

@@ -1,10 +1,12 @@
 """Models trained in the notebook: task generators and a small resumable trainer.
 
 The public namespace ``ilab.train``. ``tasks.py`` enumerates small tasks (a finite group's table, Boolean
-functions, byte-level text of named domains, repeated random tokens); ``experts.py`` measures which experts of a
-MoE model serve which domain and what removing them costs; ``identifiability.py`` enumerates a tiny Boolean
-MLP's circuits and aligned algorithms; ``trainer.py`` has :func:`tiny` (AdamW on a task, resumable from a
-folder) and :class:`TrainResult` (the history as plain data with ``.chart()``). Give the trained module named sites with
+functions, byte-level text of named domains, repeated random tokens, bursty few-shot classification,
+reachability in small DAGs); ``experts.py`` measures which experts of a MoE model serve which domain and what
+removing them costs; ``measures.py`` has what the graph-search notebook measures and asserts;
+``identifiability.py`` enumerates a tiny Boolean MLP's circuits and aligned algorithms; ``trainer.py`` has
+:func:`tiny` (AdamW on a task, resumable from a folder) and :class:`TrainResult` (the history as plain data
+with ``.chart()``). Give the trained module named sites with
 ``ilab.load_model(module, sites=...)``.
 
 Example
@@ -17,9 +19,21 @@ Example
 
 from __future__ import annotations
 
-from . import experts, identifiability
-from .tasks import Task, TextTask, boolean, byte_text, group_elements, group_table, repeated_tokens
+from . import experts, identifiability, measures
+from .tasks import (
+    Task,
+    TextTask,
+    boolean,
+    bursty_icl,
+    byte_text,
+    dag_hops,
+    dag_reachability,
+    group_elements,
+    group_table,
+    repeated_tokens,
+)  # fmt: skip
 from .trainer import TrainResult, answer_logits, tiny
 
-__all__ = ["Task", "TextTask", "TrainResult", "answer_logits", "boolean", "byte_text", "experts", "group_elements",
-           "group_table", "identifiability", "repeated_tokens", "tiny"]  # fmt: skip
+__all__ = ["Task", "TextTask", "TrainResult", "answer_logits", "boolean", "bursty_icl", "byte_text", "dag_hops",
+           "dag_reachability", "experts", "group_elements", "group_table", "identifiability", "measures",
+           "repeated_tokens", "tiny"]  # fmt: skip

@@ -18,13 +18,14 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from ..checks import check_int, check_texts
+from ..checks import check_fraction, check_int, check_texts
 
 #: Groups :func:`group_table` builds: symmetric groups S3..S5 and cyclic groups Z2..Z_MAX_CYCLIC.
 SYMMETRIC = {"S3": 3, "S4": 4, "S5": 5}
@@ -224,3 +225,174 @@ def repeated_tokens(
     names = [str(i) for i in range(n_tokens)]
     settings = {"n_tokens": n_tokens, "half_len": half_len, "n_rows": n_rows, "train_frac": train_frac, "seed": seed}
     return Task("repeated_tokens", names, inputs, targets, _split(n_rows, train_frac, seed), settings)
+
+
+#: What the held-out rows of :func:`bursty_icl` measure: classes never trained (labels only in the context),
+#: or trained classes absent from the context (labels only in the weights).
+ICL_PROBES = ("icl", "iwl")
+
+
+def _icl_rows(picked_NW: torch.Tensor, labels_NW: torch.Tensor, slots_NC: torch.Tensor, query_slot_N: torch.Tensor,
+              pool: int) -> torch.Tensor:  # fmt: skip
+    """Rows ``x y x y ... x_q``: the item of each context slot, its label's id (after the pool), the query item."""
+    pairs_NC2 = torch.stack([picked_NW.gather(1, slots_NC), labels_NW.gather(1, slots_NC) + pool], -1)
+    return torch.cat([pairs_NC2.flatten(1), picked_NW.gather(1, query_slot_N[:, None])], 1)
+
+
+def _icl_context(g: torch.Generator, n: int, n_pairs: int, burst: int, first: int, count: int,
+                 bursty_N: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+    """Context classes [n, n_pairs] drawn from ``first .. first + count - 1``: ``n_pairs // burst`` distinct
+    classes ``burst`` times each, shuffled, with each pair's slot (which of the distinct classes) and the query's
+    slot: one of the context's where ``bursty_N``, else ``n_pairs // burst`` (a class outside the context)."""
+    n_ways = n_pairs // burst
+    picked_NW = torch.rand(n, count, generator=g).argsort(1)[:, : n_ways + 1] + first
+    slots_NC = torch.rand(n, n_pairs, generator=g).argsort(1) % n_ways
+    query_slot_N = torch.where(bursty_N, torch.randint(n_ways, (n,), generator=g), n_ways)
+    return picked_NW, slots_NC, query_slot_N
+
+
+def bursty_icl(n_classes: int, pool: int = 1024, n_novel: int = 64, n_labels: int = 16, n_pairs: int = 6,
+               burst: int = 2, p_bursty: float = 0.75, n_train: int = 8192, n_eval: int = 1024, probe: str = "icl",
+               seed: int = 0) -> Task:  # fmt: skip
+    """Bursty few-shot classification (Chan et al. 2022; Nguyen and Reddy, ICLR 2025): ``x y x y ... x_q`` -> y_q.
+
+    Items are classes ``0 .. n_classes - 1`` of a fixed ``pool`` (the last ``n_novel`` of it never train), each
+    with a fixed label of ``n_labels`` (token ids after the pool). A training row's context holds
+    ``n_pairs // burst`` classes ``burst`` times each; with probability ``p_bursty`` the query's class is among
+    them. The held-out rows are the ``probe``: ``"icl"`` novel classes with labels drawn per row, the query's
+    only in the context; ``"iwl"`` trained classes, the query's absent from the context. ``n_classes`` is the
+    task diversity; the same ``seed`` gives the same training rows whatever the probe.
+
+    >>> task = bursty_icl(64, probe="icl")
+    >>> task.inputs_NL.shape, task.texts(~task.train_N)[0].split()[-1].startswith("x")
+    (torch.Size([9216, 13]), True)
+    """
+    if probe not in ICL_PROBES:
+        raise ValueError(f"probe={probe!r} is not one of {', '.join(map(repr, ICL_PROBES))}.")
+    pool = check_int("pool", pool, 4, 1 << 16)
+    n_novel = check_int("n_novel", n_novel, 1, pool - 1)
+    burst = check_int("burst", burst, 1)
+    n_pairs = check_int("n_pairs", n_pairs, burst)
+    if n_pairs % burst:
+        raise ValueError(f"n_pairs={n_pairs} is not a multiple of burst={burst}: the context holds whole bursts.")
+    n_ways = n_pairs // burst
+    n_classes = check_int("n_classes", n_classes, n_ways + 1)
+    if n_classes > pool - n_novel:
+        raise ValueError(f"n_classes={n_classes} does not fit: pool={pool} items less n_novel={n_novel} novel ones "
+                         f"leave {pool - n_novel} classes to train; give at most that, or a larger pool.")  # fmt: skip
+    n_novel = check_int("n_novel", n_novel, n_ways + 1)
+    n_labels = check_int("n_labels", n_labels, n_ways)
+    p_bursty = float(p_bursty) if p_bursty in (0, 1) else check_fraction("p_bursty", p_bursty)
+    n_train, n_eval = check_int("n_train", n_train, 1), check_int("n_eval", n_eval, 1)
+    label_of = torch.randint(n_labels, (pool,), generator=torch.Generator().manual_seed(seed + 7919))
+    g = torch.Generator().manual_seed(seed)
+    bursty_N = torch.rand(n_train, generator=g) < p_bursty
+    picked_NW, slots_NC, query_slot_N = _icl_context(g, n_train, n_pairs, burst, 0, n_classes, bursty_N)
+    labels_NW = label_of[picked_NW]
+    rows, answers = (
+        [_icl_rows(picked_NW, labels_NW, slots_NC, query_slot_N, pool)],
+        [labels_NW.gather(1, query_slot_N[:, None])],
+    )
+    g = torch.Generator().manual_seed(seed + 1)
+    novel = probe == "icl"
+    first, count = (pool - n_novel, n_novel) if novel else (0, n_classes)
+    picked_NW, slots_NC, query_slot_N = _icl_context(g, n_eval, n_pairs, burst, first, count,
+                                                     torch.full((n_eval,), novel))  # fmt: skip
+    labels_NW = torch.rand(n_eval, n_labels, generator=g).argsort(1)[:, : n_ways + 1] if novel else label_of[picked_NW]
+    rows.append(_icl_rows(picked_NW, labels_NW, slots_NC, query_slot_N, pool))
+    answers.append(labels_NW.gather(1, query_slot_N[:, None]))
+    vocab = [f"x{i}" for i in range(pool)] + [f"y{i}" for i in range(n_labels)]
+    train_N = torch.cat([torch.ones(n_train, dtype=torch.bool), torch.zeros(n_eval, dtype=torch.bool)])
+    settings = {"n_classes": n_classes, "pool": pool, "n_novel": n_novel, "n_labels": n_labels, "n_pairs": n_pairs,
+                "burst": burst, "p_bursty": p_bursty, "n_train": n_train, "n_eval": n_eval, "probe": probe,
+                "seed": seed}  # fmt: skip
+    return Task("bursty_icl", vocab, torch.cat(rows), torch.cat(answers).squeeze(1) + pool, train_N, settings)
+
+
+#: The longest DAG :func:`dag_reachability` builds, in vertices.
+MAX_DAG_VERTICES = 26
+
+
+def _one_dag(
+    rng: random.Random, n_vertices: int, n_edges: int, path_len: int
+) -> tuple[list[tuple[int, int]], list[int]]:
+    """A DAG's edges over ``0 .. n_vertices - 1``, shuffled, and its path: ``path_len`` edges through random vertices,
+    then random forward edges among the other vertices and from the path to them (none back into the path, so
+    the path is the only way between its vertices)."""
+    order = rng.sample(range(n_vertices), n_vertices)
+    path, rest = order[: path_len + 1], order[path_len + 1 :]
+    rank = {v: i for i, v in enumerate(rng.sample(rest, len(rest)))}
+    edges = list(itertools.pairwise(path))
+    extra = [(u, v) for u in path for v in rest] + [(u, v) for u in rest for v in rest if rank[u] < rank[v]]
+    edges += rng.sample(extra, min(len(extra), n_edges - path_len))
+    return rng.sample(edges, len(edges)), path
+
+
+def reachable_hops(edges: list[tuple[int, int]], start: int, n_vertices: int) -> list[int]:
+    """Fewest edges from ``start`` to each vertex (0 for itself, ``n_vertices`` where it cannot be reached)."""
+    hops = [n_vertices] * n_vertices
+    hops[start], frontier = 0, [start]
+    for step in range(1, n_vertices):
+        frontier = [v for u, v in edges if u in frontier and hops[v] == n_vertices]
+        for v in frontier:
+            hops[v] = step
+    return hops
+
+
+def dag_reachability(n_vertices: int = 8, n_edges: int = 10, n_rows: int = 4096, test_frac: float = 0.2,
+                     seed: int = 0) -> Task:  # fmt: skip
+    """Reachability in small DAGs (after Saparov et al., ICLR 2025): ``a b c d ... ? s t`` -> ``yes``/``no``.
+
+    Each row lists ``n_edges`` edges ``u v`` (``u -> v``) of its own random DAG over ``n_vertices`` vertices
+    (names ``a``, ``b``, ...), then ``?``, a start ``s`` and a goal ``t``; the answer says whether ``t`` is
+    reachable from ``s``. Every DAG has one path (of 1 to ``n_vertices - 2`` edges, as ``n_edges`` allows) and
+    random edges off it. Even rows are reachable (start and goal on the path, their distance uniform), odd rows
+    not (the goal a vertex with an incoming edge, the start on the path). :func:`dag_hops` gives each row's distance.
+
+    >>> task = dag_reachability(8, 10)
+    >>> task.texts()[0].split()[-3:], task.vocab[task.targets_N[0]]
+    (['?', 'c', 'b'], 'yes')
+    """
+    n_vertices = check_int("n_vertices", n_vertices, 3, MAX_DAG_VERTICES)
+    n_edges = check_int("n_edges", n_edges, 2, 2 * n_vertices - 3)  # the most a DAG with a path of n - 2 edges has
+    n_rows = check_int("n_rows", n_rows, 2)
+    rng = random.Random(seed)
+    vocab = [chr(ord("a") + i) for i in range(n_vertices)] + ["?", "yes", "no"]
+    rows: list[list[int]] = []
+    answers: list[int] = []
+    longest = min(n_vertices - 2, n_edges - 1)
+    while len(rows) < n_rows:
+        hops = rng.randint(1, longest)
+        path_len = rng.randint(hops, longest)
+        edges, path = _one_dag(rng, n_vertices, n_edges, path_len)
+        if len(rows) % 2 == 0:  # reachable: along the path, 1 .. longest hops, uniformly
+            i = rng.randint(0, path_len - hops)
+            start, goal = path[i], path[i + hops]
+        else:  # not: a vertex with an incoming edge that the start cannot reach (an earlier path vertex included)
+            start = path[rng.randrange(path_len + 1)]
+            dist = reachable_hops(edges, start, n_vertices)
+            goals = sorted({v for _, v in edges if dist[v] == n_vertices})
+            if not goals:
+                continue
+            goal = rng.choice(goals)
+        rows.append([x for e in edges for x in e] + [n_vertices, start, goal])
+        answers.append(n_vertices + (1 if len(rows) % 2 == 1 else 2))
+    settings = {"n_vertices": n_vertices, "n_edges": n_edges, "n_rows": n_rows, "test_frac": test_frac, "seed": seed}
+    return Task("dag_reachability", vocab, torch.tensor(rows), torch.tensor(answers),
+                _split(n_rows, 1 - check_fraction("test_frac", test_frac, "[", ")"), seed), settings)  # fmt: skip
+
+
+def dag_hops(task: Task) -> torch.Tensor:
+    """Each row's fewest edges from start to goal (``n_vertices`` where unreachable) of a :func:`dag_reachability`.
+
+    >>> (dag_hops(task) < 8).float().mean()   # half the rows are reachable
+    tensor(0.5000)
+    """
+    if not isinstance(task, Task) or task.name != "dag_reachability":
+        raise ValueError(f"dag_hops reads a dag_reachability task, got {getattr(task, 'name', task)!r}.")
+    n = task.settings["n_vertices"]
+    out = []
+    for row in task.inputs_NL.tolist():
+        edges = list(zip(row[:-3:2], row[1:-3:2], strict=True))
+        out.append(reachable_hops(edges, row[-2], n)[row[-1]])
+    return torch.tensor(out)

@@ -49,6 +49,33 @@ ROWS: list[Row] = [
         r"PairMLP gives logits of shape \(2, 3\) for 2 rows of group_table:S3, which has 6 answers",
     ),
     Row("ilab.train.tiny", lambda c: ilab.train.tiny(BitsMLP(), "xor"), T, r"task must be a Task .*got str"),
+    Row(
+        "ilab.train.bursty_icl",
+        lambda c: ilab.train.bursty_icl(2000, pool=1024),
+        V,
+        r"n_classes=2000 does not fit: pool=1024 items less n_novel=64 novel ones leave 960",
+    ),
+    Row(
+        "ilab.train.bursty_icl",
+        lambda c: ilab.train.bursty_icl(64, n_pairs=5, burst=2),
+        V,
+        r"n_pairs=5 is not a multiple of burst=2",
+    ),
+    Row("ilab.train.bursty_icl", lambda c: ilab.train.bursty_icl(64, n_labels=2), V, r"n_labels"),
+    Row(
+        "ilab.train.bursty_icl",
+        lambda c: ilab.train.bursty_icl(64, probe="both"),
+        V,
+        r"probe='both' is not one of 'icl', 'iwl'",
+    ),
+    Row("ilab.train.dag_reachability", lambda c: ilab.train.dag_reachability(8, n_edges=20), V, r"n_edges.*13"),
+    Row("ilab.train.dag_reachability", lambda c: ilab.train.dag_reachability(40), V, r"n_vertices.*26"),
+    Row(
+        "ilab.train.dag_hops",
+        lambda c: ilab.train.dag_hops(ilab.train.boolean("xor")),
+        V,
+        r"dag_hops reads a dag_reachability task, got 'boolean:xor'",
+    ),
 ]
 
 EXEMPT: dict[str, str] = {

@@ -31,3 +31,128 @@ class BitsMLP(nn.Module):
 
     def forward(self, ids_BL: torch.Tensor) -> torch.Tensor:
         return self.l2(self.act(self.l1(ids_BL.float())))
+
+
+class HeadsAttention(nn.Module):
+    """Causal multi-head self-attention without biases; the output projection's input is the heads' values."""
+
+    def __init__(self, d: int, n_heads: int):
+        super().__init__()
+        self.n_heads = n_heads
+        self.qkv = nn.Linear(d, 3 * d, bias=False)
+        self.out = nn.Linear(d, d, bias=False)
+
+    def forward(self, x_BLD: torch.Tensor) -> torch.Tensor:
+        b, n, d = x_BLD.shape
+        q, k, v = self.qkv(x_BLD).view(b, n, 3, self.n_heads, d // self.n_heads).unbind(2)
+        scores = torch.einsum("bqhe,bkhe->bhqk", q, k) / (d // self.n_heads) ** 0.5
+        causal = torch.ones(n, n, dtype=torch.bool, device=x_BLD.device).tril()
+        pattern = scores.masked_fill(~causal, float("-inf")).softmax(-1)
+        return self.out(torch.einsum("bhqk,bkhe->bqhe", pattern, v).reshape(b, n, d))
+
+
+class AttnOnlyBlock(nn.Module):
+    """x + attention(x): no MLP, no norm."""
+
+    def __init__(self, d: int, n_heads: int):
+        super().__init__()
+        self.attn = HeadsAttention(d, n_heads)
+
+    def forward(self, x_BLD: torch.Tensor) -> torch.Tensor:
+        return x_BLD + self.attn(x_BLD)
+
+
+class FixedTokens(nn.Module):
+    """Fixed random token vectors (a buffer drawn from ``seed``, not trained, not saved)."""
+
+    def __init__(self, n_tokens: int, d: int, seed: int = 0):
+        super().__init__()
+        table = torch.randn(n_tokens, d, generator=torch.Generator().manual_seed(seed)) / d**0.5
+        self.register_buffer("table", table, persistent=False)
+
+    def forward(self, ids_BL: torch.Tensor) -> torch.Tensor:
+        return self.table[ids_BL]
+
+
+class TiedReadout(nn.Module):
+    """Logits against the fixed token vectors: ``x @ table.T``."""
+
+    def __init__(self, tokens: FixedTokens):
+        super().__init__()
+        self.register_buffer("table", tokens.table, persistent=False)
+        self.out_features = tokens.table.shape[0]
+
+    def forward(self, x_BLD: torch.Tensor) -> torch.Tensor:
+        return x_BLD @ self.table.T
+
+
+class ICLNet(nn.Module):
+    """The ICL-transition notebook's network: fixed random token vectors plus learned positions, two
+    attention-only layers of two heads, logits against the token vectors."""
+
+    def __init__(self, n_tokens: int, d: int = 32, n_heads: int = 2, n_layers: int = 2, n_positions: int = 13):
+        super().__init__()
+        self.n_heads, self.max_positions = n_heads, n_positions
+        self.embed = FixedTokens(n_tokens, d)
+        self.pos = nn.Parameter(torch.randn(n_positions, d) / d**0.5)
+        self.blocks = nn.ModuleList(AttnOnlyBlock(d, n_heads) for _ in range(n_layers))
+        self.unembed = TiedReadout(self.embed)
+
+    def forward(self, ids_BL: torch.Tensor) -> torch.Tensor:
+        x_BLD = self.embed(ids_BL) + self.pos[: ids_BL.shape[1]]
+        for block in self.blocks:
+            x_BLD = block(x_BLD)
+        return self.unembed(x_BLD)
+
+
+ICL_SITES = {
+    "hook_embed": "embed",
+    "blocks.{L}.hook_resid_post": "blocks.{L}",
+    "blocks.{L}.attn.hook_z": "blocks.{L}.attn.out:input",
+    "blocks.{L}.hook_attn_out": "blocks.{L}.attn",
+    "unembed": "unembed",
+}
+
+
+class MLPAttnBlock(nn.Module):
+    """Pre-norm block: attention, then a ReLU MLP of twice the width."""
+
+    def __init__(self, d: int, n_heads: int):
+        super().__init__()
+        self.ln1, self.attn = nn.LayerNorm(d), HeadsAttention(d, n_heads)
+        self.ln2, self.up, self.act, self.down = nn.LayerNorm(d), nn.Linear(d, 2 * d), nn.ReLU(), nn.Linear(2 * d, d)
+
+    def forward(self, x_BLD: torch.Tensor) -> torch.Tensor:
+        x_BLD = x_BLD + self.attn(self.ln1(x_BLD))
+        return x_BLD + self.down(self.act(self.up(self.ln2(x_BLD))))
+
+
+class GraphNet(nn.Module):
+    """The graph-search notebook's transformer: token and position embeddings, pre-norm blocks, final norm."""
+
+    def __init__(self, n_tokens: int, d: int = 48, n_heads: int = 2, n_layers: int = 3, n_positions: int = 17):
+        super().__init__()
+        self.n_heads, self.max_positions = n_heads, n_positions
+        self.embed = nn.Embedding(n_tokens, d)
+        self.pos = nn.Parameter(torch.randn(n_positions, d) * 0.1)
+        self.blocks = nn.ModuleList(MLPAttnBlock(d, n_heads) for _ in range(n_layers))
+        self.ln_f = nn.LayerNorm(d)
+        self.unembed = nn.Linear(d, n_tokens, bias=False)
+
+    def forward(self, ids_BL: torch.Tensor) -> torch.Tensor:
+        x_BLD = self.embed(ids_BL) + self.pos[: ids_BL.shape[1]]
+        for block in self.blocks:
+            x_BLD = block(x_BLD)
+        return self.unembed(self.ln_f(x_BLD))
+
+
+GRAPH_SITES = {
+    "hook_embed": "embed",
+    "blocks.{L}.hook_resid_post": "blocks.{L}",
+    "blocks.{L}.attn.hook_z": "blocks.{L}.attn.out:input",
+    "blocks.{L}.hook_attn_out": "blocks.{L}.attn",
+    "blocks.{L}.mlp.hook_post": "blocks.{L}.act",
+    "blocks.{L}.hook_mlp_out": "blocks.{L}.down",
+    "final_norm": "ln_f",
+    "unembed": "unembed",
+}
