@@ -202,6 +202,17 @@ class FeatureData:
             self._index(i)
         self.explanations = {**self.explanations, **records}
 
+    def to_neuronpedia(self, folder: str | Path, model_id: str | None = None, sae_set: str = "interplab",
+                       dataset: str = "", batch_size: int = 128) -> list[Path]:  # fmt: skip
+        """Write this data as Neuronpedia imports it (:mod:`.neuronpedia`: SAEDashboard's batch layout, and the
+        automatic explanations with their scores); returns the files written inside ``folder``.
+
+        >>> data.to_neuronpedia("np/", model_id="gemma-3-270m", sae_set="interplab-res")
+        """
+        from .neuronpedia import to_neuronpedia
+
+        return to_neuronpedia(self, folder, model_id, sae_set, dataset, batch_size)
+
     # ----------------------------------------------------------------- table
     def table(self) -> Any:
         """One row per latent: label, density, max_act, mean_act, top promoted and suppressed tokens (pandas); the
