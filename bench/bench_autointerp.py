@@ -10,8 +10,9 @@ explained (8 examples, up to 30 new tokens) and scored by detection (``--n-score
 others, each asked with the own, a shuffled and a constant explanation) by the embedded SmolLM2-135M-Instruct, fp32
 on the CPU, through ``ilab.autointerp.explain_and_score``.
 
-- ``fast``: the default client, batches of 8 prompts per forward pass with the shared prompt prefix's key-value
-  cache computed once per batch (``core/autointerp/prefix.py``).
+- ``fast``: ``ModelChat(model, prefix_cache=True)`` (as ``explain_and_score`` builds it), batches of 8 prompts
+  per forward pass with the shared prompt prefix's key-value cache computed once per batch
+  (``core/autointerp/prefix.py``).
 - ``baseline``: the unbatched path, one prompt per pass through ``Model.generate`` / ``Model.logits``
   (``ModelChat(model, batch_size=1, prefix_cache=False)``), on the first ``--baseline-latents`` of the same latents.
 
@@ -106,7 +107,7 @@ def main() -> None:
     latents = [i for i in range(data.d_sae) if data.top_max[i, 0] > 0 and data.density[i] < 0.05][: args.latents]
     chat = ilab.load_model("smollm2-135m-instruct")
     log(f"fast path on {len(latents)} latents")
-    fast = measure(data, latents, TimedClient(ModelChat(chat)), args.n_score)
+    fast = measure(data, latents, TimedClient(ModelChat(chat, prefix_cache=True)), args.n_score)
     log(f"unbatched path on {args.baseline_latents} latents")
     base = measure(data, latents[: args.baseline_latents], TimedClient(ModelChat(chat, 1, prefix_cache=False)),
                    args.n_score)  # fmt: skip

@@ -55,7 +55,7 @@ def _single_ids(tokenizer: Any, words: Sequence[str]) -> list[int]:
 class ModelChat:
     """A loaded interplab model with a chat template, asked through its own generation and logits."""
 
-    def __init__(self, model: Model, batch_size: int = 8, prefix_cache: bool = True) -> None:
+    def __init__(self, model: Model, batch_size: int = 8, prefix_cache: bool = False) -> None:
         check_chat_template(model.tokenizer, model.name)
         self.model, self.name, self.batch_size = model, model.name, batch_size
         #: The shared-prefix runner (:mod:`.prefix`) when asked for and the model takes it; None: one plain pass
@@ -201,21 +201,23 @@ class EndpointChat:
         return np.asarray(out, dtype=np.float32)
 
 
-def chat_client(explainer: Any) -> Any:
+def chat_client(explainer: Any, prefix_cache: bool = False) -> Any:
     """The client for ``explainer``: None (the embedded SmolLM2-135M-Instruct), an embedded model's name, a loaded
     :class:`Model` with a chat template, an ``http(s)://`` URL of an OpenAI-compatible server, or a client object;
-    an error naming the valid choices otherwise (before any generation)."""
+    an error naming the valid choices otherwise (before any generation). ``prefix_cache``: a local model runs batches
+    with their shared prompt prefix computed once (:mod:`.prefix`; the same answers up to the rounding of its
+    dtype)."""
     from ..loading.embedded import EMBEDDED, SMOLLM2_NAME
     from ..loading.load import load_model
 
     if explainer is None:
         explainer = SMOLLM2_NAME
     if isinstance(explainer, Model):
-        return ModelChat(explainer)
+        return ModelChat(explainer, prefix_cache=prefix_cache)
     if isinstance(explainer, str) and explainer.startswith(("http://", "https://")):
         return EndpointChat(explainer)
     if isinstance(explainer, str) and explainer in EMBEDDED:
-        return ModelChat(load_model(explainer))
+        return ModelChat(load_model(explainer), prefix_cache=prefix_cache)
     if all(hasattr(explainer, a) for a in ("name", "complete", "yes_probability")) and not isinstance(explainer, str):
         return explainer
     raise ValueError(

@@ -115,7 +115,8 @@ def explain_and_score(
     """Explain ``latents`` of ``data`` and score them (:func:`.explain`, then :func:`.score` per chunk of ``chunk``
     latents), committing each chunk under ``path`` (None: keep nothing) so a rerun continues where a kill stopped.
 
-    ``scorer``: who answers the scorers' questions (default: the explainer). Other arguments as in
+    ``scorer``: who answers the scorers' questions (default: the explainer). A local model runs each batch of
+    prompts with their shared prefix computed once (:mod:`.prefix`). Other arguments as in
     :func:`.explain` (``n_examples``, ``variant``, ``max_new_tokens``) and :func:`.score` (``scorers``,
     ``n_score`` held-out examples, ``seed``). Returns the explanations and the scores of every latent.
     """
@@ -127,8 +128,8 @@ def explain_and_score(
     if not scorer_list or any(s not in SCORERS for s in scorer_list):
         raise ValueError(f"scorers={scorers!r} holds an unknown scorer; choose from {list(SCORERS)}.")
     templates = prompts_with(prompts)
-    writer = chat_client(explainer)
-    judge = writer if scorer is None else chat_client(scorer)
+    writer = chat_client(explainer, prefix_cache=True)
+    judge = writer if scorer is None else chat_client(scorer, prefix_cache=True)
     parts = chunks_of(ids, chunk)
     explain_kw: dict[str, Any] = {"variant": variant, "n_examples": n_examples, "threshold": threshold,
                                   "prompts": templates, "max_new_tokens": max_new_tokens}  # fmt: skip

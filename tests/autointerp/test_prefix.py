@@ -29,7 +29,7 @@ def test_shared_length_leaves_each_sequence_a_token():
 def test_models_with_a_sliding_window_take_the_plain_path():
     model = tiny_model("gemma3")
     model.tokenizer.chat_template = TEMPLATE
-    assert not takes_prefix_cache(model) and ModelChat(model).runner is None
+    assert not takes_prefix_cache(model) and ModelChat(model, prefix_cache=True).runner is None
 
 
 @pytest.mark.parametrize("family", ["llama", "neox"])
@@ -54,7 +54,7 @@ def test_chat_client_answers_the_same_with_and_without_the_prefix_cache():
     model = tiny_model("llama")
     model.tokenizer.chat_template = TEMPLATE
     conversations = [[{"role": "user", "content": t}] for t in PROMPTS]
-    cached, plain = ModelChat(model, batch_size=2), ModelChat(model, batch_size=1, prefix_cache=False)
+    cached, plain = ModelChat(model, batch_size=2, prefix_cache=True), ModelChat(model, batch_size=1)
     assert cached.runner is not None and plain.runner is None
     assert cached.complete(conversations, 5) == plain.complete(conversations, 5)
     np.testing.assert_allclose(cached.yes_probability(conversations), plain.yes_probability(conversations), atol=1e-5)
