@@ -73,7 +73,8 @@ class FeatureDashboard(Widget):
     mean_act = traitlets.Dict().tag(sync=True)  # float32 [d_sae]
     score_values = traitlets.Dict().tag(sync=True)  # float32 [d_sae], or {} when no scores
     score_name = traitlets.Unicode("score").tag(sync=True)
-    labels = traitlets.Dict().tag(sync=True)  # {str(latent): label}
+    labels = traitlets.Dict().tag(sync=True)  # {str(latent): label}, set by hand
+    explanations = traitlets.Dict().tag(sync=True)  # {str(latent): record} (core/features/explanations.py)
     cards = traitlets.Dict().tag(sync=True)  # binary bundle of the cards sent up front
     token_strings = traitlets.Dict().tag(sync=True)  # {str(token id): string} for those cards and max_tokens
     max_tokens = traitlets.Dict().tag(sync=True)  # int32 [d_sae, n_top]: the token at each top example's max (-1: none)
@@ -147,6 +148,7 @@ class FeatureDashboard(Widget):
             score_values=score_payload,
             score_name=score_name,
             labels={str(k): v for k, v in data.labels.items()},
+            explanations={str(k): v for k, v in data.explanations.items()},
             cards=bundle,
             token_strings=strings,
             max_tokens=array_payload(max_tokens, "int32"),
@@ -185,6 +187,13 @@ class FeatureDashboard(Widget):
         self._scores = self._check_scores(values)
         self.score_values = array_payload(self._scores, "float32")
         self.sort = "score"
+
+    def set_explanations(self, explained: Any, scores: Any = None, scorer: str = "detection",
+                         metric: str = "auroc") -> None:  # fmt: skip
+        """Show automatic explanations (``ilab.autointerp.explain``) and their scores (``score``) on the cards and
+        in the list, kept with the data (:meth:`FeatureData.set_explanations`); a hand label still wins."""
+        self._data.set_explanations(explained, scores, scorer, metric)
+        self.explanations = {str(k): v for k, v in self._data.explanations.items()}
 
     def set_label(self, latent: int, label: str) -> None:
         """Label a latent (shown in the list, its card and its neighbours; saved with the data)."""

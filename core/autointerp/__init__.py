@@ -3,7 +3,8 @@
 ``explain.py`` writes one explanation per latent from its examples (:func:`explain`), ``scoring.py`` scores them
 (:func:`score`: detection, fuzzing, simulation, each beside a shuffled and a constant explanation), ``clients.py``
 asks a loaded chat model or an OpenAI-compatible server, ``examples.py`` turns feature data into marked text and
-``prompts.py`` holds the prompts (:data:`PROMPTS`, overridable per call).
+``prompts.py`` holds the prompts (:data:`PROMPTS`, overridable per call), ``job.py`` runs many latents as a
+resumable job (:func:`explain_and_score`) and ``prefix.py`` computes a batch's shared prompt prefix once.
 
 Example
 -------
@@ -14,7 +15,8 @@ Example
 
 from .clients import chat_client
 from .explain import Explanations, explain
+from .job import explain_and_score
 from .prompts import PROMPTS
 from .scoring import SCORERS, Scores, score
 
-__all__ = ["PROMPTS", "SCORERS", "Explanations", "Scores", "chat_client", "explain", "score"]
+__all__ = ["PROMPTS", "SCORERS", "Explanations", "Scores", "chat_client", "explain", "explain_and_score", "score"]

@@ -28,6 +28,7 @@ import torch
 from ..model.chat import check_chat_template
 from ..model.model import Model
 from ..model.trace_ops import log_normaliser, token_probs
+from .prefix import PrefixRunner, takes_prefix_cache
 
 Messages = list[dict[str, str]]
 YES, NO = ("Yes", " Yes", "yes", " yes", "YES"), ("No", " No", "no", " no", "NO")
@@ -54,9 +55,12 @@ def _single_ids(tokenizer: Any, words: Sequence[str]) -> list[int]:
 class ModelChat:
     """A loaded interplab model with a chat template, asked through its own generation and logits."""
 
-    def __init__(self, model: Model, batch_size: int = 8) -> None:
+    def __init__(self, model: Model, batch_size: int = 8, prefix_cache: bool = False) -> None:
         check_chat_template(model.tokenizer, model.name)
         self.model, self.name, self.batch_size = model, model.name, batch_size
+        #: The shared-prefix runner (:mod:`.prefix`) when asked for and the model takes it; None: one plain pass
+        #: per batch through :meth:`Model.logits` / :meth:`Model.generate`.
+        self.runner = PrefixRunner(model, batch_size) if prefix_cache and takes_prefix_cache(model) else None
         self.yes_ids, self.no_ids = _single_ids(model.tokenizer, YES), _single_ids(model.tokenizer, NO)
         self.digit_ids = [_single_ids(model.tokenizer, [d]) for d in DIGITS]
         if not self.yes_ids or not self.no_ids:
@@ -69,6 +73,10 @@ class ModelChat:
     def complete(self, conversations: Sequence[Messages], max_new_tokens: int) -> list[str]:
         """Each conversation's greedy answer."""
         texts = [self.prompt(m) for m in conversations]
+        runner = self._runner_for(texts)
+        if runner is not None:
+            ids = runner.greedy(self._ids(texts), max_new_tokens, self._stop_ids())
+            return [t.strip() for t in self.model.tokenizer.batch_decode(ids, skip_special_tokens=True)]
         out: list[str] = []
         for first in range(0, len(texts), self.batch_size):
             out += self.model.generate(texts[first : first + self.batch_size], max_new_tokens=max_new_tokens)
@@ -77,24 +85,55 @@ class ModelChat:
     def yes_probability(self, conversations: Sequence[Messages]) -> np.ndarray:
         """[N] P(Yes) / (P(Yes) + P(No)) of each answer's first token."""
         texts = [self.prompt(m) for m in conversations]
+        runner = self._runner_for(texts)
+        if runner is not None:
+            return self._yes_share(runner.last_logits(self._ids(texts)))
         chunks = [texts[i : i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
-        logits_NV = torch.cat([self.model.logits(c, batch_size=self.batch_size)[:, 0] for c in chunks])
+        return self._yes_share(torch.cat([self.model.logits(c, batch_size=self.batch_size)[:, 0] for c in chunks]))
+
+    def _yes_share(self, logits_NV: torch.Tensor) -> np.ndarray:
         yes_N = log_normaliser(logits_NV[:, self.yes_ids])
         no_N = log_normaliser(logits_NV[:, self.no_ids])
         return torch.sigmoid(yes_N - no_N).numpy()
 
+    def _runner_for(self, texts: Sequence[str]) -> PrefixRunner | None:
+        """The prefix runner when it takes ``texts``: several prompts share a prefix worth computing once (a single
+        prompt takes the plain pass, whose numbers it then matches exactly); None for the plain pass."""
+        return self.runner if len(texts) > 1 else None
+
+    def _ids(self, texts: Sequence[str]) -> list[list[int]]:
+        return [list(self.model.tokenizer(t)["input_ids"]) for t in texts]  # the ids Model.logits reads
+
+    def _stop_ids(self) -> list[int]:
+        found = getattr(getattr(self.model.module, "generation_config", None), "eos_token_id", None)
+        stops = [found] if isinstance(found, int) else list(found or [])
+        eos = self.model.tokenizer.eos_token_id
+        return [int(i) for i in stops + ([eos] if eos is not None else [])]
+
     def digit_expectations(self, messages: Messages, lines: Sequence[str]) -> np.ndarray:
         """[len(lines)] the expected digit after each ``line + tab`` of an answer written line by line (one pass)."""
-        head = self.prompt(messages)
-        text, ends = head, []
-        for line in lines:
-            text += line + "\t"
-            ends.append(len(text))
-            text += "0\n"
-        enc = self.model.tokenizer(text, return_offsets_mapping=True)  # the ids Model.logits reads
-        stops = [span[1] for span in enc["offset_mapping"]]
-        positions = [stops.index(e) if e in stops else int(np.searchsorted(stops, e)) for e in ends]
-        logits_PV = self.model.logits(text, positions=positions)[0]
+        return self.digit_expectations_batch([(messages, lines)])[0]
+
+    def digit_expectations_batch(self, items: Sequence[tuple[Messages, Sequence[str]]]) -> list[np.ndarray]:
+        """:meth:`digit_expectations` of each ``(messages, lines)``, batched (with the shared prefix computed once)."""
+        texts, positions = [], []
+        for messages, lines in items:
+            text, ends = self.prompt(messages), []
+            for line in lines:
+                text += line + "\t"
+                ends.append(len(text))
+                text += "0\n"
+            stops = [span[1] for span in self.model.tokenizer(text, return_offsets_mapping=True)["offset_mapping"]]
+            texts.append(text)
+            positions.append([stops.index(e) if e in stops else int(np.searchsorted(stops, e)) for e in ends])
+        runner = self._runner_for(texts)
+        if runner is not None:
+            found = runner.logits_at(self._ids(texts), positions)
+        else:
+            found = [self.model.logits(t, positions=p)[0] for t, p in zip(texts, positions)]
+        return [self._expected_digit(logits_PV) for logits_PV in found]
+
+    def _expected_digit(self, logits_PV: torch.Tensor) -> np.ndarray:
         probs_PD = token_probs(torch.stack([log_normaliser(logits_PV[:, ids]) for ids in self.digit_ids], 1))
         return (probs_PD @ torch.arange(10.0)).numpy()
 
@@ -162,21 +201,23 @@ class EndpointChat:
         return np.asarray(out, dtype=np.float32)
 
 
-def chat_client(explainer: Any) -> Any:
+def chat_client(explainer: Any, prefix_cache: bool = False) -> Any:
     """The client for ``explainer``: None (the embedded SmolLM2-135M-Instruct), an embedded model's name, a loaded
     :class:`Model` with a chat template, an ``http(s)://`` URL of an OpenAI-compatible server, or a client object;
-    an error naming the valid choices otherwise (before any generation)."""
+    an error naming the valid choices otherwise (before any generation). ``prefix_cache``: a local model runs batches
+    with their shared prompt prefix computed once (:mod:`.prefix`; the same answers up to the rounding of its
+    dtype)."""
     from ..loading.embedded import EMBEDDED, SMOLLM2_NAME
     from ..loading.load import load_model
 
     if explainer is None:
         explainer = SMOLLM2_NAME
     if isinstance(explainer, Model):
-        return ModelChat(explainer)
+        return ModelChat(explainer, prefix_cache=prefix_cache)
     if isinstance(explainer, str) and explainer.startswith(("http://", "https://")):
         return EndpointChat(explainer)
     if isinstance(explainer, str) and explainer in EMBEDDED:
-        return ModelChat(load_model(explainer))
+        return ModelChat(load_model(explainer), prefix_cache=prefix_cache)
     if all(hasattr(explainer, a) for a in ("name", "complete", "yes_probability")) and not isinstance(explainer, str):
         return explainer
     raise ValueError(

@@ -87,12 +87,11 @@ def _judge(client: Any, templates: dict, key: str, explanation: str, texts: list
 
 
 def _simulate(client: Any, templates: dict, explanation: str, examples: list[Example]) -> np.ndarray:
-    predicted = []
-    for e in examples:
-        lines = [repr(t)[1:-1] or " " for t in e.tokens]
-        predicted.append(client.digit_expectations(conversation(templates, "simulation", explanation=explanation),
-                                                   lines))  # fmt: skip
-    return np.concatenate(predicted)
+    asked = conversation(templates, "simulation", explanation=explanation)
+    items = [(asked, [repr(t)[1:-1] or " " for t in e.tokens]) for e in examples]
+    if hasattr(client, "digit_expectations_batch"):
+        return np.concatenate(client.digit_expectations_batch(items))
+    return np.concatenate([client.digit_expectations(m, lines) for m, lines in items])
 
 
 def _correlation(a: np.ndarray, b: np.ndarray) -> float:
@@ -161,10 +160,11 @@ def score(
         for kind in scorers:
             for row in _rows_for(kind, client, templates, texts, pos, neg, threshold, rng):
                 rows.append({"latent": i, **row, "shuffled_from": shuffled[i]})
-    return _table(rows, client.name)
+    return scores_table(rows, client.name)
 
 
-def _table(rows: list[dict], name: str) -> Scores:
+def scores_table(rows: list[dict], name: str) -> Scores:
+    """The :class:`Scores` of metric rows (``latent``, ``scorer``, ``metric``, the three scores, ``shuffled_from``)."""
     import pandas as pd
 
     table = pd.DataFrame(rows)

@@ -21,6 +21,7 @@ from ..memory.budget import check_memory
 from ..storage.atomic import reads_folder
 from ..storage.readers import Fields, FileError, in_folder, inside, load_npy, read_json
 from .distinct import distinct_order, gather
+from .explanations import check_records, explanation_records, shown_label
 from .folder_format import ARRAYS, FORMAT, check_array_headers, check_array_values, write_arrays
 from .labels import FILE as LABELS_FILE
 from .labels import check_label, read_labels, update_label
@@ -64,6 +65,8 @@ class FeatureData:
     neighbour_sims: np.ndarray
     token_strings: dict[int, str] = field(default_factory=dict)
     labels: dict[int, str] = field(default_factory=dict)
+    #: Automatic explanations by latent (:mod:`.explanations`); a label set by hand wins over them.
+    explanations: dict[int, dict[str, Any]] = field(default_factory=dict)
     model_name: str = ""
     labels_path: str = ""
     complete: bool = True
@@ -145,6 +148,8 @@ class FeatureData:
             "id": i,
             "label": self.labels.get(i, ""),
             "suggested_label": self.suggest_label(i),
+            "explanation": dict(self.explanations.get(i, {})),
+            "shown_label": shown_label(self.labels, self.explanations, i),
             "density": float(self.density[i]),
             "max_act": float(self.max_act[i]),
             "mean_act": float(self.mean_act[i]),
@@ -185,14 +190,43 @@ class FeatureData:
         if save and self.labels_path:
             update_label(Path(self.labels_path), i, text)
 
+    def set_explanations(self, explained: Any, scores: Any = None, scorer: str = "detection",
+                         metric: str = "auroc") -> None:  # fmt: skip
+        """Keep ``ilab.autointerp.explain``'s explanations (and ``score``'s ``scorer`` ``metric`` with its baselines)
+        with this data: shown on the dashboard's cards and list, searched, saved. Hand labels win over them.
+
+        >>> data.set_explanations(explained, scores); data.explanations[7]["score"]
+        """
+        records = explanation_records(explained, scores, scorer, metric)
+        for i in records:
+            self._index(i)
+        self.explanations = {**self.explanations, **records}
+
+    def to_neuronpedia(self, folder: str | Path, model_id: str | None = None, sae_set: str = "interplab",
+                       dataset: str = "", batch_size: int = 128) -> list[Path]:  # fmt: skip
+        """Write this data as Neuronpedia imports it (:mod:`.neuronpedia`: SAEDashboard's batch layout, and the
+        automatic explanations with their scores); returns the files written inside ``folder``.
+
+        >>> data.to_neuronpedia("np/", model_id="gemma-3-270m", sae_set="interplab-res")
+        """
+        from .neuronpedia import to_neuronpedia
+
+        return to_neuronpedia(self, folder, model_id, sae_set, dataset, batch_size)
+
     # ----------------------------------------------------------------- table
     def table(self) -> Any:
-        """One row per latent: label, density, max_act, mean_act, top promoted and suppressed tokens (pandas)."""
+        """One row per latent: label, density, max_act, mean_act, top promoted and suppressed tokens (pandas); the
+        automatic explanation and its score too when the data has explanations."""
         import pandas as pd
 
         def joined(ids: np.ndarray) -> list[str]:
             return [" ".join(repr(self.token_str(t)) for t in row[:5]) for row in ids.tolist()]
 
+        explained = {}
+        if self.explanations:
+            records = [self.explanations.get(i, {}) for i in range(self.d_sae)]
+            explained = {"explanation": [r.get("text", "") for r in records],
+                         "explanation_score": [r.get("score") for r in records]}  # fmt: skip
         return pd.DataFrame(
             {
                 "label": [self.labels.get(i, "") for i in range(self.d_sae)],
@@ -201,6 +235,7 @@ class FeatureData:
                 "mean_act": self.mean_act,
                 "promotes": joined(self.logit_top_ids),
                 "suppresses": joined(self.logit_bottom_ids),
+                **explained,
             },
             index=pd.RangeIndex(self.d_sae, name="latent"),
         )
@@ -244,6 +279,7 @@ class FeatureData:
             "config": self.config,
             "token_strings": {str(k): v for k, v in self.token_strings.items()},
             "labels": {str(k): v for k, v in self.labels.items()},
+            "explanations": {str(k): v for k, v in self.explanations.items()},
         }
         root = Path(path)
         own = root / LABELS_FILE
@@ -283,6 +319,7 @@ class FeatureData:
             lead=meta.int("lead", minimum=0, maximum=context - 1), **arrays,
             token_strings={k: v for k, v in strings.items() if k >= 0},
             labels=labels, model_name=meta.str("model_name", ""),
+            explanations=check_records(file, meta.raw("explanations", {}), d_sae),
             complete=meta.bool("complete", True), config=config.data,
         )  # fmt: skip
         if sae is not None:

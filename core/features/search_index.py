@@ -2,7 +2,8 @@
 
 Built once from :class:`~interplab.core.features.data.FeatureData`, used by :func:`search_latents` in Python and
 shipped to the dashboard, whose search box applies the same rule in the browser (in exported HTML too). A
-query finds a latent when the latent's id starts with it (digits), its label contains it, or one of its
+query finds a latent when the latent's id starts with it (digits), its label (set by hand, or its automatic
+explanation) contains it, or one of its
 token texts does, case and surrounding spaces aside:
 
 * the tokens it **fires on**: the token at the max of each of its top examples;
@@ -71,6 +72,8 @@ class SearchIndex:
             found |= np.char.startswith(np.arange(data.d_sae).astype(str), q)
         for i, label in data.labels.items():
             found[i] |= q in label.lower()
+        for i, record in data.explanations.items():
+            found[i] |= q in str(record.get("text", "")).lower()
         fires, promotes = self.token_hits(q)
         return np.flatnonzero(found | fires | promotes).astype(np.int64)
 

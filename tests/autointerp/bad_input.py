@@ -66,6 +66,14 @@ ROWS: list[Row] = [
     Row("ilab.autointerp.score", lambda c: ilab.autointerp.score(c.data, _explained(c), "simulation", WordJudge()),
         V, r"simulation needs per-token log-probabilities of a local model; 'word judge' gives none"),
     Row("ilab.autointerp.chat_client", lambda c: ilab.autointerp.chat_client(42), V, r"explainer=42 is not"),
+    Row("ilab.autointerp.explain_and_score", lambda c: ilab.autointerp.explain_and_score(
+        c.data, [_a_live_latent(c)], WordJudge()), V, r"needs at least 2 latents"),
+    Row("ilab.autointerp.explain_and_score", lambda c: ilab.autointerp.explain_and_score(
+        c.data, [0, 1], WordJudge(), chunk=0), V, r"chunk"),
+    Row("ilab.autointerp.explain_and_score", lambda c: ilab.autointerp.explain_and_score(
+        c.data, [0, 1], WordJudge(), scorers=("intruder",)), V, r"scorers=\('intruder',\) holds an unknown scorer"),
+    Row("ilab.autointerp.explain_and_score", lambda c: ilab.autointerp.explain_and_score(
+        c.data, [0, 1], explainer="gpt-5"), V, r"explainer='gpt-5' is not an explainer"),
     Row("Model.chat_prompt", lambda c: c.model.chat_prompt("hello"), V, r"messages='hello' is not a conversation"),
     Row("Model.chat_prompt", lambda c: c.model.chat_prompt([{"role": "bot", "content": "hi"}]), V,
         r"messages\[0\] has role 'bot'; choose one of \['system', 'user', 'assistant'\]"),

@@ -59,6 +59,24 @@ ROWS: list[Row] = [
     ),
     Row("ilab.features.FeatureData.latent", lambda c: c.data.latent(99), I, "Latent 99 is out of range"),
     Row(
+        "ilab.features.FeatureData.to_neuronpedia",
+        lambda c: c.data.to_neuronpedia(c.tmp / "np", sae_set="../up"),
+        V,
+        r"sae_set='\.\./up' must be a name of letters",
+    ),
+    Row(
+        "ilab.features.FeatureData.to_neuronpedia",
+        lambda c: c.data.to_neuronpedia(c.tmp / "np", batch_size=0),
+        V,
+        "batch_size",
+    ),
+    Row(
+        "ilab.features.FeatureData.set_explanations",
+        lambda c: c.data.set_explanations({0: "cats"}),
+        T,
+        "explained must be what ilab.autointerp.explain gives, not dict",
+    ),
+    Row(
         "ilab.features.FeatureData.distinct_top", lambda c: c.data.distinct_top([0, 99]), I, "Latent 99 is out of range"
     ),
     Row("ilab.features.FeatureData.max_tokens", lambda c: c.data.max_tokens(-1), I, "Latent -1 is out of range"),

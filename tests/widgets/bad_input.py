@@ -82,6 +82,12 @@ ROWS: list[Row] = [
     ),
     Row("ilab.widgets.FeatureDashboard.set_label", lambda c: c.dashboard.set_label(99, "x"), I, "Latent 99"),
     Row(
+        "ilab.widgets.FeatureDashboard.set_explanations",
+        lambda c: c.dashboard.set_explanations(["cats"]),
+        T,
+        "explained must be what ilab.autointerp.explain gives, not list",
+    ),
+    Row(
         "ilab.widgets.FeatureDashboard.set_label",
         lambda c: c.dashboard.set_label(1, None),
         T,

@@ -4,6 +4,7 @@ import {
   ilabClosest, ilabEl, ilabFmt, ilabFmtSigned, ilabKeepKeys, ilabTokenLabel, ilabTokenSpan, ilabTokenText,
 } from "../shared/index.js";
 import { binText, histogramSvg } from "./histogram.js";
+import { explanationText } from "./listdata.js";
 /** @import { DashContext } from "./context.js" */
 /** @import { Card } from "./store.js" */
 
@@ -97,6 +98,18 @@ function neighbours({ names, select }, c) {
 }
 
 /**
+ * The automatic explanation (text only through textContent) and its score beside the baselines.
+ * @param {any} rec
+ * @param {boolean} overridden a hand label wins over it
+ */
+function explanationLine(rec, overridden) {
+  const line = ilabEl("div", "ilab-dash-explanation");
+  line.append(ilabEl("span", "ilab-dash-h", overridden ? "automatic explanation (the hand label wins): " : "automatic explanation: "),
+    ilabEl("span", "ilab-dash-auto", rec.text), ilabEl("span", "ilab-dash-expscore ilab-muted", ` · ${explanationText(rec)}`));
+  return line;
+}
+
+/**
  * The card's head: the latent's name, a box to label it, and its statistics.
  * @param {DashContext} ctx
  * @param {number} i
@@ -107,7 +120,9 @@ function header({ model, store, names }, i) {
   const input = ilabEl("input", "ilab-dash-label");
   input.placeholder = "label this latent";
   input.setAttribute("aria-label", "label");
-  input.value = names.label(i);
+  input.value = names.hand(i);
+  const auto = names.explanation(i);
+  if (auto && auto.text) input.placeholder = "label this latent (a hand label wins over the explanation)";
   ilabKeepKeys(input);
   if (!store.live) { // exported HTML (or a kernel not answering): nothing would keep an edit
     input.readOnly = true;
@@ -115,7 +130,7 @@ function header({ model, store, names }, i) {
     input.title = "labels are edited with a running kernel: run the notebook";
   }
   const save = () => {
-    if (input.value === names.label(i)) return;
+    if (input.value === names.hand(i)) return;
     const labels = { ...model.get("labels") };
     if (input.value.trim()) labels[String(i)] = input.value.trim();
     else delete labels[String(i)];
@@ -125,6 +140,8 @@ function header({ model, store, names }, i) {
   input.addEventListener("change", save);
   input.addEventListener("keydown", (e) => e.key === "Enter" && save());
   head.appendChild(input);
+  if (names.source(i) === "hand") head.appendChild(ilabEl("span", "ilab-dash-source ilab-muted", "set by hand"));
+  if (auto && auto.text) head.appendChild(explanationLine(auto, names.source(i) === "hand"));
   const stats = `density ${ilabFmt(store.density[i] * 100)}% · max ${ilabFmt(store.maxAct[i])} · mean ${ilabFmt(store.meanAct[i])}`;
   head.appendChild(ilabEl("div", "ilab-dash-stats ilab-muted", stats));
   return head;

@@ -75,6 +75,10 @@ function render({ model, el }) {
       list.fill();
       card.draw();
     },
+    "change:explanations": () => {
+      list.fill();
+      card.draw();
+    },
     "change:sort": onSort,
     "change:query": list.syncQuery,
     "change:score_values": onSort,

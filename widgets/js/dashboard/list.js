@@ -3,7 +3,7 @@
 import {
   ilabClosest, ilabDecode, ilabEl, ilabFmt, ilabFocusBox, ilabKeepKeys, ilabSearchBox, ilabTokenText,
 } from "../shared/index.js";
-import { listOrder, listSearch, statName } from "./listdata.js";
+import { explanationText, listOrder, listSearch, statName } from "./listdata.js";
 import { MAX_ROWS } from "./store.js";
 /** @import { DashContext } from "./context.js" */
 
@@ -101,7 +101,11 @@ function listRow({ model, store, names }, i, stat, tops) {
   row.setAttribute("role", "option");
   if (i === model.get("selected")) row.classList.add("ilab-selected");
   const name = ilabEl("span", "ilab-dash-name", names.name(i));
-  if (tops) name.title = `top tokens: ${tops.map((t) => ilabTokenText(t).text).join(" | ")}`;
+  const source = names.source(i);
+  if (source) name.classList.add(`ilab-dash-${source}`); // a hand label or an automatic explanation
+  const how = source === "hand" ? "label set by hand" : source === "auto" ? explanationText(names.explanation(i)) : "";
+  const top = tops ? `top tokens: ${tops.map((t) => ilabTokenText(t).text).join(" | ")}` : "";
+  if (how || top) name.title = [how, top].filter(Boolean).join("\n");
   row.appendChild(name);
   row.appendChild(ilabEl("span", "ilab-dash-stat ilab-muted", stat));
   if (!store.cards.has(i) && !store.live) row.classList.add("ilab-dash-absent");

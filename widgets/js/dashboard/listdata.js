@@ -99,3 +99,17 @@ export function listSearch({ model, store, names }) {
   };
   return { topTokens, matches, searched };
 }
+
+/**
+ * An automatic explanation in words: who wrote it and its score beside the baselines of the same run.
+ * @param {any} rec a record of the `explanations` trait (core/features/explanations.py)
+ */
+export function explanationText(rec) {
+  if (!rec) return "";
+  /** @param {number | null} v */
+  const num = (v) => (v === null || v === undefined ? "n/a" : v.toFixed(2));
+  const by = `automatic explanation by ${rec.explainer || "an explainer"}`;
+  if (!rec.scorer) return `${by} (not scored)`;
+  const beats = rec.score !== null && rec.shuffled !== null && rec.score > rec.shuffled ? "" : ", not above shuffled";
+  return `${by}; ${rec.scorer} ${rec.metric} ${num(rec.score)} (shuffled ${num(rec.shuffled)}, constant ${num(rec.constant)}${beats})`;
+}
