@@ -67,13 +67,16 @@ ndif: setup ndif-env
 	$(PY) ndif-local/serve.py
 
 # The reference implementations' own environments (.ref/, pins that clash with ours): pyvene 0.1.8, sae-bench 0.6.0,
-# circuit-tracer 0.5.0, each about a minute from the local wheels (3-10 minutes from PyPI). With them built,
-# tests/das/test_reference.py, tests/evals/test_reference_sae_bench.py and tests/circuits/test_reference_circuit_tracer.py
-# regenerate the reference outputs and compare them with the committed fixtures, instead of skipping that step.
+# circuit-tracer 0.5.0, each about a minute from the local wheels (3-10 minutes from PyPI), and SAEDashboard 0.8.0's
+# Neuronpedia classes (numpy only, seconds). With them built, tests/das/test_reference.py,
+# tests/evals/test_reference_sae_bench.py, tests/circuits/test_reference_circuit_tracer.py and
+# tests/features/test_neuronpedia.py regenerate the reference outputs and compare them with the committed fixtures,
+# instead of skipping that step.
 refs:
 	BUILD_ONLY=1 bash tests/reference/build_pyvene.sh
 	BUILD_ONLY=1 bash tests/reference/build_sae_bench.sh
 	BUILD_ONLY=1 bash tests/reference/build_circuit_tracer.sh
+	BUILD_ONLY=1 bash tests/reference/build_sae_dashboard.sh
 
 # ESLint 9 and TypeScript for the widget JavaScript (widgets/js; eslint.config.js, jsconfig.json), exactly as
 # package-lock.json pins them, into node_modules/ (Debian's nodejs and npm first, when missing). Lint only:
