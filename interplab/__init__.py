@@ -9,7 +9,20 @@ Example
 """
 
 from interplab import widgets
-from interplab.core import autointerp, circuits, das, evals, features, jobs, matching, patching, probes, steering, train
+from interplab.core import (
+    agents,
+    autointerp,
+    circuits,
+    das,
+    evals,
+    features,
+    jobs,
+    matching,
+    patching,
+    probes,
+    steering,
+    train,
+)
 from interplab.core.data import ActivationStore, default_corpus
 from interplab.core.evals import SAEEvaluation, evaluate
 from interplab.core.features import FeatureData, feature_data
@@ -38,6 +51,7 @@ __all__ = [
     "PatchscopeResult",
     "SAEEvaluation",
     "__version__",
+    "agents",
     "attention_data",
     "autointerp",
     "circuits",
