@@ -62,6 +62,19 @@ class Level:
         grid[self.agent] = AGENT_ON_TARGET if self.agent in self.targets else AGENT
         return torch.tensor(grid, dtype=torch.long)
 
+    @classmethod
+    def from_ids(cls, ids_S: torch.Tensor) -> Level:
+        """The level an observation shows (token ids [size * size], one agent)."""
+        flat = torch.as_tensor(ids_S).flatten().tolist()
+        size = round(len(flat) ** 0.5)
+        agents = [i for i, v in enumerate(flat) if v in (AGENT, AGENT_ON_TARGET)]
+        if size * size != len(flat) or len(agents) != 1 or not all(0 <= v < len(CELLS) for v in flat):
+            raise ValueError(f"An observation is {size}x{size} cell ids in 0..{len(CELLS) - 1} with one agent; got "
+                             f"{len(flat)} values with {len(agents)} agents.")  # fmt: skip
+        pick = lambda kinds: frozenset(i for i, v in enumerate(flat) if v in kinds)  # noqa: E731
+        return cls(size, pick({WALL}), pick({TARGET, BOX_ON_TARGET, AGENT_ON_TARGET}),
+                   tuple(sorted(pick({BOX, BOX_ON_TARGET}))), agents[0])  # fmt: skip
+
     def text(self) -> str:
         """The observation as token names separated by spaces (what a loaded agent reads)."""
         return " ".join(CELLS[i] for i in self.ids().tolist())
@@ -84,7 +97,8 @@ class Level:
         return Level(self.size, self.walls, self.targets, nxt[1], nxt[0])
 
 
-def _neighbour(size: int, cell: int, action: int) -> int | None:
+def neighbour(size: int, cell: int, action: int) -> int | None:
+    """The cell one ``action`` away from ``cell`` on a ``size x size`` board, or None off the board."""
     dr, dc = _STEPS[action]
     r, c = divmod(cell, size)
     r, c = r + dr, c + dc
@@ -94,12 +108,12 @@ def _neighbour(size: int, cell: int, action: int) -> int | None:
 def move(size: int, walls: frozenset[int], agent: int, boxes: tuple[int, ...],
          action: int) -> tuple[int, tuple[int, ...]] | None:  # fmt: skip
     """The (agent, sorted boxes) after ``action``, or None when a wall or a blocked box stops it."""
-    to = _neighbour(size, agent, action)
+    to = neighbour(size, agent, action)
     if to is None or to in walls:
         return None
     if to not in boxes:
         return to, boxes
-    beyond = _neighbour(size, to, action)
+    beyond = neighbour(size, to, action)
     if beyond is None or beyond in walls or beyond in boxes:
         return None
     return to, tuple(sorted(beyond if b == to else b for b in boxes))
@@ -111,7 +125,7 @@ def _dead(size: int, walls: frozenset[int], targets: frozenset[int], box: int) -
         return False
 
     def blocked(action: int) -> bool:
-        n = _neighbour(size, box, action)
+        n = neighbour(size, box, action)
         return n is None or n in walls
 
     return (blocked(0) or blocked(1)) and (blocked(2) or blocked(3))
@@ -174,10 +188,10 @@ def _pull_walk(rng: random.Random, size: int, walls: frozenset[int], agent: int,
     """Walk the agent backwards ``steps`` times, pulling a box behind it most of the time; the agent's cell."""
     for _ in range(steps):
         action = rng.randrange(len(_STEPS))
-        to = _neighbour(size, agent, action)
+        to = neighbour(size, agent, action)
         if to is None or to in walls or to in boxes:
             continue
-        behind = _neighbour(size, agent, action ^ 1)
+        behind = neighbour(size, agent, action ^ 1)
         if behind in boxes and rng.random() < 0.8:
             boxes[boxes.index(behind)] = agent
         agent = to
