@@ -114,6 +114,8 @@ def plan_labels(levels: Sequence[Level]) -> tuple[torch.Tensor, torch.Tensor, to
 def observation_features(ids_NS: torch.Tensor) -> torch.Tensor:
     """The observation-only baseline's rows: each square's one-hot cell type [N, S, 7] (what a probe on the
     observation at that square sees)."""
+    if not isinstance(ids_NS, torch.Tensor) or ids_NS.ndim != 2 or ids_NS.dtype != torch.long:
+        raise ValueError(f"ids_NS must be cell ids [N, S] (torch.long), got {getattr(ids_NS, 'shape', ids_NS)!r}.")
     return torch.nn.functional.one_hot(ids_NS, len(CELLS)).float()
 
 
@@ -150,6 +152,9 @@ def fit_square_probe(x_NSD: torch.Tensor, y_NS: torch.Tensor, steps: int = 300, 
 def probe_scores(probe: tuple[torch.Tensor, torch.Tensor], x_NSD: torch.Tensor, y_NS: torch.Tensor) -> dict[str, float]:
     """The probe's F1 and balanced accuracy on rows ``x_NSD`` against labels ``y_NS``."""
     w_D, b = probe
+    if x_NSD.ndim != 3 or tuple(y_NS.shape) != tuple(x_NSD.shape[:2]) or x_NSD.shape[2] != len(w_D):
+        raise ValueError(f"x_NSD must be [N, S, {len(w_D)}] (the probe's width) and y_NS [N, S]; got "
+                         f"{tuple(x_NSD.shape)} and {tuple(y_NS.shape)}.")  # fmt: skip
     pred_T = (x_NSD.flatten(0, 1).float() @ w_D + b) > 0
     y_T = y_NS.flatten().bool()
     tp = float((pred_T & y_T).sum())

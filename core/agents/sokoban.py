@@ -91,6 +91,8 @@ class Level:
 
     def step(self, action: int) -> Level:
         """The level after ``action`` (an index into :data:`ACTIONS`); a blocked move leaves it as it is."""
+        if not isinstance(action, int) or isinstance(action, bool) or not 0 <= action < len(ACTIONS):
+            raise ValueError(f"action={action!r} is not a move: choose 0..3 ({', '.join(ACTIONS)}).")
         nxt = move(self.size, self.walls, self.agent, self.boxes, action)
         if nxt is None:
             return self
@@ -240,6 +242,8 @@ def generate(n: int, size: int = 6, boxes: tuple[int, int] = (1, 2), walls: tupl
 
 def trajectory(level: Level, actions: Sequence[int]) -> list[Level]:
     """The levels the agent goes through following ``actions``: ``len(actions) + 1`` of them."""
+    if not isinstance(level, Level):
+        raise TypeError(f"level must be a Level (from ilab.agents.generate or Level(...)), got {type(level).__name__}.")
     out = [level]
     for action in actions:
         out.append(out[-1].step(int(action)))
