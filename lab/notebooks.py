@@ -38,6 +38,7 @@ SHIPPED: tuple[str, ...] = (
     "09_circuits",
     "10_autointerp",
     "papers/identifiability",
+    "papers/planning_agent",
 )
 TOUR = "nbs/00_tour.ipynb"
 #: Cell metadata a run or a view of the outputs writes (timings, collapsed or scrolled outputs).
