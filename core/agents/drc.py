@@ -21,6 +21,8 @@ torch.Size([B, 4])
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import nn
 
@@ -88,6 +90,7 @@ class DRC(nn.Module):
             self.embed = nn.Embedding(len(CELLS), channels)
             self.encode = nn.Conv2d(channels, channels, 3, padding=1)
             self.cells = nn.ModuleList(ConvLSTM(2 * channels, channels) for _ in range(n_layers))
+            self.head: nn.Module
             if head == "agent":
                 self.head = nn.Linear(channels, len(ACTIONS))
             else:
@@ -119,7 +122,7 @@ class DRC(nn.Module):
             below = hs[-1]
             for i, cell in enumerate(self.cells):
                 h, cs[i] = cell(torch.cat([enc, below], 1), hs[i], cs[i])
-                shown = self.thoughts[t].layers[i](h)
+                shown = cast(Tick, self.thoughts[t]).layers[i](h)
                 hs[i] = below = shown.transpose(1, 2).reshape(h.shape)
         if self.head_kind == "flat":
             return self.head(hs[-1])

@@ -51,7 +51,7 @@ def imitation_task(levels: Sequence[Level], train_frac: float = 0.9, seed: int =
     held = set(order[max(1, round(len(levels) * train_frac)) :])
     rows, targets, train = [], [], []
     for i, level in enumerate(levels):
-        path = solve(level)
+        path = solve(level) or []
         for state, action in zip(trajectory(level, path), path):
             rows.append(state.ids())
             targets.append(action)
@@ -65,7 +65,8 @@ def play(policy: Callable[[torch.Tensor], torch.Tensor], levels: Sequence[Level]
          first_move: Callable[[torch.Tensor], torch.Tensor] | None = None) -> dict[str, Any]:  # fmt: skip
     """Run ``policy`` (ids [B, cells] -> logits [B, 4]) greedily on every level at once.
 
-    ``first_move`` (same form) chooses the first step in place of ``policy`` (an edited agent). Returns
+    Only the levels still unsolved are passed on each step. ``first_move`` (same form) chooses the first step in
+    place of ``policy`` (an edited agent, given every level that starts unsolved). Returns
     ``solved`` (bool [levels]), ``steps`` (moves taken) and ``paths`` (the agent's cells, one list per level).
     ``max_steps`` defaults to twice the longest shortest solution plus 4.
 
@@ -73,21 +74,20 @@ def play(policy: Callable[[torch.Tensor], torch.Tensor], levels: Sequence[Level]
     """
     levels = _check_levels(levels)
     if max_steps is None:
-        max_steps = 2 * max(len(solve(lv)) for lv in levels) + 4
+        max_steps = 2 * max(len(solve(lv) or []) for lv in levels) + 4
     max_steps = check_int("max_steps", max_steps, 1)
     current = list(levels)
     paths = [[lv.agent] for lv in levels]
     done = torch.tensor([lv.solved for lv in levels])
     steps = torch.zeros(len(levels), dtype=torch.long)
     for step in range(max_steps):
-        if bool(done.all()):
+        playing = (~done).nonzero().flatten().tolist()
+        if not playing:
             break
         chooser = first_move if step == 0 and first_move is not None else policy
         with torch.no_grad():
-            actions = chooser(torch.stack([lv.ids() for lv in current])).argmax(-1).tolist()
-        for i, action in enumerate(actions):
-            if done[i]:
-                continue
+            actions = chooser(torch.stack([current[i].ids() for i in playing])).argmax(-1).tolist()
+        for i, action in zip(playing, actions, strict=True):
             current[i] = current[i].step(action)
             paths[i].append(current[i].agent)
             steps[i] += 1
@@ -104,7 +104,7 @@ def plan_labels(levels: Sequence[Level]) -> tuple[torch.Tensor, torch.Tensor, to
     levels = _check_levels(levels)
     ids, agent, box = [], [], []
     for level in levels:
-        a, b = future_squares(level, solve(level))
+        a, b = future_squares(level, solve(level) or [])
         ids.append(level.ids())
         agent.append(a)
         box.append(b)
