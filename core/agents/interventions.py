@@ -65,16 +65,17 @@ def route_policy(model: Model, dir_D: torch.Tensor, add_NS: torch.Tensor, remove
     unit_D = dir_D.float() / dir_D.float().norm()
     delta_NSD = float(scale) * (add_NS.float() - remove_NS.float())[..., None] * unit_D
     targets = [model.envoy(f"blocks.{t}.hook_resid_post") for t in range(_ticks(model))]
+    traced, trace_kwargs = model.nn, model.trace_kwargs
 
     def policy(ids_NS: torch.Tensor) -> torch.Tensor:
         enc = _enc(ids_NS)
         if len(ids_NS) != len(delta_NSD):
             raise ValueError(f"This edit was made for {len(delta_NSD)} observations, got {len(ids_NS)}.")
-        with torch.no_grad(), model.nn.trace(enc, **model.trace_kwargs):
+        with torch.no_grad(), traced.trace(enc, **trace_kwargs):
             for envoy, io in targets:
                 h_NSD = read_site(envoy, io)
                 write_site(envoy, io, h_NSD + delta_NSD.to(h_NSD.device, h_NSD.dtype))
-            logits = nnsight.save(model.nn.output)
+            logits = nnsight.save(traced.output)
         return logits.detach().cpu()
 
     return policy
