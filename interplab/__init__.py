@@ -10,6 +10,7 @@ Example
 
 from interplab import widgets
 from interplab.core import (
+    agents,
     autointerp,
     circuits,
     das,
@@ -51,6 +52,7 @@ __all__ = [
     "PatchscopeResult",
     "SAEEvaluation",
     "__version__",
+    "agents",
     "attention_data",
     "autointerp",
     "circuits",

@@ -42,6 +42,7 @@ SHIPPED: tuple[str, ...] = (
     "papers/clip_second_order",
     "papers/monosemantic_experts",
     "papers/graph_search",
+    "papers/planning_agent",
 )
 TOUR = "nbs/00_tour.ipynb"
 #: Cell metadata a run or a view of the outputs writes (timings, collapsed or scrolled outputs).

@@ -35,7 +35,7 @@ NAMESPACES = {"ilab": ilab, "ilab.patching": ilab.patching, "ilab.steering": ila
               "ilab.features": ilab.features, "ilab.metrics": ilab.metrics, "ilab.widgets": ilab.widgets,
               "ilab.jobs": ilab.jobs, "ilab.matching": ilab.matching, "ilab.probes": ilab.probes,
               "ilab.das": ilab.das, "ilab.circuits": ilab.circuits, "ilab.evals": ilab.evals,
-              "ilab.train": ilab.train,
+              "ilab.train": ilab.train, "ilab.agents": ilab.agents,
               "ilab.autointerp": ilab.autointerp, "ilab.vision": ilab.vision}  # fmt: skip
 TESTS = Path(__file__).resolve().parents[1]
 #: ``tests/<capability>/bad_input.py`` of every capability, in the order of their folders' names.

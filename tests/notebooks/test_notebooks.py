@@ -37,7 +37,12 @@ PEAK_LIMIT_GB = 1.5
 OVER_LIMIT_GB: dict[str, float] = {}
 #: Seconds a cell may run (the kernel is stopped past it), where a notebook is bounded tighter than the default:
 #: the paper notebooks train their models inside and must stay within about two minutes on 2 cores.
-CELL_TIMEOUT_S: dict[str, int] = {"identifiability": 240, "monosemantic_experts": 240, "graph_search": 240}
+CELL_TIMEOUT_S: dict[str, int] = {
+    "identifiability": 240,
+    "monosemantic_experts": 240,
+    "graph_search": 240,
+    "planning_agent": 120,
+}
 MARK = "__interplab_peak__"
 PEAK_CELL = f"""
 import json as _json
