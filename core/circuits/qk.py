@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -248,11 +249,13 @@ def _table(q_S: torch.Tensor, k_S: torch.Tensor, scaling: float, names: list[str
     pair_QK = (q_S[q_keep].double() @ k_S[k_keep].double().T) * scaling
     qi, ki = torch.meshgrid(q_keep, k_keep, indexing="ij")
     order = pair_QK.flatten().abs().argsort(descending=True)
-    q_ids, k_ids = qi.flatten()[order].tolist(), ki.flatten()[order].tolist()
+    q_ids, k_ids = qi.flatten()[order].numpy(), ki.flatten()[order].numpy()
+    node_of = np.asarray(nodes)
     table = pd.DataFrame({
-        "query": [names[i] for i in q_ids], "key": [names[i] for i in k_ids],
+        "query": pd.Categorical.from_codes(q_ids, categories=names),
+        "key": pd.Categorical.from_codes(k_ids, categories=names),
         "contribution": pair_QK.flatten()[order].numpy(),
-        "query_node": [nodes[i] for i in q_ids], "key_node": [nodes[i] for i in k_ids],
+        "query_node": node_of[q_ids], "key_node": node_of[k_ids],
     })  # fmt: skip
     table.attrs["score"] = score
     return table

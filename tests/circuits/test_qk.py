@@ -106,8 +106,8 @@ def test_qk_contributions_equal_brute_force_removals(family, head, query_pos, ke
         kv = head[1] // (q_real.shape[1] // k_real.shape[1])
         score = float(q_real[0, head[1], query_pos] @ k_real[0, kv, key_pos]) * scaling
         q_base, k_base, _ = ref.qk_vectors({})
-        rows = {name.split(" '")[0]: v for name, v in table.groupby("query").contribution.sum().items()}
-        cols = {name.split(" '")[0]: v for name, v in table.groupby("key").contribution.sum().items()}
+        rows = {name.split(" '")[0]: v for name, v in table.groupby("query", observed=True).contribution.sum().items()}
+        cols = {name.split(" '")[0]: v for name, v in table.groupby("key", observed=True).contribution.sum().items()}
         checked = 0
         for name, delta in _removals(ref, head[0], query_pos):
             q_cut, _, _ = ref.qk_vectors(delta)
@@ -128,3 +128,16 @@ def test_qk_contributions_equal_brute_force_removals(family, head, query_pos, ke
     assert checked > 20
     assert not table["query"].str.startswith("feature L1").any() and not table["key"].str.contains(" L1 ").any()
     assert table.contribution.abs().is_monotonic_decreasing
+    # each named source points at its graph node: the same feature, error or token
+    for name, index in {
+        **dict(zip(table["query"], table["query_node"])),
+        **dict(zip(table["key"], table["key_node"])),
+    }.items():
+        if index < 0:
+            assert name == "bias" or name.startswith("feature")
+            continue
+        info = graph.node(int(index))
+        expected = {"feature": f"feature L{info['layer']} P{info['pos']} #{info.get('latent')}",
+                    "error": f"error L{info['layer']} P{info['pos']}",
+                    "token": f"token P{info['pos']} {info.get('token')!r}"}[info["kind"]]  # fmt: skip
+        assert name == expected
