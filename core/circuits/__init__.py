@@ -5,7 +5,8 @@ outputs as leaves), ``attribute.py`` the graph build from batched backward passe
 influence, pruning and scores, ``graph.py`` the :class:`Graph` result (files, viewer JSON),
 ``view.py`` what the CircuitGraph widget draws (the readable default pruning), ``cards.py`` feature
 cards from the transcoders, ``interventions.py`` features turned off or scaled in the real model,
-``quality.py`` how well transcoders replace the MLPs; edge-level circuits over heads and MLPs: ``edge_graph.py``
+``quality.py`` how well transcoders replace the MLPs, ``qk.py`` QK attributions (a head's attention score split
+into query-side and key-side sources); edge-level circuits over heads and MLPs: ``edge_graph.py``
 the nodes and edges, ``edge_forward.py`` a pass with one residual stream per input, ``edges.py`` EAP and EAP-IG
 scores, ``edge_circuit.py`` circuits and their faithfulness.
 
@@ -23,9 +24,11 @@ from .edges import EdgeScores, edges
 from .graph import Graph
 from .interventions import InterventionResult, intervene
 from .prune import Pruned, graph_scores, influence, prune
+from .qk import qk
 from .quality import transcoder_quality
 
 __all__ = [
     "Circuit", "EdgeScores", "Graph", "InterventionResult", "Pruned", "attribute", "check_transcoders", "edges",
-    "embedded_transcoders", "feature_cards", "graph_scores", "influence", "intervene", "prune", "transcoder_quality",
+    "embedded_transcoders", "feature_cards", "graph_scores", "influence", "intervene", "prune", "qk",
+    "transcoder_quality",
 ]  # fmt: skip

@@ -18,7 +18,7 @@ Example
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import nnsight
@@ -63,6 +63,7 @@ class ReplacementPass:
     mlp_out_leaf: list[torch.Tensor]  # per layer [B, P, D]: each MLP's output (a leaf, the real values)
     mlp_in: list[torch.Tensor]  # per layer [B, P, D]: each MLP's input, attached to the linear graph
     final: torch.Tensor  # [B, P, D] the final norm's output, attached to the linear graph
+    attn_in: list[torch.Tensor] = field(default_factory=list)  # per layer [B, P, D]: each attention's input
 
     @property
     def leaves(self) -> list[torch.Tensor]:
@@ -106,7 +107,7 @@ def replacement_pass(
         e = embed.output
         embed_leaf = e.detach().clone().requires_grad_(True)
         embed.output = embed_leaf
-        leaves, mlp_ins = [], []
+        leaves, mlp_ins, attn_ins = [], [], []
         for layer in range(n):
             for j, (envoy, gain, eps) in enumerate(norms[layer]):
                 if j == 1:  # the attention runs between the first norm and the next: its pattern a constant
@@ -118,6 +119,8 @@ def replacement_pass(
                 out = envoy.output
                 frozen = out.detach() + ((xf - xf.detach()) * scale.detach()).to(out.dtype)
                 envoy.output = frozen
+                if j == 0:
+                    attn_ins.append(frozen)
                 if j == len(norms[layer]) - 1:
                     mlp_ins.append(frozen)
             out = mlp_outs[layer].output
@@ -133,7 +136,7 @@ def replacement_pass(
         xf = x.float()
         scale = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + final_eps) * final_gain
         final = final_norm.output.detach() + ((xf - xf.detach()) * scale.detach()).to(x.dtype)
-        saved: Any = nnsight.save([embed_leaf, leaves, mlp_ins, final])
+        saved: Any = nnsight.save([embed_leaf, leaves, mlp_ins, final, attn_ins])
         tracer.stop()
-    embed_leaf, leaves, mlp_ins, final = saved
-    return ReplacementPass(embed_leaf, list(leaves), list(mlp_ins), final)
+    embed_leaf, leaves, mlp_ins, final, attn_ins = saved
+    return ReplacementPass(embed_leaf, list(leaves), list(mlp_ins), final, list(attn_ins))

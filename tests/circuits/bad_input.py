@@ -26,6 +26,18 @@ def tiny_circuit() -> tuple[Any, Any, Any]:
     return model, tcs, ilab.circuits.attribute(model, tcs, PROMPT, batch_size=16, progress=False)
 
 
+def _feature_at_layer(layer: int) -> int:
+    """The first feature node of the tiny graph at ``layer``."""
+    return int((tiny_circuit()[2].features[:, 0] == layer).nonzero()[0])
+
+
+def _other_transcoders() -> Any:
+    """Transcoders of the tiny model other than the ones its graph was built from."""
+    from tests.circuits.test_attribute import transcoders
+
+    return transcoders(tiny_circuit()[0].d_model, seed=7)
+
+
 ROWS: list[Row] = [
     Row("ilab.circuits.attribute", lambda c: ilab.circuits.attribute(c.model, [], "the cat"), V, "Supported families"),
     Row(
@@ -70,6 +82,30 @@ ROWS: list[Row] = [
         lambda c: ilab.circuits.Graph.load(c.tmp / "no-graph"),
         FileNotFoundError,
         "No attribution graph",
+    ),
+    Row(
+        "ilab.circuits.qk",
+        lambda c: ilab.circuits.qk(*tiny_circuit(), tiny_circuit()[2].n_features, (0, 0), 0),
+        V,
+        r"node \d+ is of kind 'error', which no attention head writes to .*need a feature node \(0\.\.\d+\) or a logit",
+    ),
+    Row(
+        "ilab.circuits.qk",
+        lambda c: ilab.circuits.qk(*tiny_circuit(), _feature_at_layer(0), (1, 0), 0),
+        V,
+        r"head=\(1, 0\) does not write to node \d+ \(a feature at layer 0, .*layer in 0\.\.0 and head in 0\.\.3",
+    ),
+    Row(
+        "ilab.circuits.qk",
+        lambda c: ilab.circuits.qk(*tiny_circuit(), 0, (0, 0), 99),
+        V,
+        r"key_pos=99 is not a position the query at \d+ attends to: give one in 0\.\.\d+",
+    ),
+    Row(
+        "ilab.circuits.qk",
+        lambda c: ilab.circuits.qk(tiny_circuit()[0], _other_transcoders(), tiny_circuit()[2], 0, (0, 0), 0),
+        V,
+        "graph was not built from this model's tokens and these transcoders",
     ),
     Row("ilab.circuits.Graph.node", lambda c: tiny_circuit()[2].node(10**6), IndexError, "out of range"),
     Row("ilab.circuits.Graph.prune", lambda c: tiny_circuit()[2].prune(1.5), V, "node_threshold must be in \\[0, 1\\]"),
