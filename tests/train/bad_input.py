@@ -76,9 +76,27 @@ ROWS: list[Row] = [
         V,
         r"dag_hops reads a dag_reachability task, got 'boolean:xor'",
     ),
+    Row(
+        "ilab.train.byte_text",
+        lambda c: ilab.train.byte_text({"prose": ["a short text"]}, seq_len=64),
+        V,
+        r"domain 'prose' holds 12 bytes, too few for windows of seq_len=64",
+    ),
+    Row("ilab.train.byte_text", lambda c: ilab.train.byte_text(["a text"]), V, r"domains must be a dict"),
+    Row("ilab.train.byte_text", lambda c: ilab.train.byte_text({"prose": ["x" * 99]}, seq_len=0), V, r"seq_len"),
+    Row("ilab.train.repeated_tokens", lambda c: ilab.train.repeated_tokens(n_tokens=1), V, r"n_tokens"),
+    Row("ilab.train.repeated_tokens", lambda c: ilab.train.repeated_tokens(half_len=1), V, r"half_len"),
+    Row(
+        "ilab.train.TextTask.rows_of",
+        lambda c: ilab.train.byte_text({"prose": ["x" * 99]}, seq_len=8, rows_per_domain=2).rows_of("code"),
+        V,
+        r"domain='code' is not one of this task's: prose",
+    ),
 ]
 
 EXEMPT: dict[str, str] = {
+    "ilab.train.TextTask": "plain data built by byte_text, which has rows",
+    "ilab.train.TextTask.decoded": "indexes its own rows with a mask or indices; torch names a bad index",
     "ilab.train.Task": "plain data built by the task generators (group_table, boolean), which have rows",
     "ilab.train.TrainResult": "a result built by ilab.train.tiny (which has rows)",
     "ilab.train.answer_logits": "calls the module on token ids; a module that cannot read them raises its own error",
