@@ -1,5 +1,5 @@
-"""Random-subspace controls: the baseline's maths on tiny models, and nbs/06's claim cells failing with a random
-direction in place of the learned one on the embedded model."""
+"""Random-subspace controls: the baseline's maths on tiny models, and the claim cells of nbs/06 and nbs/06b failing
+with a random direction in place of the learned one on the embedded model."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ import interplab as ilab
 from tests.das.test_das import SITE, pairs_for
 from tests.tiny import no_forward
 
-NOTEBOOK = Path(__file__).resolve().parents[2] / "nbs" / "06_probes_and_das.ipynb"
+NBS = Path(__file__).resolve().parents[2] / "nbs"
+NOTEBOOKS = (NBS / "06_probes_and_das.ipynb", NBS / "06b_knob_and_dictionaries.ipynb")
 
 
 def test_random_subspaces_are_orthonormal_and_seeded():
@@ -75,10 +76,10 @@ def _k1(das: ilab.das.DASResult) -> ilab.das.DASResult:
 
 
 def claim_cell(tag: str) -> str:
-    """The source of nbs/06's code cell tagged ``tag``."""
-    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    """The source of the code cell tagged ``tag`` in nbs/06 or nbs/06b."""
+    cells = [c for path in NOTEBOOKS for c in json.loads(path.read_text())["cells"]]
     found = [c for c in cells if tag in c.get("metadata", {}).get("tags", [])]
-    assert len(found) == 1, f"nbs/06 has {len(found)} cells tagged {tag!r}"
+    assert len(found) == 1, f"nbs/06 and 06b have {len(found)} cells tagged {tag!r}"
     return "".join(found[0]["source"])
 
 
