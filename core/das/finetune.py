@@ -4,7 +4,7 @@
 layer) on the last ``blocks`` blocks, in float32 beside the model's own weights, which are never written: the
 adapter acts through forward hooks only inside ``with tuning.applied(model):``, which holds the model's run lock,
 so no other run of the shared model sees it and every exit (an error included) removes it. The loss is the
-cross-entropy over the task's countries at the last token, the target being the intended answer; items are split
+cross-entropy over the whole vocabulary at the last token, the target being the intended answer; items are split
 by city, so held-out questions ask about cities never trained on. With ``path=`` the run is a resumable job whose
 finished state (the adapter, well under 1 MB) is found by a rerun, which then returns at once.
 
@@ -169,20 +169,16 @@ def _batch(model: Model, task: KnobTask, idx: list[int], countries: list[str]) -
     return {k: v.to(model.device) for k, v in enc.items()}, torch.tensor(target)
 
 
-def _last_logits(model: Model, enc: dict[str, Any], W_CD: torch.Tensor) -> torch.Tensor:
-    """Logits of the candidate answers at each prompt's last token [n, C], read after the final norm."""
-    norm, _ = model.readout_modules()
-    seen: dict[str, torch.Tensor] = {}
-    hook = norm.register_forward_hook(lambda module, inputs, out: seen.__setitem__("h", out))
-    try:
-        keep = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.module.forward).parameters else {}
-        model.module(**enc, **keep)  # the unembedding of the last position only, where the model allows it
-    finally:
-        hook.remove()
-    last = enc["attention_mask"].sum(1) - 1 if model.tokenizer.padding_side == "right" else None
-    h_NLD = seen["h"]
-    h_ND = h_NLD[:, -1] if last is None else h_NLD[torch.arange(len(h_NLD)), last]
-    return h_ND.float() @ W_CD.T
+def _last_logits(model: Model, enc: dict[str, Any]) -> torch.Tensor:
+    """The full vocabulary's logits at each prompt's last token [n, V] (only that position unembedded when the
+    tokenizer pads on the left and the model takes ``logits_to_keep``)."""
+    left = model.tokenizer.padding_side == "left"
+    keep = left and "logits_to_keep" in inspect.signature(model.module.forward).parameters
+    logits = model.module(**enc, **({"logits_to_keep": 1} if keep else {})).logits
+    if left:
+        return logits[:, -1].float()
+    last = enc["attention_mask"].sum(1) - 1
+    return logits[torch.arange(len(logits)), last].float()
 
 
 def finetune_intents(
@@ -270,15 +266,14 @@ def _train(model: Model, tuning: IntentTuning, job: ResumableJob, state: Any, do
     if state is not None and "opt" in state:
         opt.load_state_dict(state["opt"])
     countries = sorted({" " + c for _, true, fake in tuning.task.items for c in (true, fake)})
-    _, unembed = model.readout_modules()
-    W_CD = unembed.weight[torch.as_tensor(label_ids(model, countries))].detach().float()
+    ids = label_ids(model, countries)
     with job.progress(steps, done, "fine-tune", progress, leave=False) as bar, tuning.applied(model):
         for step in range(done, steps):
             gen = torch.Generator().manual_seed(seed * 1000 + step)
             pick = torch.randperm(len(tuning.train_items), generator=gen)[:batch_items].tolist()
             enc, target = _batch(model, tuning.task, [tuning.train_items[i] for i in pick], countries)
-            logits_NC = _last_logits(model, enc, W_CD.to(model.device))
-            loss = torch.nn.functional.cross_entropy(logits_NC, target.to(model.device))
+            logits_NV = _last_logits(model, enc)
+            loss = torch.nn.functional.cross_entropy(logits_NV, ids[target].to(model.device))
             grads = torch.autograd.grad(loss, leaves)
             for leaf, grad in zip(leaves, grads, strict=True):
                 leaf.grad = grad
