@@ -279,4 +279,5 @@ EXEMPT: dict[str, str] = {
     "ilab.das.PositionSearch": "the result position_search builds (which has rows)",
     "ilab.das.DictionaryComparison": "the result compare_dictionaries builds (which has rows)",
     "ilab.das.SupervisedDictionary": "built by ilab.das.supervised_dictionary (which has rows)",
+    "ilab.das.IntentTuning": "the result finetune_intents builds (which has rows, as have its methods)",
 }
