@@ -103,15 +103,33 @@ def test_notebook_das_claims_fail_with_a_random_direction(embedded):
     assert not ns["das_control"].exceeds(95)
 
 
+#: The notebook's finetune_intents call (nbs/06b): its shipped job in nbs/jobs/knob_tuning is found at once.
+TUNING = {"blocks": 2, "rank": 4, "steps": 40, "lr": 0.01, "batch_items": 8, "test_size": 0.25,
+          "path": NBS / "jobs" / "knob_tuning", "progress": False}  # fmt: skip
+
+
 @pytest.mark.embedded
 def test_notebook_knob_claims_fail_with_a_random_direction(embedded):
-    task = ilab.das.knob_task(embedded, n=6)
-    knob = stand_in("blocks.10.hook_resid_post", 640, {"test_size": 0.25, "seed": 0, "n_pairs": 12})
-    knob.full_iia, knob.base_rate = 1 / 3, 1 / 3  # the notebook's own figures: no intervention reaches the prior
-    ns = {"ilab": ilab, "model": embedded, "task": task, "knob": knob, "acc": task.accuracy(embedded)}
+    task = ilab.das.knob_task(embedded, n=40)
+    tuning = ilab.das.finetune_intents(embedded, task, **TUNING)
+    pairs = task.pairs()
+    knob = stand_in("blocks.10.hook_resid_post", 640, {"test_size": 0.25, "seed": 0, "n_pairs": len(pairs)})
+    ns = {"ilab": ilab, "model": embedded, "task": task, "tuning": tuning, "pairs": pairs, "knob": knob}
     with pytest.raises(AssertionError):
         exec(claim_cell("claims-knob"), ns)
-    assert not ns["knob_effect"].exceeds(95)
+    assert not ns["knob_iia"].exceeds(95)
+
+
+@pytest.mark.embedded
+def test_notebook_transfer_claims_fail_with_a_random_direction(embedded):
+    task = ilab.das.knob_task(embedded, n=40)
+    tuning = ilab.das.finetune_intents(embedded, task, **TUNING)
+    pairs = task.pairs()
+    knob = stand_in("blocks.10.hook_resid_post", 640, {"test_size": 0.25, "seed": 0, "n_pairs": len(pairs)}, seed=2)
+    ns = {"ilab": ilab, "model": embedded, "task": task, "tuning": tuning, "pairs": pairs, "knob": knob}
+    with pytest.raises(AssertionError):
+        exec(claim_cell("claims-transfer"), ns)
+    assert not ns["base_effect"].exceeds(95)
 
 
 def test_knob_control_takes_a_steering_vector_as_its_unit_direction(gpt2):
