@@ -129,7 +129,7 @@ def test_notebook_transfer_claims_fail_with_a_random_direction(embedded):
     ns = {"ilab": ilab, "model": embedded, "task": task, "tuning": tuning, "pairs": pairs, "knob": knob}
     with pytest.raises(AssertionError):
         exec(claim_cell("claims-transfer"), ns)
-    assert not ns["base_effect"].exceeds(95)
+    assert not ns["base_iia"].exceeds(95)
 
 
 def test_knob_control_takes_a_steering_vector_as_its_unit_direction(gpt2):
