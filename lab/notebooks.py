@@ -31,6 +31,7 @@ SHIPPED: tuple[str, ...] = (
     "04_activation_patching",
     "05_steering",
     "06_probes_and_das",
+    "06b_knob_and_dictionaries",
     "07_feature_evolution",
     "08_evaluation_suites",
     "08b_latent_memorization",

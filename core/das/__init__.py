@@ -4,6 +4,7 @@ The public namespace ``ilab.das``. ``pairs.py`` holds counterfactual pairs (base
 ``intervene.py`` the remote-safe interchange interventions (the subspace is a tensor passed into the
 trace, the maths in :mod:`interplab.core.model.trace_ops`); ``fit.py`` training, IIA and :class:`DASResult`
 (resumable with ``path=``); ``search.py`` the layer search; ``knob.py`` the context-sensitivity task;
+``finetune.py`` a LoRA fine-tune until both of the knob's intents are followed;
 ``dictionaries.py`` supervised IOI dictionaries judged by sufficiency, necessity and (``controllability.py``)
 sparse controllability beside SAEs.
 
@@ -27,6 +28,7 @@ from .dictionaries import (
     ioi_attributes,
     supervised_dictionary,
 )
+from .finetune import IntentTuning, finetune_intents
 from .fit import DASResult, fit
 from .knob import INTENTS, KnobSweep, KnobTask, knob_sweep, knob_task
 from .pairs import CounterfactualPairs, as_pairs, counterfactual_pairs
@@ -39,6 +41,7 @@ __all__ = [
     "CounterfactualPairs",
     "DASResult",
     "DictionaryComparison",
+    "IntentTuning",
     "KnobSweep",
     "KnobTask",
     "LayerSearch",
@@ -47,6 +50,7 @@ __all__ = [
     "as_pairs",
     "compare_dictionaries",
     "counterfactual_pairs",
+    "finetune_intents",
     "fit",
     "ioi_attributes",
     "knob_control",

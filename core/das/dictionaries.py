@@ -135,10 +135,14 @@ class DictionaryComparison:
 
 
 def compare_dictionaries(model: Model, pairs: PromptPairs, site: str, saes: Mapping[str, SAE] | None = None,
-                         position: int = -1, ks: Sequence[int] = (1, 2, 4, 8)) -> DictionaryComparison:  # fmt: skip
+                         position: int = -1, ks: Sequence[int] = (1, 2, 4, 8), fit_pairs: PromptPairs | None = None
+                         ) -> DictionaryComparison:  # fmt: skip
     """Sufficiency, necessity and sparse controllability (``ks``: latents changed) of the supervised dictionary
-    and of each SAE at ``site``; bad input (an SAE of another width, k < 1, k larger than a dictionary) is
-    refused before any forward pass.
+    and of each SAE at ``site``; bad input (an SAE of another width, k < 1, k larger than a dictionary, a value of
+    ``pairs`` that ``fit_pairs`` never shows) is refused before any forward pass.
+
+    ``fit_pairs``: the prompts the supervised dictionary is fitted on (default ``pairs``); give other prompts
+    with the same names to evaluate it on held-out prompts.
 
     >>> ilab.das.compare_dictionaries(model, pairs, "blocks.12.hook_resid_post", {"suite": sae}, ks=[1, 4]).chart()
     """
@@ -155,9 +159,15 @@ def compare_dictionaries(model: Model, pairs: PromptPairs, site: str, saes: Mapp
         if sae.W_dec.shape[1] != d:
             raise ValueError(f"saes[{name!r}] writes {sae.W_dec.shape[1]} dimensions but {parsed.name} has {d}.")
     position = check_positions(model, pairs.clean, position, "clean")[0]
-    n_features = sum(len({row[a] for row in attrs}) for a in ATTRIBUTES)
+    fit_attrs = attrs if fit_pairs is None else ioi_attributes(fit_pairs)
+    for a in ATTRIBUTES:
+        unseen = sorted({row[a] for row in attrs} - {row[a] for row in fit_attrs})
+        if unseen:
+            raise ValueError(f"{a}={unseen[0]!r} of pairs is never in fit_pairs, which has "
+                             f"{sorted({row[a] for row in fit_attrs})}: fit on prompts with every value.")  # fmt: skip
+    n_features = sum(len({row[a] for row in fit_attrs}) for a in ATTRIBUTES)
     ks = check_ks(ks, {"supervised": n_features, **{name: sae.d_sae for name, sae in saes.items()}})
-    sup = supervised_dictionary(model, pairs, site, position)
+    sup = supervised_dictionary(model, pairs if fit_pairs is None else fit_pairs, site, position)
     x_ND = source_values(model, sup.site, pairs.clean, [position])[:, 0].float()
     clean = _logit_diff(model, pairs, sup.site, position, x_ND)
     recons = {"supervised": sup.reconstruct(attrs)}

@@ -56,6 +56,12 @@ class KnobTask:
     """Prompts of the task: each item under both intents, with its context and prior answers."""
 
     items: list[tuple[str, str, str]]  # (city, true country, country the context claims)
+    intents: tuple[str, ...] = tuple(INTENTS)  # the intents the task asks for
+
+    def __post_init__(self) -> None:
+        self.intents = tuple(self.intents)
+        for intent in self.intents:
+            _intent(intent)
 
     def prompt(self, i: int, intent: str) -> str:
         """Item ``i``'s prompt under ``intent`` (``"context"`` or ``"prior"``)."""

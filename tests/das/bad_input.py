@@ -24,6 +24,13 @@ def _das_result(k: int, n_pairs: int = 2) -> ilab.das.DASResult:
     return ilab.das.DASResult(SITE, [-1], torch.eye(32)[:, :k], *[0.0] * 5, [], {"n_pairs": n_pairs})
 
 
+_KNOB = [("cat", "mat", "house"), ("dog", "tree", "store")]
+
+
+def _tuning(adapter: dict[str, Any] | None = None) -> ilab.das.IntentTuning:
+    return ilab.das.IntentTuning(ilab.das.KnobTask(_KNOB), [1], 1, adapter or {}, [0], [1], {}, {})
+
+
 ROWS: list[Row] = [
     Row("ilab.das.ioi_attributes", lambda c: ilab.das.ioi_attributes(["a"]), T, "pairs must be IOI PromptPairs"),
     Row(
@@ -234,6 +241,37 @@ ROWS: list[Row] = [
         V,
         r"das\.fit folder='.*a-file' is an existing file, not a folder",
     ),
+    Row(
+        "ilab.das.finetune_intents",
+        before_work(lambda c: ilab.das.finetune_intents(c.model, ilab.das.KnobTask(_KNOB, intents=("context",)))),
+        V,
+        r"task has one intent \('context',\): fine-tuning needs both of \('context', 'prior'\)",
+    ),
+    Row(
+        "ilab.das.finetune_intents",
+        before_work(lambda c: ilab.das.finetune_intents(c.model, ilab.das.KnobTask(_KNOB), blocks=3)),
+        V,
+        r"blocks must be an integer in 1\.\.2, got 3",
+    ),
+    Row(
+        "ilab.das.finetune_intents",
+        before_work(lambda c: ilab.das.finetune_intents(c.model, ilab.das.KnobTask(_KNOB[:1]))),
+        V,
+        "task has 1 items of one city: held-out questions need two cities or more",
+    ),
+    Row(
+        "ilab.das.KnobTask",
+        lambda c: ilab.das.KnobTask(_KNOB, intents=("context", "guess")),
+        V,
+        r"intent='guess' is not one of \('context', 'prior'\)",
+    ),
+    Row("ilab.das.IntentTuning.pairs", lambda c: _tuning().pairs("dev"), V, r"split='dev' is not one of"),
+    Row(
+        "ilab.das.IntentTuning.applied",
+        lambda c: _tuning(adapter={"lm.head": (torch.zeros(2, 1), torch.zeros(1, 2))}).applied(c.model).__enter__(),
+        V,
+        r"The adapter names modules \['lm.head'\] that .* has not",
+    ),
 ]
 
 EXEMPT: dict[str, str] = {
@@ -241,4 +279,5 @@ EXEMPT: dict[str, str] = {
     "ilab.das.PositionSearch": "the result position_search builds (which has rows)",
     "ilab.das.DictionaryComparison": "the result compare_dictionaries builds (which has rows)",
     "ilab.das.SupervisedDictionary": "built by ilab.das.supervised_dictionary (which has rows)",
+    "ilab.das.IntentTuning": "the result finetune_intents builds (which has rows, as have its methods)",
 }

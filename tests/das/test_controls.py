@@ -1,5 +1,5 @@
-"""Random-subspace controls: the baseline's maths on tiny models, and nbs/06's claim cells failing with a random
-direction in place of the learned one on the embedded model."""
+"""Random-subspace controls: the baseline's maths on tiny models, and the claim cells of nbs/06 and nbs/06b failing
+with a random direction in place of the learned one on the embedded model."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ import interplab as ilab
 from tests.das.test_das import SITE, pairs_for
 from tests.tiny import no_forward
 
-NOTEBOOK = Path(__file__).resolve().parents[2] / "nbs" / "06_probes_and_das.ipynb"
+NBS = Path(__file__).resolve().parents[2] / "nbs"
+NOTEBOOKS = (NBS / "06_probes_and_das.ipynb", NBS / "06b_knob_and_dictionaries.ipynb")
 
 
 def test_random_subspaces_are_orthonormal_and_seeded():
@@ -75,10 +76,10 @@ def _k1(das: ilab.das.DASResult) -> ilab.das.DASResult:
 
 
 def claim_cell(tag: str) -> str:
-    """The source of nbs/06's code cell tagged ``tag``."""
-    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    """The source of the code cell tagged ``tag`` in nbs/06 or nbs/06b."""
+    cells = [c for path in NOTEBOOKS for c in json.loads(path.read_text())["cells"]]
     found = [c for c in cells if tag in c.get("metadata", {}).get("tags", [])]
-    assert len(found) == 1, f"nbs/06 has {len(found)} cells tagged {tag!r}"
+    assert len(found) == 1, f"nbs/06 and 06b have {len(found)} cells tagged {tag!r}"
     return "".join(found[0]["source"])
 
 
@@ -102,15 +103,33 @@ def test_notebook_das_claims_fail_with_a_random_direction(embedded):
     assert not ns["das_control"].exceeds(95)
 
 
+#: The notebook's finetune_intents call (nbs/06b): its shipped job in nbs/jobs/knob_tuning is found at once.
+TUNING = {"blocks": 2, "rank": 4, "steps": 40, "lr": 0.01, "batch_items": 8, "test_size": 0.25,
+          "path": NBS / "jobs" / "knob_tuning", "progress": False}  # fmt: skip
+
+
 @pytest.mark.embedded
 def test_notebook_knob_claims_fail_with_a_random_direction(embedded):
-    task = ilab.das.knob_task(embedded, n=6)
-    knob = stand_in("blocks.10.hook_resid_post", 640, {"test_size": 0.25, "seed": 0, "n_pairs": 12})
-    knob.full_iia, knob.base_rate = 1 / 3, 1 / 3  # the notebook's own figures: no intervention reaches the prior
-    ns = {"ilab": ilab, "model": embedded, "task": task, "knob": knob, "acc": task.accuracy(embedded)}
+    task = ilab.das.knob_task(embedded, n=40)
+    tuning = ilab.das.finetune_intents(embedded, task, **TUNING)
+    pairs = task.pairs()
+    knob = stand_in("blocks.10.hook_resid_post", 640, {"test_size": 0.25, "seed": 0, "n_pairs": len(pairs)})
+    ns = {"ilab": ilab, "model": embedded, "task": task, "tuning": tuning, "pairs": pairs, "knob": knob}
     with pytest.raises(AssertionError):
         exec(claim_cell("claims-knob"), ns)
-    assert not ns["knob_effect"].exceeds(95)
+    assert not ns["knob_iia"].exceeds(95)
+
+
+@pytest.mark.embedded
+def test_notebook_transfer_claims_fail_with_a_random_direction(embedded):
+    task = ilab.das.knob_task(embedded, n=40)
+    tuning = ilab.das.finetune_intents(embedded, task, **TUNING)
+    pairs = task.pairs()
+    knob = stand_in("blocks.10.hook_resid_post", 640, {"test_size": 0.25, "seed": 0, "n_pairs": len(pairs)}, seed=2)
+    ns = {"ilab": ilab, "model": embedded, "task": task, "tuning": tuning, "pairs": pairs, "knob": knob}
+    with pytest.raises(AssertionError):
+        exec(claim_cell("claims-transfer"), ns)
+    assert not ns["base_iia"].exceeds(95)
 
 
 def test_knob_control_takes_a_steering_vector_as_its_unit_direction(gpt2):

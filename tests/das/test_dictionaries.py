@@ -172,3 +172,21 @@ def test_controllability_refuses_bad_k_before_any_forward_pass(setup):
             ilab.das.compare_dictionaries(model, pairs, SITE, ks=[])
         with pytest.raises(ValueError, match="Position 99 is outside"):
             ilab.das.compare_dictionaries(model, pairs, SITE, position=99)
+
+
+def test_the_supervised_dictionary_is_fitted_on_fit_pairs_and_judged_on_pairs(setup):
+    model, pairs = setup
+    fit_pairs = ilab.patching.ioi(model, n=16, names=["Mary", "John", "cat", "dog"], corruption="flip", seed=3)
+    held = ilab.das.compare_dictionaries(model, pairs, SITE, ks=[1], fit_pairs=fit_pairs)
+    own = ilab.das.compare_dictionaries(model, pairs, SITE, ks=[1])
+    sup = ilab.das.supervised_dictionary(model, fit_pairs, SITE)
+    x = source_values(model, SITE, pairs.clean, [-1])[:, 0].float()
+    r = sup.reconstruct(ilab.das.ioi_attributes(pairs))
+    assert not torch.allclose(r, ilab.das.supervised_dictionary(model, pairs, SITE).reconstruct(
+        ilab.das.ioi_attributes(pairs)))  # fmt: skip
+    suff = held.table.set_index("dictionary").loc["supervised", "sufficiency"]
+    assert suff != own.table.set_index("dictionary").loc["supervised", "sufficiency"]
+    assert x.shape == r.shape
+    narrow = ilab.patching.ioi(model, n=4, names=["Mary", "John"], corruption="flip")
+    with no_forward(model), pytest.raises(ValueError, match=r"io='cat' of pairs is never in fit_pairs, which has "):
+        ilab.das.compare_dictionaries(model, pairs, SITE, ks=[1], fit_pairs=narrow)
