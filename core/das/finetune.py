@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from ..checks import check_int, check_number
+from ..model.trace_ops import log_probs
 from ..storage.resumable import ResumableJob
 from ..views.charts import offline
 from .knob import INTENTS, KnobTask
@@ -273,7 +274,8 @@ def _train(model: Model, tuning: IntentTuning, job: ResumableJob, state: Any, do
             pick = torch.randperm(len(tuning.train_items), generator=gen)[:batch_items].tolist()
             enc, target = _batch(model, tuning.task, [tuning.train_items[i] for i in pick], countries)
             logits_NV = _last_logits(model, enc)
-            loss = torch.nn.functional.cross_entropy(logits_NV, ids[target].to(model.device))
+            answer_N = ids[target].to(model.device)
+            loss = -log_probs(logits_NV).gather(1, answer_N[:, None]).mean()  # cross-entropy in float32
             grads = torch.autograd.grad(loss, leaves)
             for leaf, grad in zip(leaves, grads, strict=True):
                 leaf.grad = grad
