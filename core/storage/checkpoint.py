@@ -204,3 +204,21 @@ def read_state_file(path: str | os.PathLike[str], job: str) -> tuple[dict[str, A
     if not isinstance(inputs, dict):
         raise FileError(path, "inputs", "is not a JSON object")
     return inputs, _unflatten(skeleton, tensors, path)
+
+
+def optimizer_state(opt: torch.optim.Optimizer) -> dict[str, Any]:
+    """An optimizer's per-parameter state in a checkpoint's form (string keys; the hyperparameters are the job's).
+
+    >>> state = {"step": step, "optimizer": optimizer_state(opt)}
+    """
+    return {str(k): dict(v) for k, v in opt.state_dict()["state"].items()}
+
+
+def load_optimizer_state(opt: torch.optim.Optimizer, saved: Mapping[str, Any]) -> None:
+    """Put :func:`optimizer_state`'s ``saved`` back into ``opt``.
+
+    >>> load_optimizer_state(opt, state["optimizer"])
+    """
+    full = opt.state_dict()
+    full["state"] = {int(k): v for k, v in saved.items()}
+    opt.load_state_dict(full)

@@ -26,6 +26,7 @@ import torch
 
 from ..checks import check_int
 from ..model.limits import module_fingerprint
+from ..storage.checkpoint import load_optimizer_state, optimizer_state
 from ..storage.resumable import ResumableJob
 from ..views.charts import offline
 from .tasks import Task
@@ -126,16 +127,6 @@ def _rows(task: Task, batch_size: int | None, seed: int, step: int) -> torch.Ten
     return train[pick[:batch_size]]
 
 
-def _optimizer_state(opt: torch.optim.Optimizer) -> dict[str, Any]:
-    return {str(k): dict(v) for k, v in opt.state_dict()["state"].items()}
-
-
-def _load_optimizer(opt: torch.optim.Optimizer, saved: dict[str, Any]) -> None:
-    full = opt.state_dict()
-    full["state"] = {int(k): v for k, v in saved.items()}
-    opt.load_state_dict(full)
-
-
 def tiny(
     module: torch.nn.Module,
     task: Task,
@@ -184,7 +175,7 @@ def tiny(
                 _record(history, module, task, step, float(loss.detach()))
                 bar.set_postfix(loss=f"{float(loss.detach()):.3g}", train_acc=history["train_acc"][-1])
             if job.due(step, checkpoint_every, steps):
-                job.commit({"step": step, "weights": module.state_dict(), "optimizer": _optimizer_state(opt),
+                job.commit({"step": step, "weights": module.state_dict(), "optimizer": optimizer_state(opt),
                             "history": history})  # fmt: skip
     module.eval()
     return TrainResult(module, task, history)
@@ -196,7 +187,7 @@ def _resume(job: ResumableJob, module: torch.nn.Module, opt: torch.optim.Optimiz
     if state is None:
         return 0, {k: [] for k in _COLUMNS}
     module.load_state_dict(state["weights"])
-    _load_optimizer(opt, state["optimizer"])
+    load_optimizer_state(opt, state["optimizer"])
     return int(state["step"]), {k: list(state["history"][k]) for k in _COLUMNS}
 
 

@@ -24,6 +24,7 @@ import torch
 from ..checks import check_int, check_number
 from ..model.limits import module_fingerprint
 from ..model.trace_ops import log_probs
+from ..storage.checkpoint import load_optimizer_state, optimizer_state
 from ..storage.resumable import ResumableJob
 
 JOB = "vision.train_clip"
@@ -90,7 +91,7 @@ def train_clip(
         module.load_state_dict(state["weights"])
         step, history = int(state["step"]), {k: list(state["history"][k]) for k in ("step", "loss")}
         if step < steps:
-            opt.load_state_dict({**opt.state_dict(), "state": {int(k): v for k, v in state["optimizer"].items()}})
+            load_optimizer_state(opt, state["optimizer"])
             with warnings.catch_warnings():  # the schedule replayed to ``step``, no optimizer step between
                 warnings.simplefilter("ignore", UserWarning)
                 for _ in range(step):
@@ -110,7 +111,7 @@ def train_clip(
                 history["step"].append(step)
                 history["loss"].append(float(loss.detach()))
             if job.due(step, checkpoint_every, steps):
-                optimizer = {str(k): dict(v) for k, v in opt.state_dict()["state"].items()} if step < steps else {}
+                optimizer = optimizer_state(opt) if step < steps else {}
                 job.commit({"step": step, "weights": module.state_dict(), "optimizer": optimizer, "history": history})
     module.eval()
     return ClipTraining(module, history)
