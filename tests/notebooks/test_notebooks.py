@@ -12,6 +12,7 @@ included, so every notebook's kernel must stay under 1.5 GB (the goal, met, is 1
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -107,7 +108,7 @@ OWN_RUN = [p for p in NOTEBOOKS if p.stem not in RUN_BY_BROWSER_TESTS]
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("path", OWN_RUN, ids=[p.stem for p in OWN_RUN])
-def test_notebook_runs(path: Path):
+def test_notebook_runs(path: Path, tmp_path: Path):
     nb = nbformat.read(path, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell(PEAK_CELL))
     client = nbclient.NotebookClient(
@@ -116,7 +117,8 @@ def test_notebook_runs(path: Path):
         kernel_name="python3",
         resources={"metadata": {"path": str(path.parent)}},  # its own folder, as JupyterLab and export run it
     )
-    client.execute()  # raises CellExecutionError, naming the cell, on any error
+    # the kernel's temporary folders (tempfile.mkdtemp in a notebook) go under pytest's, which it prunes
+    client.execute(env={**os.environ, "TMPDIR": str(tmp_path)})  # raises CellExecutionError on any error
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert code and all(c.execution_count for c in code)
     assert not any(o.get("output_type") == "error" for c in code for o in c.outputs)
