@@ -1,5 +1,5 @@
 """Who explains and scores: a loaded chat model (:class:`ModelChat`) or an OpenAI-compatible server
-(:class:`EndpointChat`, standard-library HTTP: vLLM, llama.cpp's server, Ollama).
+(:class:`EndpointChat`, standard-library HTTP: vLLM, llama.cpp's server, Ollama, ``transformers serve``).
 
 Both answer the same three questions: ``complete`` (a short answer per conversation), ``yes_probability``
 (P(Yes) / (P(Yes) + P(No)) of the first answer token) and, for a local model only, ``digit_expectations``
@@ -19,6 +19,7 @@ import json
 import math
 import urllib.error
 import urllib.request
+import warnings
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -149,6 +150,8 @@ class EndpointChat:
         names = [m.get("id") for m in listed.get("data", []) if isinstance(m, dict)]
         self.model = model or (names[0] if names else "default")
         self.name = f"{self.model} at {self.base}"
+        #: Whether the server answered a Yes/No question without log-probabilities (warned once).
+        self.answered_without_logprobs = False
 
     def _request(self, method: str, path: str, body: dict | None, timeout: float) -> dict:
         data = None if body is None else json.dumps(body).encode()
@@ -184,8 +187,8 @@ class EndpointChat:
         return out
 
     def yes_probability(self, conversations: Sequence[Messages]) -> np.ndarray:
-        """[N] P(Yes) / (P(Yes) + P(No)) from the first token's top log-probabilities (the answer's word when the
-        server gives none)."""
+        """[N] P(Yes) / (P(Yes) + P(No)) from the first token's top log-probabilities; 1 or 0 by the answer's word,
+        with a warning, from a server that gives none (``transformers serve``)."""
         out = []
         for messages in conversations:
             choice = self._chat(messages, max_tokens=1, logprobs=True, top_logprobs=10)
@@ -198,7 +201,17 @@ class EndpointChat:
             else:
                 word = str((choice.get("message") or {}).get("content") or "").strip().lower()
                 out.append(1.0 if word.startswith("yes") else 0.0)
+                self._warn_without_logprobs()
         return np.asarray(out, dtype=np.float32)
+
+    def _warn_without_logprobs(self) -> None:
+        if not self.answered_without_logprobs:
+            warnings.warn(
+                f"{self.name!r} answers without log-probabilities (it ignores 'logprobs' and 'top_logprobs'): "
+                "P(Yes) is its answer word, 1 or 0, so AUROC counts ties and balanced accuracy is the answers' own.",
+                stacklevel=3,
+            )
+        self.answered_without_logprobs = True
 
 
 def chat_client(explainer: Any, prefix_cache: bool = False) -> Any:
