@@ -15,12 +15,13 @@ Example
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import urllib.error
 import urllib.request
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -73,10 +74,18 @@ class ModelChat:
 
     def complete(self, conversations: Sequence[Messages], max_new_tokens: int) -> list[str]:
         """Each conversation's greedy answer."""
+        return self.complete_until(conversations, max_new_tokens, None)
+
+    def complete_until(
+        self, conversations: Sequence[Messages], max_new_tokens: int, ended: Callable[[str], bool] | None
+    ) -> list[str]:
+        """Each conversation's greedy answer, cut short (with the prefix runner) once ``ended(answer so far)``."""
         texts = [self.prompt(m) for m in conversations]
         runner = self._runner_for(texts)
         if runner is not None:
-            ids = runner.greedy(self._ids(texts), max_new_tokens, self._stop_ids())
+            decode = functools.partial(self.model.tokenizer.decode, skip_special_tokens=True)
+            finished = None if ended is None else lambda ids: ended(decode(ids))
+            ids = runner.greedy(self._ids(texts), max_new_tokens, self._stop_ids(), finished)
             return [t.strip() for t in self.model.tokenizer.batch_decode(ids, skip_special_tokens=True)]
         out: list[str] = []
         for first in range(0, len(texts), self.batch_size):

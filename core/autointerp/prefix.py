@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -96,9 +96,11 @@ class PrefixRunner:
         return out.logits, mask_BT, out.cache
 
     def _batches(self, ids: Sequence[Sequence[int]]) -> list[list[int]]:
+        """Batches of indices into ``ids``, shortest sequences first (alike lengths: little padding)."""
         lengths = [len(s) for s in ids]
         self.model.check_lengths(lengths, "prompt")
-        return [list(range(i, min(i + self.batch_size, len(ids)))) for i in range(0, len(ids), self.batch_size)]
+        order = sorted(range(len(ids)), key=lengths.__getitem__)
+        return [order[i : i + self.batch_size] for i in range(0, len(ids), self.batch_size)]
 
     def logits_at(self, ids: Sequence[Sequence[int]], positions: Sequence[Sequence[int]]) -> list[torch.Tensor]:
         """Per sequence, float32 logits [len(positions[i]), vocab] at its ``positions[i]`` (indices into the whole
@@ -123,8 +125,15 @@ class PrefixRunner:
         """[N, vocab] float32 next-token logits after each whole sequence."""
         return torch.stack([row[0] for row in self.logits_at(ids, [[len(s) - 1] for s in ids])])
 
-    def greedy(self, ids: Sequence[Sequence[int]], max_new_tokens: int, stop_ids: Sequence[int]) -> list[list[int]]:
-        """Each sequence's greedy continuation (up to ``max_new_tokens`` ids, ending before a ``stop_ids`` token)."""
+    def greedy(
+        self,
+        ids: Sequence[Sequence[int]],
+        max_new_tokens: int,
+        stop_ids: Sequence[int],
+        finished: Callable[[list[int]], bool] | None = None,
+    ) -> list[list[int]]:
+        """Each sequence's greedy continuation (up to ``max_new_tokens`` ids, ending before a ``stop_ids`` token, or
+        after the token for which ``finished(continuation)`` holds)."""
         self.model.check_lengths([len(s) + max_new_tokens for s in ids], "the prompt and max_new_tokens")
         n_prefix = shared_length(ids)
         stops = torch.tensor(sorted(set(stop_ids)) or [-1])
@@ -142,6 +151,7 @@ class PrefixRunner:
                     for b, r in enumerate(rows):
                         if not done_B[b]:
                             out[r].append(int(next_B[b]))
+                            done_B[b] = finished is not None and finished(out[r])
                     if bool(done_B.all()) or step_index == max_new_tokens - 1:
                         break
                     mask_BT = torch.cat([mask_BT, torch.ones(len(rows), 1, dtype=torch.long)], 1)
