@@ -35,6 +35,9 @@ from .prefix import PrefixRunner, takes_prefix_cache
 Messages = list[dict[str, str]]
 YES, NO = ("Yes", " Yes", "yes", " yes", "YES"), ("No", " No", "no", " no", "NO")
 DIGITS = tuple(str(d) for d in range(10))
+#: The prefix runner's Yes/No passes take this many times ``batch_size`` prompts each (one logit row kept per prompt:
+#: on 2 cores, batches of 32 scored in about 0.8 of the time of batches of 8).
+YES_BATCH = 4
 #: Seconds an endpoint has to answer its first request (the model list) before it counts as down.
 CONNECT_TIMEOUT = 3.0
 
@@ -97,7 +100,7 @@ class ModelChat:
         texts = [self.prompt(m) for m in conversations]
         runner = self._runner_for(texts)
         if runner is not None:
-            return self._yes_share(runner.last_logits(self._ids(texts)))
+            return self._yes_share(runner.last_logits(self._ids(texts), YES_BATCH * self.batch_size))
         chunks = [texts[i : i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
         return self._yes_share(torch.cat([self.model.logits(c, batch_size=self.batch_size)[:, 0] for c in chunks]))
 

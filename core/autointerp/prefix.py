@@ -95,22 +95,25 @@ class PrefixRunner:
         out = self._forward(ids_BS, mask_BT, positions_BS, cache, keep)
         return out.logits, mask_BT, out.cache
 
-    def _batches(self, ids: Sequence[Sequence[int]]) -> list[list[int]]:
+    def _batches(self, ids: Sequence[Sequence[int]], batch_size: int | None = None) -> list[list[int]]:
         """Batches of indices into ``ids``, shortest sequences first (alike lengths: little padding)."""
         lengths = [len(s) for s in ids]
         self.model.check_lengths(lengths, "prompt")
         order = sorted(range(len(ids)), key=lengths.__getitem__)
-        return [order[i : i + self.batch_size] for i in range(0, len(ids), self.batch_size)]
+        size = batch_size or self.batch_size
+        return [order[i : i + size] for i in range(0, len(ids), size)]
 
-    def logits_at(self, ids: Sequence[Sequence[int]], positions: Sequence[Sequence[int]]) -> list[torch.Tensor]:
+    def logits_at(
+        self, ids: Sequence[Sequence[int]], positions: Sequence[Sequence[int]], batch_size: int | None = None
+    ) -> list[torch.Tensor]:
         """Per sequence, float32 logits [len(positions[i]), vocab] at its ``positions[i]`` (indices into the whole
-        sequence, each after the shared prefix)."""
+        sequence, each after the shared prefix), ``batch_size`` (default the runner's) sequences per pass."""
         n_prefix = shared_length(ids)
         n_prefix = min([n_prefix] + [min(p) for p in positions if len(p)])
         out: list[torch.Tensor] = [torch.empty(0)] * len(ids)
         with torch.no_grad(), self.model.lock:
             cache = self._prefix(ids[0][:n_prefix])
-            for rows in self._batches(ids):
+            for rows in self._batches(ids, batch_size):
                 rests = [list(ids[r][n_prefix:]) for r in rows]
                 # the kept columns end with every row's last token; row b's own tokens are its last len(rests[b])
                 keep = max(len(rests[b]) - (min(positions[r]) - n_prefix) for b, r in enumerate(rows) if positions[r])
@@ -121,9 +124,9 @@ class PrefixRunner:
                     out[r] = logits_BSV[b, cols].to("cpu", torch.float32)
         return out
 
-    def last_logits(self, ids: Sequence[Sequence[int]]) -> torch.Tensor:
+    def last_logits(self, ids: Sequence[Sequence[int]], batch_size: int | None = None) -> torch.Tensor:
         """[N, vocab] float32 next-token logits after each whole sequence."""
-        return torch.stack([row[0] for row in self.logits_at(ids, [[len(s) - 1] for s in ids])])
+        return torch.stack([row[0] for row in self.logits_at(ids, [[len(s) - 1] for s in ids], batch_size)])
 
     def greedy(
         self,
