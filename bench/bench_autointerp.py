@@ -7,12 +7,14 @@ a quick run. It prints ONE JSON object on stdout; progress goes to stderr.
 Setting: the embedded Gemma 3 270M's pretrained layer-6 SAE, feature data over ``--n-tokens`` tokens of the default
 corpus (as in ``nbs/10_autointerp.ipynb``); the first ``--latents`` latents that fired with density under 5% are
 explained (8 examples, up to 30 new tokens) and scored by detection (``--n-score`` held-out examples and as many
-others, each asked with the own, a shuffled and a constant explanation) by the embedded SmolLM2-135M-Instruct, fp32
+others, each asked with the own, a shuffled and a constant explanation) by the embedded SmolLM2-135M-Instruct in
+bfloat16 (its prepared dtype; here a bfloat16 prefill pass took about a quarter of float32's time)
 on the CPU, through ``ilab.autointerp.explain_and_score``.
 
 - ``fast``: ``ModelChat(model, prefix_cache=True)`` (as ``explain_and_score`` builds it), batches of 8 prompts
-  per forward pass with the shared prompt prefix's key-value cache computed once per batch
-  (``core/autointerp/prefix.py``).
+  (shortest first) per forward pass with the shared prompt prefix's key-value cache computed once per call
+  (``core/autointerp/prefix.py``); each chunk's scoring questions asked in one call; each explanation's generation
+  stopped once it holds the explanation (``explanation_ended``).
 - ``baseline``: the unbatched path, one prompt per pass through ``Model.generate`` / ``Model.logits``
   (``ModelChat(model, batch_size=1, prefix_cache=False)``), on the first ``--baseline-latents`` of the same latents.
 
@@ -52,6 +54,13 @@ class TimedClient:
         start = time.perf_counter()
         try:
             return self.inner.complete(conversations, max_new_tokens)
+        finally:
+            self.seconds["explain"] += time.perf_counter() - start
+
+    def complete_until(self, conversations: Any, max_new_tokens: int, ended: Any) -> list[str]:
+        start = time.perf_counter()
+        try:
+            return self.inner.complete_until(conversations, max_new_tokens, ended)
         finally:
             self.seconds["explain"] += time.perf_counter() - start
 
@@ -115,6 +124,7 @@ def main() -> None:
     same = sum(texts[i] == text for i, text in base_texts.items())
     result = {
         "explainer": chat.name,
+        "dtype": str(next(chat.module.parameters()).dtype),
         "torch_threads": threads,
         "n_tokens": args.n_tokens,
         "n_score": args.n_score,

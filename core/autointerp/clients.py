@@ -1,5 +1,5 @@
 """Who explains and scores: a loaded chat model (:class:`ModelChat`) or an OpenAI-compatible server
-(:class:`EndpointChat`, standard-library HTTP: vLLM, llama.cpp's server, Ollama).
+(:class:`EndpointChat`, standard-library HTTP: vLLM, llama.cpp's server, Ollama, ``transformers serve``).
 
 Both answer the same three questions: ``complete`` (a short answer per conversation), ``yes_probability``
 (P(Yes) / (P(Yes) + P(No)) of the first answer token) and, for a local model only, ``digit_expectations``
@@ -15,11 +15,13 @@ Example
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -33,6 +35,9 @@ from .prefix import PrefixRunner, takes_prefix_cache
 Messages = list[dict[str, str]]
 YES, NO = ("Yes", " Yes", "yes", " yes", "YES"), ("No", " No", "no", " no", "NO")
 DIGITS = tuple(str(d) for d in range(10))
+#: The prefix runner's Yes/No passes take this many times ``batch_size`` prompts each (one logit row kept per prompt:
+#: on 2 cores, batches of 32 scored in about 0.8 of the time of batches of 8).
+YES_BATCH = 4
 #: Seconds an endpoint has to answer its first request (the model list) before it counts as down.
 CONNECT_TIMEOUT = 3.0
 
@@ -72,10 +77,18 @@ class ModelChat:
 
     def complete(self, conversations: Sequence[Messages], max_new_tokens: int) -> list[str]:
         """Each conversation's greedy answer."""
+        return self.complete_until(conversations, max_new_tokens, None)
+
+    def complete_until(
+        self, conversations: Sequence[Messages], max_new_tokens: int, ended: Callable[[str], bool] | None
+    ) -> list[str]:
+        """Each conversation's greedy answer, cut short (with the prefix runner) once ``ended(answer so far)``."""
         texts = [self.prompt(m) for m in conversations]
         runner = self._runner_for(texts)
         if runner is not None:
-            ids = runner.greedy(self._ids(texts), max_new_tokens, self._stop_ids())
+            decode = functools.partial(self.model.tokenizer.decode, skip_special_tokens=True)
+            finished = None if ended is None else lambda ids: ended(decode(ids))
+            ids = runner.greedy(self._ids(texts), max_new_tokens, self._stop_ids(), finished)
             return [t.strip() for t in self.model.tokenizer.batch_decode(ids, skip_special_tokens=True)]
         out: list[str] = []
         for first in range(0, len(texts), self.batch_size):
@@ -87,7 +100,7 @@ class ModelChat:
         texts = [self.prompt(m) for m in conversations]
         runner = self._runner_for(texts)
         if runner is not None:
-            return self._yes_share(runner.last_logits(self._ids(texts)))
+            return self._yes_share(runner.last_logits(self._ids(texts), YES_BATCH * self.batch_size))
         chunks = [texts[i : i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
         return self._yes_share(torch.cat([self.model.logits(c, batch_size=self.batch_size)[:, 0] for c in chunks]))
 
@@ -149,6 +162,8 @@ class EndpointChat:
         names = [m.get("id") for m in listed.get("data", []) if isinstance(m, dict)]
         self.model = model or (names[0] if names else "default")
         self.name = f"{self.model} at {self.base}"
+        #: Whether the server answered a Yes/No question without log-probabilities (warned once).
+        self.answered_without_logprobs = False
 
     def _request(self, method: str, path: str, body: dict | None, timeout: float) -> dict:
         data = None if body is None else json.dumps(body).encode()
@@ -184,8 +199,8 @@ class EndpointChat:
         return out
 
     def yes_probability(self, conversations: Sequence[Messages]) -> np.ndarray:
-        """[N] P(Yes) / (P(Yes) + P(No)) from the first token's top log-probabilities (the answer's word when the
-        server gives none)."""
+        """[N] P(Yes) / (P(Yes) + P(No)) from the first token's top log-probabilities; 1 or 0 by the answer's word,
+        with a warning, from a server that gives none (``transformers serve``)."""
         out = []
         for messages in conversations:
             choice = self._chat(messages, max_tokens=1, logprobs=True, top_logprobs=10)
@@ -198,7 +213,17 @@ class EndpointChat:
             else:
                 word = str((choice.get("message") or {}).get("content") or "").strip().lower()
                 out.append(1.0 if word.startswith("yes") else 0.0)
+                self._warn_without_logprobs()
         return np.asarray(out, dtype=np.float32)
+
+    def _warn_without_logprobs(self) -> None:
+        if not self.answered_without_logprobs:
+            warnings.warn(
+                f"{self.name!r} answers without log-probabilities (it ignores 'logprobs' and 'top_logprobs'): "
+                "P(Yes) is its answer word, 1 or 0, so AUROC counts ties and balanced accuracy is the answers' own.",
+                stacklevel=3,
+            )
+        self.answered_without_logprobs = True
 
 
 def chat_client(explainer: Any, prefix_cache: bool = False) -> Any:

@@ -117,19 +117,44 @@ def explain(
         if variant == "contrastive":
             key, fields["counter"] = "explain_contrastive", _block(_counter_examples(data, i, n_examples // 2), 1.0)
         conversations.append(conversation(templates, key, **fields))
-    answers = client.complete(conversations, max_new_tokens)
+    complete_until = getattr(client, "complete_until", None)
+    if complete_until is not None:  # a local model stops once each answer holds its explanation: the same texts
+        answers = complete_until(conversations, max_new_tokens, explanation_ended)
+    else:
+        answers = client.complete(conversations, max_new_tokens)
     texts = {i: _first_line(a) for i, a in zip(ids, answers)}
     shown_prompts = {i: c[-1]["content"] for i, c in zip(ids, conversations)}
     settings = {"n_examples": n_examples, "threshold": threshold, "prompts": templates}
     return Explanations(texts, shown_prompts, client.name, variant, settings)
 
 
+#: Where an explanation ends inside its line: what small models add after it ("... in the text 1. ...").
+_AFTER = r"\.(?:\s|$)| in the text| which | marked "
+
+
+def _without_lead_in(line: str) -> str:
+    return re.sub(r"^(explanation:|answer:|the neuron fires on:?|it fires on:?)\s*", "", line, flags=re.I)
+
+
+def explanation_ended(answer: str) -> bool:
+    """Whether ``answer`` (a prefix of a model's answer) already holds the whole explanation :func:`_first_line`
+    reads, so that whatever the model writes next leaves it unchanged: its first line is complete, or holds the end
+    of the sentence (a full stop, a space and more) or a marker of :data:`_AFTER`.
+
+    >>> explanation_ended('The neuron fires on the token "way" in the text'), explanation_ended("the U.S")
+    (True, False)
+    """
+    text = answer.strip()  # as the answer is returned: a marker's trailing space must be followed by more
+    if "\n" in text:
+        return True
+    return re.search(_AFTER.replace("|$", ""), _without_lead_in(text)) is not None
+
+
 def _first_line(answer: str) -> str:
     """The explanation: the answer's first sentence, without a lead-in such as "The neuron fires on" and without
     what small models add after it ("... in the text 1. ...", "... which is ...")."""
     line = next((s.strip() for s in answer.splitlines() if s.strip()), "")
-    line = re.sub(r"^(explanation:|answer:|the neuron fires on:?|it fires on:?)\s*", "", line, flags=re.I)
-    line = re.split(r"\.(?:\s|$)| in the text| which | marked ", line, maxsplit=1)[0].strip()
+    line = re.split(_AFTER, _without_lead_in(line), maxsplit=1)[0].strip()
     if len(line) > 1 and line[0] == line[-1] and line[0] in "\"'":
         line = line[1:-1]
     return line or "(no explanation)"

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -95,20 +95,25 @@ class PrefixRunner:
         out = self._forward(ids_BS, mask_BT, positions_BS, cache, keep)
         return out.logits, mask_BT, out.cache
 
-    def _batches(self, ids: Sequence[Sequence[int]]) -> list[list[int]]:
+    def _batches(self, ids: Sequence[Sequence[int]], batch_size: int | None = None) -> list[list[int]]:
+        """Batches of indices into ``ids``, shortest sequences first (alike lengths: little padding)."""
         lengths = [len(s) for s in ids]
         self.model.check_lengths(lengths, "prompt")
-        return [list(range(i, min(i + self.batch_size, len(ids)))) for i in range(0, len(ids), self.batch_size)]
+        order = sorted(range(len(ids)), key=lengths.__getitem__)
+        size = batch_size or self.batch_size
+        return [order[i : i + size] for i in range(0, len(ids), size)]
 
-    def logits_at(self, ids: Sequence[Sequence[int]], positions: Sequence[Sequence[int]]) -> list[torch.Tensor]:
+    def logits_at(
+        self, ids: Sequence[Sequence[int]], positions: Sequence[Sequence[int]], batch_size: int | None = None
+    ) -> list[torch.Tensor]:
         """Per sequence, float32 logits [len(positions[i]), vocab] at its ``positions[i]`` (indices into the whole
-        sequence, each after the shared prefix)."""
+        sequence, each after the shared prefix), ``batch_size`` (default the runner's) sequences per pass."""
         n_prefix = shared_length(ids)
         n_prefix = min([n_prefix] + [min(p) for p in positions if len(p)])
         out: list[torch.Tensor] = [torch.empty(0)] * len(ids)
         with torch.no_grad(), self.model.lock:
             cache = self._prefix(ids[0][:n_prefix])
-            for rows in self._batches(ids):
+            for rows in self._batches(ids, batch_size):
                 rests = [list(ids[r][n_prefix:]) for r in rows]
                 # the kept columns end with every row's last token; row b's own tokens are its last len(rests[b])
                 keep = max(len(rests[b]) - (min(positions[r]) - n_prefix) for b, r in enumerate(rows) if positions[r])
@@ -119,12 +124,19 @@ class PrefixRunner:
                     out[r] = logits_BSV[b, cols].to("cpu", torch.float32)
         return out
 
-    def last_logits(self, ids: Sequence[Sequence[int]]) -> torch.Tensor:
+    def last_logits(self, ids: Sequence[Sequence[int]], batch_size: int | None = None) -> torch.Tensor:
         """[N, vocab] float32 next-token logits after each whole sequence."""
-        return torch.stack([row[0] for row in self.logits_at(ids, [[len(s) - 1] for s in ids])])
+        return torch.stack([row[0] for row in self.logits_at(ids, [[len(s) - 1] for s in ids], batch_size)])
 
-    def greedy(self, ids: Sequence[Sequence[int]], max_new_tokens: int, stop_ids: Sequence[int]) -> list[list[int]]:
-        """Each sequence's greedy continuation (up to ``max_new_tokens`` ids, ending before a ``stop_ids`` token)."""
+    def greedy(
+        self,
+        ids: Sequence[Sequence[int]],
+        max_new_tokens: int,
+        stop_ids: Sequence[int],
+        finished: Callable[[list[int]], bool] | None = None,
+    ) -> list[list[int]]:
+        """Each sequence's greedy continuation (up to ``max_new_tokens`` ids, ending before a ``stop_ids`` token, or
+        after the token for which ``finished(continuation)`` holds)."""
         self.model.check_lengths([len(s) + max_new_tokens for s in ids], "the prompt and max_new_tokens")
         n_prefix = shared_length(ids)
         stops = torch.tensor(sorted(set(stop_ids)) or [-1])
@@ -142,6 +154,7 @@ class PrefixRunner:
                     for b, r in enumerate(rows):
                         if not done_B[b]:
                             out[r].append(int(next_B[b]))
+                            done_B[b] = finished is not None and finished(out[r])
                     if bool(done_B.all()) or step_index == max_new_tokens - 1:
                         break
                     mask_BT = torch.cat([mask_BT, torch.ones(len(rows), 1, dtype=torch.long)], 1)

@@ -19,7 +19,7 @@ Example
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -81,11 +81,6 @@ def _fuzzing_items(pos: list[Example], threshold: float, rng: np.random.Generato
     return texts, np.array(labels)
 
 
-def _judge(client: Any, templates: dict, key: str, explanation: str, texts: list[str]) -> np.ndarray:
-    asked = [conversation(templates, key, explanation=explanation, text=t) for t in texts]
-    return np.asarray(client.yes_probability(asked), dtype=np.float64)
-
-
 def _simulate(client: Any, templates: dict, explanation: str, examples: list[Example]) -> np.ndarray:
     asked = conversation(templates, "simulation", explanation=explanation)
     items = [(asked, [repr(t)[1:-1] or " " for t in e.tokens]) for e in examples]
@@ -100,20 +95,45 @@ def _correlation(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.corrcoef(a, b)[0, 1])
 
 
-def _rows_for(kind: str, client: Any, templates: dict, explanations: dict[str, str], pos: list[Example],
-              neg: list[Example], threshold: float, rng: np.random.Generator) -> list[dict]:  # fmt: skip
-    """The metric rows of scorer ``kind`` for one latent, each explanation in ``explanations`` scored."""
-    got: dict[str, dict[str, float]] = {}
+@dataclass
+class _Planned:
+    """One latent's questions of one scorer: the slice of the run's Yes/No questions each explanation asked, and
+    their labels; or, for simulation, the scores already measured."""
+
+    kind: str
+    labels: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    spans: dict[str, slice] = field(default_factory=dict)
+    got: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def _plan(kind: str, client: Any, templates: dict, explanations: dict[str, str], pos: list[Example],
+          neg: list[Example], threshold: float, rng: np.random.Generator, questions: list) -> _Planned:  # fmt: skip
+    """Scorer ``kind`` for one latent: its Yes/No questions appended to ``questions`` (asked later, all at once),
+    or the simulation's correlations measured now."""
     if kind == "simulation":
         real = np.concatenate([e.acts for e in pos + neg])
-        for which, text in explanations.items():
-            got[which] = {"correlation": _correlation(_simulate(client, templates, text, pos + neg), real)}
-    else:
-        texts, labels = _detection_items(pos, neg) if kind == "detection" else _fuzzing_items(pos, threshold, rng)
-        for which, text in explanations.items():
-            p = _judge(client, templates, kind, text, texts)
-            got[which] = {"auroc": auroc(p, labels), "balanced_accuracy": balanced_accuracy(p, labels)}
-    return [{"scorer": kind, "metric": m, **{w: got[w][m] for w in got}} for m in got["explanation"]]
+        got = {w: {"correlation": _correlation(_simulate(client, templates, text, pos + neg), real)}
+               for w, text in explanations.items()}  # fmt: skip
+        return _Planned(kind, got=got)
+    texts, labels = _detection_items(pos, neg) if kind == "detection" else _fuzzing_items(pos, threshold, rng)
+    planned = _Planned(kind, labels)
+    for which, text in explanations.items():
+        start = len(questions)
+        questions += [conversation(templates, kind, explanation=text, text=t) for t in texts]
+        planned.spans[which] = slice(start, len(questions))
+    return planned
+
+
+def _rows(planned: _Planned, p_yes: np.ndarray) -> list[dict]:
+    """The metric rows of one latent's scorer from the answers ``p_yes`` to the run's questions."""
+    got = planned.got or {
+        which: {
+            "auroc": auroc(p_yes[span], planned.labels),
+            "balanced_accuracy": balanced_accuracy(p_yes[span], planned.labels),
+        }
+        for which, span in planned.spans.items()
+    }
+    return [{"scorer": planned.kind, "metric": m, **{w: got[w][m] for w in got}} for m in got["explanation"]]
 
 
 def score(
@@ -151,15 +171,18 @@ def score(
     rng = np.random.default_rng(seed)
     shuffled = dict(zip(ids, np.roll(ids, 1 + int(rng.integers(len(ids) - 1))).tolist()))
     n_explain = int(explanations.settings.get("n_examples", 8))
-    rows = []
+    planned: list[tuple[int, _Planned]] = []
+    questions: list = []
     for i in ids:
         pos = split_examples(data, i, n_explain)[1][:n_examples]
         neg = negative_examples(data, i, len(pos), rng)
         texts = {"explanation": explanations.texts[i], "shuffled": explanations.texts[shuffled[i]],
                  "constant": templates["constant"]}  # fmt: skip
         for kind in scorers:
-            for row in _rows_for(kind, client, templates, texts, pos, neg, threshold, rng):
-                rows.append({"latent": i, **row, "shuffled_from": shuffled[i]})
+            planned.append((i, _plan(kind, client, templates, texts, pos, neg, threshold, rng, questions)))
+    # every latent's Yes/No questions in one call: a local model batches them all over their shared prefix
+    p_yes = np.asarray(client.yes_probability(questions), dtype=np.float64) if questions else np.zeros(0)
+    rows = [{"latent": i, **row, "shuffled_from": shuffled[i]} for i, plan in planned for row in _rows(plan, p_yes)]
     return scores_table(rows, client.name)
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 from interplab.core.autointerp.examples import Example, marked_text, negative_examples, split_examples
+from interplab.core.autointerp.explain import explanation_ended
 from interplab.core.autointerp.scoring import auroc, balanced_accuracy
 from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 
@@ -114,3 +115,50 @@ def test_simulation_reads_a_digit_after_every_line(smollm2):
     digits = [smollm2.tokenizer(str(d), add_special_tokens=False)["input_ids"][0] for d in range(10)]
     by_hand = (logits[:, digits].softmax(1) @ torch.arange(10.0)).numpy()
     np.testing.assert_allclose(expected, by_hand, atol=1e-5)
+
+
+#: Answers as SmolLM2 writes them (and harder ones): what follows the explanation must change nothing.
+ANSWERS = (
+    'The neuron fires on the token "last" in the text: "1.  Hughes made his Morris County debut in his bid',
+    'The neuron fires on the token "pro" which is a symbol of the opposition to the incumbent',
+    "The neuron fires on the token marked between << and >> in these texts:\n\n<<These>> contend there",
+    'The neuron fires on the token "as".',
+    "Answer: which words end a clause, such as commas",
+    "the U.S. flag and the U.N. charter",
+    "  \n\nExplanation: dates\nand more",
+    "numbers",
+)
+
+
+class Canned:
+    """An explainer that writes the canned answers, in full."""
+
+    name = "canned"
+
+    def __init__(self, answers):
+        self.answers = list(answers)
+
+    def complete(self, conversations, max_new_tokens):
+        return [self.answers.pop(0) for _ in conversations]
+
+    def yes_probability(self, conversations):
+        return np.full(len(conversations), 0.5)
+
+
+class CannedUntil(Canned):
+    """The same answers cut as a local model cuts them: after the first character for which ``ended`` holds."""
+
+    def complete_until(self, conversations, max_new_tokens, ended):
+        full = self.complete(conversations, max_new_tokens)
+        return [next((a[:n] for n in range(1, len(a)) if ended(a[:n])), a) for a in full]
+
+
+def test_answers_cut_once_the_explanation_ended_give_the_same_explanations(planted):
+    assert len(ANSWERS) % len(WORDS) == 0
+    cut = CannedUntil(ANSWERS).complete_until([None] * len(ANSWERS), 30, explanation_ended)
+    assert sum(len(c) < len(a) for c, a in zip(cut, ANSWERS)) >= 5  # control: most answers are cut short
+    for first in range(0, len(ANSWERS), len(WORDS)):
+        group = ANSWERS[first : first + len(WORDS)]
+        whole = ilab.autointerp.explain(planted, range(len(WORDS)), explainer=Canned(group)).texts
+        assert ilab.autointerp.explain(planted, range(len(WORDS)), explainer=CannedUntil(group)).texts == whole
+    assert whole[1] == "the U.S" and whole[2] == "dates"

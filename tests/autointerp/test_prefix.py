@@ -36,7 +36,7 @@ def test_models_with_a_sliding_window_take_the_plain_path():
 def test_prefix_logits_and_greedy_answers_equal_plain_passes(family):
     model = tiny_model(family)
     assert takes_prefix_cache(model)
-    runner = PrefixRunner(model, batch_size=3)  # batches of 3 and 1: padding inside the first
+    runner = PrefixRunner(model, batch_size=3)  # batches of 3 and 1, shortest first: padding inside the first
     ids = [model.tokenizer(t)["input_ids"] for t in PROMPTS]
     assert shared_length(ids) == 3  # BOS and "the cat" ("sat" is the last one's own)
     got = runner.last_logits(ids)
