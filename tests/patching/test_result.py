@@ -142,3 +142,13 @@ def test_a_grid_opens_on_the_exact_result_of_its_first_site():
     # the first group is the latents': its exact grid, not the exact grid of another site
     w = ilab.widgets.PatchingGrid({"attribution": attribution, "resid": other, "exact": exact})
     assert w.tab == "exact"
+
+
+def test_chart_is_a_heatmap_of_every_cell():
+    m = tiny_model("gpt2")
+    r = ilab.patching.grid(m, CLEAN, CORRUPT, metric(), site="resid_pre", top_k=0, progress=False)
+    spec = r.chart().to_dict()
+    cells = next(iter(spec["datasets"].values()))
+    assert spec["mark"]["type"] == "rect" and len(cells) == r.values.size
+    assert {c["row"] for c in cells} == set(r.row_labels) and spec["encoding"]["color"]["field"] == "normalized"
+    np.testing.assert_allclose(sorted(c["normalized"] for c in cells), np.sort(r.normalized.ravel()), rtol=1e-6)
