@@ -192,12 +192,13 @@ def collect_images(model: VisionModel, pixels: torch.Tensor, kind: str,
                    batch: int) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """The site of ``kind`` at every layer ``[N, n_layers, T, D]`` and the image embeddings ``[N, E]``."""
     targets = [site_target(model, kind, layer) for layer in range(model.n_layers)]
+    root = model.nn
     acts, embs = [], []
     for start in range(0, len(pixels), batch):
         inputs = {k: v.to(model.device) for k, v in model.to_tokens(pixels[start : start + batch]).items()}
         with torch.no_grad(), model.nn.trace(inputs, **model.trace_kwargs):
             saved = nnsight.save([read_site(envoy, io) for envoy, io in targets])
-            emb = nnsight.save(model.nn.output)
+            emb = nnsight.save(root.output)
         acts.append(torch.stack([s.detach().float().cpu() for s in saved], 1))
         embs.append(emb.detach().float().cpu())
     return torch.cat(acts), torch.cat(embs)
@@ -223,6 +224,7 @@ def patched_embeddings(model: VisionModel, pixels_1: torch.Tensor, kind: str, la
     """Image embeddings ``[n, E]`` of the image with the site at ``layer`` replaced by each row; rows equal to the
     base activations give the base embedding without a pass."""
     envoy, io = site_target(model, kind, layer)
+    root = model.nn
     inputs = {k: v.to(model.device) for k, v in model.to_tokens(pixels_1).items()}
     out_nE = base_E.unsqueeze(0).repeat(len(rows_nTD), 1)
     todo = (rows_nTD != base_TD.unsqueeze(0)).flatten(1).any(1).nonzero().flatten()
@@ -231,6 +233,6 @@ def patched_embeddings(model: VisionModel, pixels_1: torch.Tensor, kind: str, la
         rows = rows_nTD[idx].to(model.device, model.dtype)
         with torch.no_grad(), model.nn.trace(inputs, **model.trace_kwargs):
             write_site(envoy, io, rows)
-            emb = nnsight.save(model.nn.output)
+            emb = nnsight.save(root.output)
         out_nE[idx] = emb.detach().float().cpu()
     return out_nE
