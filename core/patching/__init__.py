@@ -7,6 +7,7 @@ attribution grids estimate every cell of every site from two forwards and one ba
 
 ``grid.py`` exact grids (``cached.py`` their passes that reuse the base run's keys and values),
 ``gradients.py`` attribution estimates (plain and integrated gradients), ``sae_latents.py`` SAE latents,
+``images.py`` grids over image patches of a vision model (metrics of the image embedding),
 ``prepare.py`` what they share (checked inputs, collecting and scoring passes), ``prompts.py`` IOI and
 other prompt pairs, ``result.py`` the result.
 Metrics (``logit_diff``, ``prob``, ``kl_to_clean``) are :mod:`interplab.core.readout.metrics`'s, shared with steering.
@@ -26,6 +27,7 @@ from __future__ import annotations
 from ..readout.metrics import Metric, kl_to_clean, logit_diff, prob
 from .gradients import PATHS, attribution
 from .grid import grid
+from .images import EmbeddingMetric, embedding_cosine, zero_shot
 from .prepare import DIRECTIONS, SITES
 from .prompts import IOI_TEMPLATES, NAMES, PromptPairs, ioi, prompt_pairs, single_token_names
 from .result import PatchingResult
@@ -37,10 +39,12 @@ __all__ = [
     "NAMES",
     "PATHS",
     "SITES",
+    "EmbeddingMetric",
     "Metric",
     "PatchingResult",
     "PromptPairs",
     "attribution",
+    "embedding_cosine",
     "grid",
     "ioi",
     "kl_to_clean",
@@ -49,4 +53,5 @@ __all__ = [
     "prob",
     "prompt_pairs",
     "single_token_names",
+    "zero_shot",
 ]

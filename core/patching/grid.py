@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..model.vision import VisionModel
 from ..readout.metrics import Metric
 from ..storage.progress import check_progress, progress_bar
-from . import cached
+from . import cached, images
 from .prepare import (
     SITES,
     Prepared,
@@ -79,13 +80,21 @@ def grid(
     remote serialisation). ``progress``: a bar over the layers (cached path) or the pairs x layers (full passes);
     False for none.
 
+    A vision model (:class:`~interplab.core.model.vision.VisionModel`) takes a clean and a corrupted image batch
+    and a metric of the image embedding instead (:mod:`.images`; ``top_k`` and ``reuse_cache`` do not apply).
+
     >>> r = ilab.patching.grid(model, "When Mary and John went to the store, John gave a drink to",
     ...                        "When Mary and John went to the store, Mary gave a drink to",
     ...                        ilab.patching.logit_diff(" Mary", " John"))
     """
+    check_progress(progress)
+    if isinstance(model, VisionModel):
+        return images.image_grid(model, clean, corrupt, metric, site, positions, direction, batch_size, progress)
+    if isinstance(clean, torch.Tensor) or isinstance(corrupt, torch.Tensor):
+        raise TypeError(f"{model.name} is a text model: patching.grid takes images only for a vision model (a CLIP "
+                        "or ViT loaded with ilab.load_model); give it prompts.")  # fmt: skip
     check_site(site)
     check_batch(batch_size)
-    check_progress(progress)
     prep = prepare(model, clean, corrupt, metric, direction)
     positions_ = check_positions(positions, prep.n_pos)
     cells = model.n_layers * (model.n_heads if site == "heads" else len(positions_))

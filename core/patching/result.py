@@ -118,6 +118,26 @@ class PatchingResult:
         }
         return pd.DataFrame(frame).assign(site=self.site, method=self.method)
 
+    def chart(self) -> Any:
+        """Altair: the normalised grid as a heatmap, rows (layers or latents) down and columns across.
+
+        >>> r.chart()
+        """
+        import altair as alt
+
+        from ..views.charts import offline
+
+        frame = self.to_frame()
+        frame["row"] = np.repeat(np.asarray(self.row_labels, dtype=object), self.values.shape[1])
+        cells = alt.Chart(frame).mark_rect().encode(
+            x=alt.X("label:N", sort=self.col_labels, title=self.col_name), y=alt.Y("row:N", sort=self.row_labels,
+            title=self.row_name), color=alt.Color("normalized:Q", scale=alt.Scale(scheme="redblue", domainMid=0,
+            reverse=True)), tooltip=["row", "label", alt.Tooltip("value:Q", format=".4g"),
+            alt.Tooltip("normalized:Q", format=".3f")])  # fmt: skip
+        title = f"{self.method} patching of {self.site} ({self.direction}, {self.metric}; 1 = clean, 0 = corrupted)"
+        return offline(cells.properties(title=title, width=max(200, 14 * self.values.shape[1]),
+                                        height=max(80, 16 * self.values.shape[0])))  # fmt: skip
+
     # ------------------------------------------------------------- files
     _META = (
         "clean_baseline", "corrupt_baseline", "site", "method", "direction", "metric", "row_name", "col_name",

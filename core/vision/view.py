@@ -55,3 +55,31 @@ def patch_data(image: Any, values: Any, title: str = "", scale: str = "auto") ->
         raise ValueError("values hold NaN or infinite entries.")
     values_GG = vals.reshape(side, side).numpy()
     return PatchData(rgb.contiguous().numpy(), values_GG, color_scale(values_GG, scale=scale), title)
+
+
+def patching_row(result: Any, image: Any, layer: int, normalized: bool = True, scale: str = "auto") -> PatchData:
+    """One layer's row of a patching grid over image tokens (``ilab.patching.grid`` of a vision model) as a
+    heatmap over ``image``: one value per patch (normalised: 1 = clean, 0 = corrupted), the class token's in the
+    title. The grid's columns must hold every patch.
+
+    >>> r = ilab.patching.grid(model, clean_images, corrupt_images)
+    >>> ilab.widgets.PatchHeatmap(patching_row(r, clean_images[0], layer=1))
+    """
+    if getattr(result, "col_name", None) != "position" or not hasattr(result, "values"):
+        what = " over heads" if getattr(result, "col_name", "") == "head" else ""
+        raise TypeError(f"patching_row reads a patching grid over image tokens (site other than 'heads'); got "
+                        f"{type(result).__name__}{what}.")  # fmt: skip
+    rows = list(result.rows)
+    if isinstance(layer, bool) or layer not in rows:
+        raise ValueError(f"layer={layer!r} is not a row of the grid (layers {rows[0]}..{rows[-1]}).")
+    grid = np.asarray(result.normalized if normalized else result.values)[rows.index(layer)]
+    tokens = list(result.tokens)
+    column = {int(p): j for j, p in enumerate(result.positions)}
+    missing = [p for p in range(1, len(tokens)) if p not in column]
+    if missing or len(tokens) < 2:
+        raise ValueError(f"The grid leaves out patch positions {missing[:5]}{'...' if len(missing) > 5 else ''}: "
+                         "patch every position (positions=None) to show a layer over the image.")  # fmt: skip
+    cls = f"; CLS {grid[column[0]]:.2f}" if 0 in column else ""
+    kind = "normalised" if normalized else result.metric
+    title = f"patching {result.site}, layer {layer} ({kind}{cls})"
+    return patch_data(image, grid[[column[p] for p in range(1, len(tokens))]], title, scale)

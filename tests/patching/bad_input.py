@@ -122,3 +122,53 @@ ROWS: list[Row] = [
         r"steps must be an integer in 1\.\.1024, got 1000000",
     ),
 ]
+
+
+# ------------------------------------------------------------- grids over image patches (a vision model)
+def _vision_first(call: Any) -> Any:
+    """``call`` on the tiny CLIP with its forward passes failing: the refusal must come before any work."""
+    from tests.tiny import no_forward
+    from tests.vision.bad_input import _clip
+
+    def refused_first(c: Ctx) -> Any:
+        with no_forward(_clip()):
+            return call(c)
+
+    return refused_first
+
+
+def _vision_grid(clean_shape: tuple[int, ...], corrupt_shape: tuple[int, ...], **kwargs: Any) -> Any:
+    import torch
+
+    from tests.vision.bad_input import _clip
+
+    return ilab.patching.grid(_clip(), torch.rand(clean_shape), torch.rand(corrupt_shape), **kwargs)
+
+
+def _text_model_with_images(c: Ctx) -> Any:
+    import torch
+
+    return ilab.patching.grid(c.model, torch.rand(2, 3, 16, 16), torch.rand(2, 3, 16, 16))
+
+
+ROWS += [
+    Row("ilab.patching.grid", _vision_first(lambda c: _vision_grid((2, 3, 16, 16), (2, 3, 8, 8))), V,
+        r"clean images \[2, 3, 16, 16\] and corrupted images \[2, 3, 8, 8\] differ in shape.*each \[3, 16, 16\]"),
+    Row("ilab.patching.grid", _vision_first(lambda c: _vision_grid((2, 3, 16, 16), (3, 3, 16, 16))), V,
+        r"clean images \[2, 3, 16, 16\] and corrupted images \[3, 3, 16, 16\] differ in shape"),
+    Row("ilab.patching.grid", before_work(_text_model_with_images), T,
+        r"is a text model: patching.grid takes images only for a vision model"),
+    Row("ilab.patching.grid", _vision_first(lambda c: _vision_grid((1, 3, 16, 16), (1, 3, 16, 16),
+        site="mixer_out")), V, r"site='mixer_out' is not a site a vision tower's grid patches; choose one of"),
+    Row("ilab.patching.grid", _vision_first(lambda c: _vision_grid((1, 3, 16, 16), (1, 3, 16, 16),
+        metric=ilab.patching.logit_diff(" Mary", " John"))), T, r"scores image embeddings.*got Metric"),
+    Row("ilab.patching.grid", _vision_first(lambda c: _vision_grid((1, 3, 16, 16), (1, 3, 16, 16),
+        metric=ilab.patching.zero_shot(np.ones((2, 7)), 0, 1))), V,
+        r"reads 7-dimensional embeddings; CLIPModel's image embeddings have 24"),
+    Row("ilab.patching.zero_shot", lambda c: ilab.patching.zero_shot(np.ones(4), 0), V,
+        r"text_embeddings is a finite \[classes, embedding\] matrix; got shape \[4\]"),
+    Row("ilab.patching.zero_shot", lambda c: ilab.patching.zero_shot(np.ones((2, 4)), 0, 2), V, r"corrupt_class"),
+]  # fmt: skip
+EXEMPT: dict[str, str] = {}
+EXEMPT["ilab.patching.EmbeddingMetric"] = "a metric built by embedding_cosine or zero_shot; grid checks its output"
+EXEMPT["ilab.patching.embedding_cosine"] = "takes no argument"

@@ -142,3 +142,14 @@ def test_a_grid_opens_on_the_exact_result_of_its_first_site():
     # the first group is the latents': its exact grid, not the exact grid of another site
     w = ilab.widgets.PatchingGrid({"attribution": attribution, "resid": other, "exact": exact})
     assert w.tab == "exact"
+
+
+def test_chart_is_a_heatmap_of_every_cell():
+    values = np.arange(12, dtype=np.float32).reshape(3, 4)
+    r = ilab.patching.PatchingResult(values, clean_baseline=11.0, corrupt_baseline=0.0, site="resid_pre",
+                                     positions=[0, 1, 2, 3], tokens=["CLS", "p0", "p1", "p2"])  # fmt: skip
+    spec = r.chart().to_dict()
+    cells = next(iter(spec["datasets"].values()))
+    assert spec["mark"]["type"] == "rect" and len(cells) == r.values.size
+    assert {c["row"] for c in cells} == set(r.row_labels) and spec["encoding"]["color"]["field"] == "normalized"
+    np.testing.assert_allclose(sorted(c["normalized"] for c in cells), np.sort(r.normalized.ravel()), rtol=1e-6)

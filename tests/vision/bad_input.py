@@ -76,3 +76,18 @@ ROWS += [
         torch.zeros(4, 5, dtype=torch.long), steps=1), T, "train_clip trains a transformers CLIPModel"),
 ]  # fmt: skip
 EXEMPT["ilab.vision.ClipTraining"] = "a result built by train_clip"
+
+
+def _grid(site: str = "resid_pre", positions: list[int] | None = None) -> object:
+    return ilab.patching.grid(_clip(), torch.rand(1, 3, 16, 16), torch.rand(1, 3, 16, 16), site=site,
+                              positions=positions, progress=False)  # fmt: skip
+
+
+ROWS += [
+    Row("ilab.vision.patching_row", lambda c: ilab.vision.patching_row(_grid(), torch.rand(3, 16, 16), 3), V,
+        r"layer=3 is not a row of the grid \(layers 0..2\)"),
+    Row("ilab.vision.patching_row", lambda c: ilab.vision.patching_row(_grid("heads"), torch.rand(3, 16, 16), 0),
+        T, r"patching_row reads a patching grid over image tokens.*got PatchingResult over heads"),
+    Row("ilab.vision.patching_row", lambda c: ilab.vision.patching_row(_grid(positions=[0, 1, 2]),
+        torch.rand(3, 16, 16), 0), V, r"leaves out patch positions \[3, 4, 5, 6, 7\]\.\.\..*positions=None"),
+]  # fmt: skip

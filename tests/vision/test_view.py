@@ -26,3 +26,16 @@ def test_widget_carries_a_neurons_activation_per_patch():
     assert values.shape == (4, 4)
     np.testing.assert_allclose(values.ravel(), acts[0, 1:, 7].numpy())
     assert payload_array(widget.image).shape == (16, 16, 3) and widget.selected == -1
+
+
+def test_patching_row_lays_one_layers_grid_over_the_image():
+    model = ilab.load_model(tiny_clip())
+    clean, corrupt = images(1, seed=2), images(1, seed=3)
+    r = ilab.patching.grid(model, clean, corrupt, site="resid_pre", progress=False)
+    data = ilab.vision.patching_row(r, clean[0], layer=1)
+    np.testing.assert_allclose(data.values_GG.ravel(), r.normalized[1, 1:], rtol=1e-6)
+    assert data.values_GG.shape == (4, 4) and f"CLS {r.normalized[1, 0]:.2f}" in data.title
+    raw = ilab.vision.patching_row(r, clean[0], layer=2, normalized=False)
+    np.testing.assert_allclose(raw.values_GG.ravel(), r.values[2, 1:], rtol=1e-6)
+    widget = ilab.widgets.PatchHeatmap(data)
+    np.testing.assert_allclose(payload_array(widget.values), data.values_GG)
