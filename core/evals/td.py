@@ -45,13 +45,15 @@ ALPHAS = np.linspace(0.05, 1.0, 20)
 
 @dataclass(repr=False)
 class Bandit:
-    """Episodes as text, with each round's choice (0 = A, 1 = B) and reward ``[episodes, rounds]``."""
+    """Episodes as text, with each round's choice (0 = A, 1 = B) and reward ``[episodes, rounds]``; the reward
+    token sits ``reward_offset`` tokens after the arm's (2 in ``machine A, win``, 1 in ``machine A win``)."""
 
     texts: list[str]
     choices: np.ndarray
     rewards: np.ndarray
     better: np.ndarray  # [episodes] the arm that pays p_reward[0]
     p_reward: tuple[float, float]
+    reward_offset: int = 2
 
 
 def bandit(n_episodes: int = 16, n_rounds: int = 20, p_reward: tuple[float, float] = (0.8, 0.2), seed: int = 0
@@ -118,7 +120,7 @@ class TDResult:
     fit: dict[str, float]
     logodds: np.ndarray  # [N, T] the model's log-odds of A at each choice
     td: np.ndarray  # [N, T]
-    latents: pd.DataFrame  # latent, r_td, r_reward, r_shuffled (sorted by |r_td|)
+    latents: pd.DataFrame  # latent, r_* (td_signals), fire_rate at the reward tokens (sorted by |r_td|)
     task: Bandit
     causal: pd.DataFrame | None = None
 
@@ -131,7 +133,7 @@ class TDResult:
     @property
     def summary(self) -> dict[str, float]:
         """The fit and the best |r| of a latent with TD error, reward and shuffled TD."""
-        best = {f"max_abs_{k}": float(self.latents[k].abs().max()) for k in ("r_td", "r_reward", "r_shuffled")}
+        best = {f"max_abs_{k}": float(self.latents[k].abs().max()) for k in self.latents.columns if k.startswith("r_")}
         return {"alpha": self.fit["alpha"], "beta": self.fit["beta"], "r2": self.fit["r2"],
                 "p_better": self.p_better, **best}  # fmt: skip
 
@@ -149,25 +151,64 @@ class TDResult:
             tooltip=["latent", "signal", "value"]).properties(
             title=f"Latents at the reward token ({self.site})", width=300, height=14 * n))  # fmt: skip
 
-    def causal_check(self, model: Model, sae: SAE, n_latents: int = 5, n_random: int = 5, seed: int = 0
-                     ) -> pd.DataFrame:  # fmt: skip
+    def causal_check(self, model: Model, sae: SAE, n_latents: int = 5, n_random: int = 5, seed: int = 0,
+                     matched: bool = False) -> pd.DataFrame:  # fmt: skip
         """Ablate the top TD latents (and ``n_random`` random latents that fired) at every reward token; the mean
-        absolute change of the log-odds of repeating the previous choice. Stored in :attr:`causal`."""
+        absolute change of the log-odds of repeating the previous choice. With ``matched``, a third row ablates
+        ``n_random`` latents drawn from the ``4 * n_random`` others that fire on the most reward tokens (the
+        control for "the top latents just fire more often"). Stored in :attr:`causal`."""
         n_latents, n_random = check_positive_int("n_latents", n_latents), check_positive_int("n_random", n_random)
         top = self.latents.head(n_latents).latent.astype(int).tolist()
-        alive = self.latents[self.latents.r_td != 0].latent.astype(int).to_numpy()
         rng = np.random.default_rng(seed)
-        control = rng.choice(np.setdiff1d(alive, top), size=min(n_random, len(alive) - len(top)), replace=False)
-        base = self.logodds
+        groups = [("top", top), ("random", self._others(self.latents.r_td != 0, top, n_random, rng))]
+        if matched:
+            others = self.latents[~self.latents.latent.isin(top)]
+            frequent = self.latents.latent.isin(others.nlargest(4 * n_random, "fire_rate").latent)
+            groups.append(("matched", self._others(frequent, top, n_random, rng)))
         rows = []
-        for which, latents in (("top", top), ("random", control.tolist())):
+        stay = np.where(self.task.choices[:, :-1] == 0, 1.0, -1.0)  # sign that makes "repeat" positive
+        for which, latents in groups:
             ablated = choice_logodds(model, self.task, sae, self.site, latents)
-            stay = np.where(self.task.choices[:, :-1] == 0, 1.0, -1.0)  # sign that makes "repeat" positive
-            change = stay * (ablated[:, 1:] - base[:, 1:])
+            change = stay * (ablated[:, 1:] - self.logodds[:, 1:])
             rows.append({"which": which, "latents": latents, "mean_abs_change": float(np.abs(change).mean()),
                          "mean_stay_change": float(change.mean())})  # fmt: skip
         self.causal = pd.DataFrame(rows)
         return self.causal
+
+    def _others(self, pool: pd.Series, top: list[int], n: int, rng: np.random.Generator) -> list[int]:
+        """Up to ``n`` latents drawn from those where ``pool`` holds, the ``top`` ones left out."""
+        candidates = np.setdiff1d(self.latents[pool].latent.astype(int).to_numpy(), top)
+        return rng.choice(candidates, size=min(n, len(candidates)), replace=False).tolist()
+
+    def claims(self, min_p_better: float = 0.6, min_r2: float = 0.5, min_beyond: float = 0.15, ratio: float = 3.0
+               ) -> dict[str, Any]:  # fmt: skip
+        """The paper's claims on this result, each against its control. ``holds``: the better arm chosen above
+        chance (``p_better > min_p_better``; chance 0.5), a Q-learner explaining the choices (``r2 > min_r2``; a
+        model choosing at random gives about 0) and a latent tracking the TD error beyond the reward (best
+        ``|r_td_given_reward| > min_beyond`` and ``ratio`` times its shuffled control). Beside it (needs
+        :meth:`causal_check` first): ``causal``, ablating the top latents moves the choices ``ratio`` times as
+        much as random latents that fired; ``causal_matched``, more than latents that fire as often (None without
+        ``matched=True``); ``td_over_reward``, the literal best ``|r_td|`` over best ``|r_reward|``.
+
+        >>> td.causal_check(model, sae); td.claims()["holds"]
+        """
+        min_p_better = check_float("min_p_better", min_p_better, 0.5, 1.0)
+        min_r2, min_beyond = check_float("min_r2", min_r2, 0.0, 1.0), check_float("min_beyond", min_beyond, 0.0, 1.0)
+        ratio = check_float("ratio", ratio, 1.0)
+        if self.causal is None:
+            raise ValueError("claims needs the causal check: run td.causal_check(model, sae) first.")
+        s = self.summary
+        change = self.causal.set_index("which").mean_abs_change
+        beyond = s["max_abs_r_td_given_reward"]
+        out = {
+            "above_chance": s["p_better"] > min_p_better,
+            "q_fit": s["r2"] > min_r2,
+            "td_beyond_reward": beyond > min_beyond and beyond > ratio * s["max_abs_r_shuffled_given_reward"],
+            "causal": bool(change["top"] > ratio * change["random"]),
+            "causal_matched": bool(change["top"] > change["matched"]) if "matched" in change else None,
+            "td_over_reward": s["max_abs_r_td"] > s["max_abs_r_reward"],
+        }
+        return {**out, "holds": all(out[k] for k in ("above_chance", "q_fit", "td_beyond_reward"))}
 
     def __repr__(self) -> str:
         s = self.summary
@@ -190,7 +231,7 @@ def choice_logodds(model: Model, task: Bandit, sae: SAE | None = None, site: str
         if sae is None or site is None:
             raise ValueError("ablate needs the sae and the site its latents are read at.")
         (x,) = model.run_sites(enc, [site])
-        reward_pos = [p + 2 for p in choice_pos]  # " A" "," " win"
+        reward_pos = [p + task.reward_offset for p in choice_pos]  # " A" "," " win"
         W = sae.W_dec.detach().float()[ablate].cpu()
         x = x.float()
         for i, pos in enumerate(reward_pos):
@@ -224,6 +265,23 @@ def arm_logits(model: Model, enc: dict[str, torch.Tensor], rows: torch.Tensor, c
     return saved.detach().cpu()
 
 
+def td_signals(td: np.ndarray, rewards: np.ndarray, seed: int = 0) -> dict[str, np.ndarray]:
+    """What each latent is correlated with, flattened over rounds: ``r_td`` the TD error, ``r_reward`` the
+    reward, ``r_shuffled`` the TD errors shuffled across rounds; ``r_td_given_reward`` the part of the TD error
+    that the reward does not explain (its residual after a linear fit on the reward: the prediction
+    ``Q(choice)``, negated), and ``r_shuffled_given_reward`` that residual shuffled (its control).
+
+    >>> sorted(td_signals(np.array([[0.5, -0.25, 0.1]]), np.array([[1, 0, 1]])))[:2]
+    ['r_reward', 'r_shuffled']
+    """
+    td_flat, reward = td.ravel().astype(np.float64), rewards.ravel().astype(np.float64)
+    design = np.stack([reward, np.ones_like(reward)], 1)
+    beyond = td_flat - design @ np.linalg.lstsq(design, td_flat, rcond=None)[0]
+    rng = np.random.default_rng(seed)
+    return {"r_td": td_flat, "r_reward": reward, "r_shuffled": rng.permutation(td_flat),
+            "r_td_given_reward": beyond, "r_shuffled_given_reward": rng.permutation(beyond)}  # fmt: skip
+
+
 def td_latents(model: Model, sae: SAE, task: Bandit, site: str | None = None, seed: int = 0) -> TDResult:
     """Fit Q-learning to the model's choices on ``task`` and correlate ``sae``'s latents at the reward tokens with
     the TD errors, the rewards and shuffled TD errors.
@@ -233,19 +291,18 @@ def td_latents(model: Model, sae: SAE, task: Bandit, site: str | None = None, se
     check_sae(sae)
     if not isinstance(task, Bandit):
         raise TypeError(f"task must be a Bandit from ilab.evals.bandit(...), got {type(task).__name__}.")
+    check_positive_int("task.reward_offset", task.reward_offset)
     site = sae.check_fits(model, site)
     logodds = choice_logodds(model, task)
     fit = fit_q(task.choices, task.rewards, logodds)
     td = fit.pop("td")
     enc = model.to_tokens(task.texts)
     machine = single_token_id(model.tokenizer, " machine", "marker")
-    reward_pos = [p + 2 for p in positions_after(enc["input_ids"], enc["attention_mask"], machine)]
+    reward_pos = [p + task.reward_offset for p in positions_after(enc["input_ids"], enc["attention_mask"], machine)]
     (x,) = model.run_sites(enc, [site])
     Z = encode_rows(sae, torch.cat([x[i, pos].float() for i, pos in enumerate(reward_pos)])).numpy().astype(np.float64)
-    shuffled = np.random.default_rng(seed).permutation(td.ravel())
-    r_td, r_reward, r_shuffled = (
-        pearson(Z, s.astype(np.float64)) for s in (td.ravel(), task.rewards.ravel(), shuffled)
-    )
-    df = pd.DataFrame({"latent": np.arange(Z.shape[1]), "r_td": r_td, "r_reward": r_reward, "r_shuffled": r_shuffled})
-    df = df.iloc[np.argsort(-np.abs(r_td), kind="stable")].reset_index(drop=True)
+    signals = td_signals(td, task.rewards, seed)
+    df = pd.DataFrame({"latent": np.arange(Z.shape[1]), **{k: pearson(Z, v) for k, v in signals.items()},
+                       "fire_rate": (Z > 0).mean(0)})  # fmt: skip
+    df = df.iloc[np.argsort(-np.abs(df.r_td.to_numpy()), kind="stable")].reset_index(drop=True)
     return TDResult(site=site, fit=fit, logodds=logodds, td=td, latents=df, task=task)

@@ -2,7 +2,8 @@
 
 The public namespace ``ilab.train``. ``tasks.py`` enumerates small tasks (a finite group's table, Boolean
 functions, byte-level text of named domains, repeated random tokens, bursty few-shot classification,
-reachability in small DAGs); ``experts.py`` measures which experts of a MoE model serve which domain and what
+reachability in small DAGs); ``bandit.py`` plays two-armed bandits with a Q-learning agent (transcripts for a
+tiny transformer to imitate); ``experts.py`` measures which experts of a MoE model serve which domain and what
 removing them costs; ``measures.py`` has what the graph-search notebook measures and asserts;
 ``identifiability.py`` enumerates a tiny Boolean MLP's circuits and aligned algorithms; ``trainer.py`` has
 :func:`tiny` (AdamW on a task, resumable from a folder) and :class:`TrainResult` (the history as plain data
@@ -20,6 +21,7 @@ Example
 from __future__ import annotations
 
 from . import experts, identifiability, measures
+from .bandit import BanditTask, q_agent_bandit
 from .tasks import (
     Task,
     TextTask,
@@ -34,6 +36,6 @@ from .tasks import (
 )  # fmt: skip
 from .trainer import TrainResult, answer_logits, tiny
 
-__all__ = ["Task", "TextTask", "TrainResult", "answer_logits", "boolean", "bursty_icl", "byte_text", "dag_hops",
-           "dag_reachability", "experts", "group_elements", "group_table", "identifiability", "measures",
-           "repeated_tokens", "tiny"]  # fmt: skip
+__all__ = ["BanditTask", "Task", "TextTask", "TrainResult", "answer_logits", "boolean", "bursty_icl", "byte_text",
+           "dag_hops", "dag_reachability", "experts", "group_elements", "group_table", "identifiability", "measures",
+           "q_agent_bandit", "repeated_tokens", "tiny"]  # fmt: skip

@@ -43,6 +43,12 @@ def _td_result() -> Any:
     return ilab.evals.TDResult(SITE, fit, np.zeros((2, 3)), np.zeros((2, 3)), latents, task)
 
 
+def _td_result_checked() -> Any:
+    td = _td_result()
+    td.causal = pd.DataFrame({"which": ["top", "random"], "mean_abs_change": [0.1, 0.1]})
+    return td
+
+
 @functools.cache
 def _tiny_lm() -> torch.nn.Module:
     return ilab.evals.tiny_lm(n_layer=1, d_model=16, n_head=2, n_ctx=16)
@@ -334,6 +340,13 @@ ROWS: list[Row] = [
         lambda c: _td_result().causal_check(c.model, c.sae, n_latents=0),
         V,
         "n_latents must be a positive integer",
+    ),
+    Row("ilab.evals.TDResult.claims", lambda c: _td_result().claims(), V, r"claims needs the causal check"),
+    Row(
+        "ilab.evals.TDResult.claims",
+        lambda c: _td_result_checked().claims(min_p_better=0.2),
+        V,
+        r"min_p_better",
     ),
 ]
 

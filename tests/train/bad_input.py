@@ -92,11 +92,21 @@ ROWS: list[Row] = [
         V,
         r"domain='code' is not one of this task's: prose",
     ),
+    Row("ilab.train.q_agent_bandit", lambda c: ilab.train.q_agent_bandit(alpha=0.0), V, r"alpha"),
+    Row("ilab.train.q_agent_bandit", lambda c: ilab.train.q_agent_bandit(n_episodes=1), V, r"n_episodes"),
+    Row(
+        "ilab.train.q_agent_bandit",
+        lambda c: ilab.train.q_agent_bandit(p_reward=(0.8,)),
+        V,
+        r"p_reward must be two probabilities \(the better arm's, the other's\), got \(0\.8,\)",
+    ),
+    Row("ilab.train.q_agent_bandit", lambda c: ilab.train.q_agent_bandit(p_reward=(1.5, 0.2)), V, r"p_reward"),
 ]
 
 EXEMPT: dict[str, str] = {
     "ilab.train.TextTask": "plain data built by byte_text, which has rows",
     "ilab.train.TextTask.decoded": "indexes its own rows with a mask or indices; torch names a bad index",
+    "ilab.train.BanditTask": "plain data built by q_agent_bandit, which has rows",
     "ilab.train.Task": "plain data built by the task generators (group_table, boolean), which have rows",
     "ilab.train.TrainResult": "a result built by ilab.train.tiny (which has rows)",
     "ilab.train.answer_logits": "calls the module on token ids; a module that cannot read them raises its own error",

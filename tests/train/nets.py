@@ -156,3 +156,19 @@ GRAPH_SITES = {
     "final_norm": "ln_f",
     "unembed": "unembed",
 }
+
+
+class BanditNet(GraphNet):
+    """The TD notebook's transformer (nbs/papers/knowledge_edit_and_td.ipynb): GraphNet's shape, two layers,
+    sixty positions (twenty bandit rounds of three tokens)."""
+
+    def __init__(self, n_tokens: int, d: int = 48, n_heads: int = 2, n_layers: int = 2, n_positions: int = 60):
+        super().__init__(n_tokens, d, n_heads, n_layers, n_positions)
+
+
+BANDIT_SITES = {
+    "hook_embed": "embed",
+    "blocks.{L}.hook_resid_post": "blocks.{L}",
+    "final_norm": "ln_f",
+    "unembed": "unembed",
+}
