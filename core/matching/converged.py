@@ -104,7 +104,7 @@ def _check_settings(width: int, k: int, steps: int, batch_size: int, lr: float, 
 
 def train_converged(
     model: Any, site: str, path: str | os.PathLike[str] | None, *, corpus: Any = "default",
-    n_tokens: int = 400_000, held_out: int = 4096, width: int = 512, k: int = 32, steps: int = 3000,
+    n_tokens: int = 400_000, held_out: int = 4096, width: int = 512, k: int = 32, steps: int = 6000,
     batch_size: int = 1024, lr: float = 1e-3, eval_every: int = 20, seed: int = 0,
     store: str | os.PathLike[str] | None = None, progress: Any = True,
 ) -> ConvergedSAE:  # fmt: skip
