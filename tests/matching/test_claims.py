@@ -66,7 +66,7 @@ def test_meta_latents_resemble_the_small_sae_and_not_a_random_one():
     large = SAE.create("standard", d_in=D, d_sae=300, site=SITE)
     with torch.no_grad():
         large.W_dec.copy_(torch.nn.functional.normalize(features[pairs[:, 0]] + features[pairs[:, 1]], dim=1))
-    meta = train_meta_sae(large, width=16, k=2, steps=800, batch_size=128, lr=3e-3, progress=False)
+    meta = train_meta_sae(large, width=16, k=2, steps=300, batch_size=128, lr=3e-3, progress=False)
     res = meta_resemblance(meta, _exact_sae(features[:16]), large)
     assert res.holds() and res.margin() > 4, res.table
     table = res.table.set_index("directions")
