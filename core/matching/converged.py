@@ -68,13 +68,24 @@ class ConvergedSAE:
         span = float(window.step.iloc[-1] - window.step.iloc[0])
         return float(slope * span / window.heldout_fvu.iloc[-1])
 
-    def converged(self, tail: float = 0.2, tolerance: float = 0.02) -> bool:
-        """Whether the held-out FVU moved by less than ``tolerance`` (relative) over the last ``tail`` of training.
+    def tail_share(self, tail: float = 0.2) -> float:
+        """The held-out FVU's change over the last ``tail`` of the steps as a share of its whole fall (first
+        evaluation to last): near 0 on a plateau, ``tail`` or more on a curve still falling as fast as ever.
 
-        >>> run.converged()  # True: flat to within 2% over the last fifth
+        >>> run.tail_share()  # e.g. -0.001: the last fifth of training gave 0.1% of the fall
         """
-        tolerance = check_fraction("tolerance", tolerance, what="a relative change")
-        return abs(self.tail_change(tail)) < tolerance
+        fall = self.history["heldout_fvu"][0] - self.history["heldout_fvu"][-1]
+        change = self.tail_change(tail) * self.history["heldout_fvu"][-1]
+        return float(change / fall) if fall > 0 else float("inf")
+
+    def converged(self, tail: float = 0.2, tolerance: float = 0.01) -> bool:
+        """Whether the last ``tail`` of training moved the held-out FVU by less than ``tolerance`` of its whole fall
+        (the curve is flat there on the scale of the curve).
+
+        >>> run.converged()  # True: the last fifth gave less than 1% of the fall
+        """
+        tolerance = check_fraction("tolerance", tolerance, what="a share of the fall")
+        return abs(self.tail_share(tail)) < tolerance
 
     def chart(self, tail: float = 0.2) -> Any:
         """Held-out and training FVU against the step (log scale), the last ``tail`` of the steps shaded."""

@@ -159,10 +159,16 @@ ROWS += [
         r"tail is a share of the steps in \(0, 1\), got 1\.5",
     ),
     Row(
+        "ilab.matching.ConvergedSAE.tail_share",
+        lambda c: _converged().tail_share(tail=2),
+        V,
+        r"tail is a share of the steps in \(0, 1\), got 2",
+    ),
+    Row(
         "ilab.matching.ConvergedSAE.converged",
         lambda c: _converged().converged(tolerance=-1),
         V,
-        r"tolerance is a relative change in \(0, 1\), got -1",
+        r"tolerance is a share of the fall in \(0, 1\), got -1",
     ),
     Row(
         "ilab.matching.ConvergedSAE.chart",

@@ -58,5 +58,8 @@ def test_converged_reads_the_last_fifth_of_the_held_out_curve():
     assert falling_early.converged() and abs(falling_early.tail_change()) < 1e-9
     still_falling = _result([1.0 - 0.015 * i for i in range(50)])
     assert not still_falling.converged() and still_falling.tail_change() < -0.02
+    assert still_falling.tail_share() == pytest.approx(-10 / 49)  # 10 of the 49 steps of the fall
+    creeping = _result([1.0 / (i + 1) for i in range(10)] + [0.05 - 0.0001 * i for i in range(40)])
+    assert creeping.tail_change() < -0.02 and creeping.converged()  # 2% of its value, 0.1% of the fall
     with pytest.raises(ValueError, match=r"3 are needed"):
         _result([1.0, 0.5, 0.4]).tail_change(0.2)
