@@ -63,3 +63,17 @@ def test_converged_reads_the_last_fifth_of_the_held_out_curve():
     assert creeping.tail_change() < -0.02 and creeping.converged()  # 2% of its value, 0.1% of the fall
     with pytest.raises(ValueError, match=r"3 are needed"):
         _result([1.0, 0.5, 0.4]).tail_change(0.2)
+
+
+def test_the_shipped_run_is_finished_small_and_converged():
+    """nbs/papers/stitching_meta.ipynb's job folder: the finished 512-latent SAE, under 1.5 MB, flat at its end."""
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[2] / "nbs" / "papers" / "stitching_meta_run"
+    assert sum(f.stat().st_size for f in folder.iterdir()) < 1.5e6
+    inputs, state = read_state_file(folder / "checkpoint.safetensors", "matching.converged")
+    assert state["done"] and inputs["width"] == 512 and inputs["site"] == "blocks.6.hook_resid_post"
+    history = {c: [float(v) for v in state["history"][c]] for c in ("step", "train_fvu", "heldout_fvu", "heldout_l0")}
+    sae = SAE.create("batchtopk", d_in=640, d_sae=512, k=inputs["k"])
+    run = ConvergedSAE(sae, history, state["n_train_tokens"], inputs["steps"], inputs["batch_size"])
+    assert run.converged() and history["step"][-1] == inputs["steps"]
