@@ -4,7 +4,9 @@
 folding's gain (gap-1 approximation with folded, unfolded and random pairings); ``lineage.py`` chains
 matches over layers; ``approximate.py`` predicts a later layer's hidden state through matched
 latents; ``stitching.py`` moves latents of a large SAE into a small one; ``meta.py`` trains meta-SAEs
-on decoder rows; ``crossmodel.py`` correlates latents of two models on shared text.
+on decoder rows; ``converged.py`` trains a smaller SAE to convergence as a resumable job; ``claims.py``
+measures the stitching paper's comparisons against controls; ``crossmodel.py`` correlates latents of two
+models on shared text.
 
 Example
 -------
@@ -13,6 +15,8 @@ Example
 """
 
 from .approximate import approximate, explained_by_gap, explained_variance, explained_variance_chart
+from .claims import MetaResemblance, NovelInsertion, meta_resemblance, novel_insertion
+from .converged import ConvergedSAE, train_converged
 from .crossmodel import Similarity, align_ends, correlate, similarity
 from .folding import Folded, Match, fold, match, thresholds
 from .gain import FoldingGain, folding_gain
@@ -21,9 +25,12 @@ from .meta import decompose, meta_table, train_meta_sae
 from .stitching import Stitching, stitch
 
 __all__ = [
+    "ConvergedSAE",
     "Folded",
     "FoldingGain",
     "Match",
+    "MetaResemblance",
+    "NovelInsertion",
     "Similarity",
     "Stitching",
     "align_ends",
@@ -39,10 +46,13 @@ __all__ = [
     "lineage",
     "match",
     "match_chain",
+    "meta_resemblance",
     "meta_table",
+    "novel_insertion",
     "paths",
     "similarity",
     "stitch",
     "thresholds",
+    "train_converged",
     "train_meta_sae",
 ]

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 import interplab as ilab
-from tests.contracts.rows import SITE, I, Row, T, V
+from tests.contracts.rows import SITE, I, Row, T, V, before_work
 
 ROWS: list[Row] = [
     Row(
@@ -127,3 +127,90 @@ EXEMPT: dict[str, str] = {
     "ilab.matching.Similarity": "a result built by similarity / correlate (which have rows)",
     "ilab.matching.Stitching": "a result built by stitch (which has rows)",
 }
+
+
+def _converged() -> ilab.matching.ConvergedSAE:
+    history = {"step": [10, 20, 30], "train_fvu": [0.5] * 3, "heldout_fvu": [0.5] * 3, "heldout_l0": [2.0] * 3}
+    return ilab.matching.ConvergedSAE(ilab.SAE.create("batchtopk", 32, 8, k=2), history, 100, 30, 8)
+
+
+def _resemblance() -> ilab.matching.MetaResemblance:
+    sae = ilab.SAE.create("topk", 32, 8, k=2)
+    return ilab.matching.meta_resemblance(sae, sae, sae)
+
+
+ROWS += [
+    Row(
+        "ilab.matching.train_converged",
+        before_work(lambda c: ilab.matching.train_converged(c.model, SITE, None, width=0)),
+        V,
+        r"width must be a positive integer, got 0",
+    ),
+    Row(
+        "ilab.matching.train_converged",
+        before_work(lambda c: ilab.matching.train_converged(c.model, SITE, None, n_tokens=4096, held_out=4096)),
+        V,
+        r"held_out must be an integer in 1\.\.3072, got 4096",
+    ),
+    Row(
+        "ilab.matching.ConvergedSAE.tail_change",
+        lambda c: _converged().tail_change(1.5),
+        V,
+        r"tail is a share of the steps in \(0, 1\), got 1\.5",
+    ),
+    Row(
+        "ilab.matching.ConvergedSAE.tail_share",
+        lambda c: _converged().tail_share(tail=2),
+        V,
+        r"tail is a share of the steps in \(0, 1\), got 2",
+    ),
+    Row(
+        "ilab.matching.ConvergedSAE.converged",
+        lambda c: _converged().converged(tolerance=-1),
+        V,
+        r"tolerance is a share of the fall in \(0, 1\), got -1",
+    ),
+    Row(
+        "ilab.matching.ConvergedSAE.chart",
+        lambda c: _converged().chart(tail=0),
+        V,
+        r"tail is a share of the steps in \(0, 1\), got 0",
+    ),
+    Row(
+        "ilab.matching.novel_insertion",
+        lambda c: ilab.matching.novel_insertion(c.sae, c.sae, torch.ones(4, 7)),
+        V,
+        r"x_TD must be activations \[T, 32\]",
+    ),
+    Row(
+        "ilab.matching.novel_insertion",
+        lambda c: ilab.matching.novel_insertion(c.sae, ilab.SAE.create("topk", 16, 8, k=2), torch.ones(4, 32)),
+        V,
+        r"small reads d_in=32 and large d_in=16",
+    ),
+    Row(
+        "ilab.matching.meta_resemblance",
+        lambda c: ilab.matching.meta_resemblance(ilab.SAE.create("topk", 16, 8, k=2), c.sae, c.sae),
+        V,
+        r"meta must be an SAE on 32-wide decoder rows, got TopKSAE reading d_in=16",
+    ),
+    Row(
+        "ilab.matching.MetaResemblance.margin",
+        lambda c: _resemblance().margin("shuffled"),
+        V,
+        r"control='shuffled' is not a control here; choose one of \['decoder-covariance random', 'random unit'\]",
+    ),
+    Row(
+        "ilab.matching.MetaResemblance.holds",
+        lambda c: _resemblance().holds(sigmas=-2),
+        V,
+        r"sigmas must be a number >= 0\.0, got -2",
+    ),
+]
+EXEMPT.update(
+    {
+        "ilab.matching.ConvergedSAE": "a result built by train_converged (which has rows)",
+        "ilab.matching.NovelInsertion": "a result built by novel_insertion (which has rows)",
+        "ilab.matching.MetaResemblance": "a result built by meta_resemblance (which has rows)",
+    }
+)
