@@ -27,7 +27,7 @@ from ..readout.metrics import Metric, kl_to_clean, logit_diff, prob
 from .gradients import PATHS, attribution
 from .grid import grid
 from .prepare import DIRECTIONS, SITES
-from .prompts import IOI_TEMPLATES, NAMES, PromptPairs, ioi, prompt_pairs, single_token_names
+from .prompts import IOI_TEMPLATES, NAMES, PromptPairs, ioi, ioi_balanced, prompt_pairs, single_token_names
 from .result import PatchingResult
 from .sae_latents import latents
 
@@ -43,6 +43,7 @@ __all__ = [
     "attribution",
     "grid",
     "ioi",
+    "ioi_balanced",
     "kl_to_clean",
     "latents",
     "logit_diff",
