@@ -84,6 +84,9 @@ class SupervisedDictionary:
     def encode(self, x_ND: torch.Tensor) -> torch.Tensor:
         """[N, F]: each activation's coefficient on each feature, ``(x - mean) . u / ||u||^2`` (1 when ``x - mean``
         is the feature itself), read from the activation alone, without its labels."""
+        if not isinstance(x_ND, torch.Tensor) or x_ND.shape[-1] != self.mean_D.shape[0]:
+            got = tuple(x_ND.shape) if isinstance(x_ND, torch.Tensor) else type(x_ND).__name__
+            raise ValueError(f"x_ND must be activations [N, {self.mean_D.shape[0]}] of {self.site}, got {got}.")
         W_FD = self.W_FD.to(x_ND.device)
         return (x_ND.float() - self.mean_D.to(x_ND.device)) @ W_FD.T / W_FD.norm(dim=1).clamp_min(1e-12) ** 2
 
