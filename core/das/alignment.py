@@ -44,26 +44,34 @@ def _take(pairs: PromptPairs, idx: list[int]) -> PromptPairs:
 
 
 def split_ioi(pairs: PromptPairs, held_out: float = 0.25, seed: int = 0) -> tuple[PromptPairs, PromptPairs]:
-    """``(fit, held)``: IOI prompts split by prompt, within each (IO name, subject name, order) so every value is in
-    both; a value that cannot be (all its prompts one combination of one prompt) is a ValueError naming it.
+    """``(fit, held)``: IOI prompts split by prompt, ``held_out`` of them (rounded) drawn by ``seed``, then moved
+    between the halves until every IO name, subject name and order is in both; a value that cannot be (a single
+    prompt of it) is a ValueError naming it.
 
-    >>> fit, held = ilab.das.split_ioi(ilab.patching.ioi_balanced(model), held_out=0.25, seed=0)
+    >>> fit, held = ilab.das.split_ioi(ilab.patching.ioi_balanced(model), held_out=0.15, seed=0)
     """
     attrs = ioi_attributes(pairs)
     held_out = check_fraction("held_out", held_out)
-    groups: dict[tuple[str, ...], list[int]] = {}
-    for i, row in enumerate(attrs):
-        groups.setdefault(tuple(row[a] for a in ATTRIBUTES), []).append(i)
-    rng = random.Random(check_int("seed", seed, minimum=0))
-    fit, held = [], []
-    for key in sorted(groups):
-        idx = groups[key]
-        rng.shuffle(idx)
-        n = min(len(idx) - 1, max(1, round(held_out * len(idx))))
-        held += idx[:n]
-        fit += idx[n:]
+    order = list(range(len(pairs)))
+    random.Random(check_int("seed", seed, minimum=0)).shuffle(order)
+    n_held = min(len(pairs) - 1, max(1, round(held_out * len(pairs))))
+    held, fit = order[:n_held], order[n_held:]
+    for a in ATTRIBUTES:
+        for value in sorted({row[a] for row in attrs}):
+            for give, take in ((fit, held), (held, fit)):
+                if any(attrs[i][a] == value for i in take):
+                    continue
+                movable = [i for i in give if attrs[i][a] == value and _spare(attrs, give, i)]
+                if movable:  # the first prompt of the value whose other values stay in ``give``
+                    give.remove(movable[0])
+                    take.append(movable[0])
     check_same_values(*({a: {attrs[i][a] for i in part} for a in ATTRIBUTES} for part in (fit, held)))
     return _take(pairs, sorted(fit)), _take(pairs, sorted(held))
+
+
+def _spare(attrs: list[dict[str, str]], part: list[int], i: int) -> bool:
+    """Whether every value of prompt ``i`` is also held by another prompt of ``part``."""
+    return all(any(attrs[j][a] == attrs[i][a] for j in part if j != i) for a in ATTRIBUTES)
 
 
 def auroc(scores_NF: np.ndarray, labels_N: np.ndarray) -> np.ndarray:

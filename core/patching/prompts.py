@@ -162,9 +162,9 @@ def ioi(
     return out
 
 
-#: The names of :func:`ioi_balanced`'s two roles: five each, both genders in each.
-IO_NAMES = ("Mary", "Paul", "Anna", "James", "Laura")
-S_NAMES = ("John", "Sarah", "David", "Emma", "Mark")
+#: The names of :func:`ioi_balanced`'s two roles: seven each, both genders in each.
+IO_NAMES = ("Mary", "Paul", "Anna", "James", "Laura", "Tom", "Alice")
+S_NAMES = ("John", "Sarah", "David", "Emma", "Mark", "Lisa", "Peter")
 
 
 def ioi_balanced(
@@ -176,17 +176,17 @@ def ioi_balanced(
     seed: int = 0,
 ) -> PromptPairs:
     """IOI prompt pairs over a handful of names per role: every IO name x subject name (never the same) x order
-    (ABBA, BABA) x template, shuffled by ``seed``, so each name and order has many prompts (5 x 5 x 2 x 4 = 200
-    by default, ``templates`` the first four of :data:`IOI_TEMPLATES`). ``corruption`` as in :func:`ioi` (its
+    (ABBA, BABA) x template, shuffled by ``seed``, so each name and order has many prompts (7 x 7 x 2 x 2 = 196
+    by default, ``templates`` the first two of :data:`IOI_TEMPLATES`). ``corruption`` as in :func:`ioi` (its
     fresh names are drawn from :data:`NAMES`).
 
-    >>> pairs = ilab.patching.ioi_balanced(model)            # 200 pairs
+    >>> pairs = ilab.patching.ioi_balanced(model)            # 196 pairs
     >>> fit, held = ilab.das.split_ioi(pairs, held_out=0.25)
     """
     tok = _tokenizer(model_or_tokenizer)
     if corruption not in CORRUPTIONS:
         raise ValueError(f"corruption={corruption!r} is not one of {CORRUPTIONS}.")
-    templates = [templates] if isinstance(templates, str) else list(templates or IOI_TEMPLATES[:4])
+    templates = [templates] if isinstance(templates, str) else list(templates or IOI_TEMPLATES[:2])
     if not templates:
         raise ValueError("templates is empty: give at least one template with {A}, {B} and {S}.")
     for t in templates:

@@ -47,15 +47,24 @@ def test_split_keeps_every_value_in_both_halves(setup):
     _, pairs = setup
     fit, held = ilab.das.split_ioi(pairs, held_out=0.5, seed=0)
     assert sorted(fit.clean + held.clean) == sorted(pairs.clean) and not set(fit.clean) & set(held.clean)
-    assert len(held) == len(pairs) // 2  # one of the two templates of each combination
+    assert len(held) == len(pairs) // 2  # held_out of the prompts, every value already in both
     for a in ("io", "s", "order"):
         values = [{r[a] for r in ilab.das.ioi_attributes(p)} for p in (fit, held, pairs)]
         assert values[0] == values[1] == values[2]
     assert ilab.das.split_ioi(pairs, held_out=0.5, seed=0)[1].clean == held.clean
     assert ilab.das.split_ioi(pairs, held_out=0.5, seed=3)[1].clean != held.clean
-    one_each = pairs[:3]  # each combination once: nothing to hold out without losing a value
-    with pytest.raises(ValueError, match=r"is in fit_pairs but never in the held-out pairs"):
-        ilab.das.split_ioi(one_each, held_out=0.5)
+    first_bird = [r["io"] for r in ilab.das.ioi_attributes(pairs)].index("bird")
+    one_bird = _keep(pairs, lambda i, r: r["io"] != "bird" or i == first_bird)  # one prompt cannot be in both
+    with pytest.raises(ValueError, match=r"io='bird' (is in fit_pairs but never in the held-out|of pairs is never in)"):
+        ilab.das.split_ioi(one_bird, held_out=0.5)
+
+
+def _keep(pairs, keep):
+    """The pairs whose (index, attributes) ``keep`` accepts."""
+    idx = [i for i, r in enumerate(ilab.das.ioi_attributes(pairs)) if keep(i, r)]
+    return ilab.patching.PromptPairs(
+        *([getattr(pairs, f)[i] for i in idx] for f in ("clean", "corrupt", "answers", "wrong"))
+    )
 
 
 def test_auroc_counts_pairs_with_ties_half():
@@ -111,10 +120,7 @@ def test_latent_alignment_picks_on_fit_and_scores_held_out(setup):
 def test_bad_splits_and_dictionaries_are_refused_before_any_forward_pass(setup):
     model, pairs = setup
     fit, held = ilab.das.split_ioi(pairs, held_out=0.5)
-    keep = [i for i, r in enumerate(ilab.das.ioi_attributes(held)) if r["io"] != "bird"]
-    no_bird = ilab.patching.PromptPairs(
-        *([getattr(held, f)[i] for i in keep] for f in ("clean", "corrupt", "answers", "wrong"))
-    )
+    no_bird = _keep(held, lambda i, r: r["io"] != "bird")
     sup = ilab.das.SupervisedDictionary(SITE, torch.zeros(model.d_model), {"io": {}, "s": {}, "order": {}})
     with no_forward(model):
         with pytest.raises(ValueError, match=r"io='bird' is in fit_pairs but never in the held-out pairs"):
