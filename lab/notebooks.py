@@ -44,6 +44,7 @@ SHIPPED: tuple[str, ...] = (
     "papers/monosemantic_experts",
     "papers/graph_search",
     "papers/planning_agent",
+    "papers/supervised_dictionaries",
 )
 TOUR = "nbs/00_tour.ipynb"
 #: Cell metadata a run or a view of the outputs writes (timings, collapsed or scrolled outputs).

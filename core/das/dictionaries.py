@@ -96,7 +96,7 @@ class SupervisedDictionary:
         >>> control = sup.randomized(seed=1)
         """
         gen = torch.Generator().manual_seed(check_int("seed", seed, minimum=0))
-        features = {}
+        features: dict[str, dict[str, torch.Tensor]] = {}
         for a, feats in self.features.items():
             features[a] = {}
             for v, u in feats.items():

@@ -42,6 +42,7 @@ CELL_TIMEOUT_S: dict[str, int] = {
     "monosemantic_experts": 240,
     "graph_search": 240,
     "planning_agent": 120,
+    "supervised_dictionaries": 240,
 }
 MARK = "__interplab_peak__"
 PEAK_CELL = f"""
