@@ -12,7 +12,7 @@ Example
 >>> pairs = ilab.patching.ioi_balanced(model)
 >>> fit, held = ilab.das.split_ioi(pairs, held_out=0.25)
 >>> sup = ilab.das.supervised_dictionary(model, fit, "blocks.12.hook_resid_post")
->>> ilab.das.latent_alignment(model, fit, held, {"supervised": sup, "suite": sae}).summary
+>>> ilab.das.latent_alignment(model, fit, held, "blocks.12.hook_resid_post", {"supervised": sup, "suite": sae}).summary
 """
 
 from __future__ import annotations
