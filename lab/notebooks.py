@@ -45,6 +45,7 @@ SHIPPED: tuple[str, ...] = (
     "papers/graph_search",
     "papers/planning_agent",
     "papers/stitching_meta",
+    "papers/supervised_dictionaries",
 )
 TOUR = "nbs/00_tour.ipynb"
 #: Cell metadata a run or a view of the outputs writes (timings, collapsed or scrolled outputs).

@@ -6,7 +6,8 @@ trace, the maths in :mod:`interplab.core.model.trace_ops`); ``fit.py`` training,
 (resumable with ``path=``); ``search.py`` the layer search; ``knob.py`` the context-sensitivity task;
 ``finetune.py`` a LoRA fine-tune until both of the knob's intents are followed;
 ``dictionaries.py`` supervised IOI dictionaries judged by sufficiency, necessity and (``controllability.py``)
-sparse controllability beside SAEs.
+sparse controllability beside SAEs; ``alignment.py`` their prompts split by value
+(``split_ioi``) and the interpretability measure (single latents against single attribute values).
 
 Example
 -------
@@ -20,6 +21,7 @@ Example
 
 from __future__ import annotations
 
+from .alignment import LatentAlignment, latent_alignment, split_ioi
 from .controls import Control, knob_control, random_baseline, random_das, random_subspaces
 from .dictionaries import (
     DictionaryComparison,
@@ -44,6 +46,7 @@ __all__ = [
     "IntentTuning",
     "KnobSweep",
     "KnobTask",
+    "LatentAlignment",
     "LayerSearch",
     "PositionSearch",
     "SupervisedDictionary",
@@ -56,10 +59,12 @@ __all__ = [
     "knob_control",
     "knob_sweep",
     "knob_task",
+    "latent_alignment",
     "layer_search",
     "position_search",
     "random_baseline",
     "random_das",
     "random_subspaces",
+    "split_ioi",
     "supervised_dictionary",
 ]

@@ -153,10 +153,14 @@ def controllability(model: Model, pairs: PromptPairs, attrs: list[dict[str, str]
             code_MF, target_MF = (sae.encode(v.to(sae.W_dec.dtype)).float().to(v.device) for v in (x_MD, cf_MD))
         codes[name] = (code_MF, (target_MF, sae.W_dec.detach().float().to(x_MD.device)))
     out = []
+    live = live_M.nonzero()[:, 0]  # only edits whose full patch changes the answer are run and counted
+    live_texts = [texts[m] for m in live.tolist()]
     for name, (code_MF, (target_MF, W_FD)) in codes.items():
         for k in ks:
-            hit_M = _top_tokens(model, site, position, texts, sparse_edit(x_MD, code_MF, target_MF, W_FD, k))
-            hit_M = hit_M == target_M
+            hit_M = torch.zeros(len(todo), dtype=torch.bool)
+            if len(live):
+                edited_LD = sparse_edit(x_MD[live], code_MF[live], target_MF[live], W_FD, k)
+                hit_M[live] = _top_tokens(model, site, position, live_texts, edited_LD) == target_M[live]
             for a in ATTRIBUTES:
                 mask = live_M & torch.tensor([e[1] == a for e in todo], dtype=torch.bool)
                 n = int(mask.sum())

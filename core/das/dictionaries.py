@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..checks import check_int
 from ..patching.prompts import PromptPairs
 from ..saes import SAE
 from ..views.charts import offline
@@ -69,6 +70,52 @@ class SupervisedDictionary:
                     raise ValueError(f"{a}={attrs.get(a)!r} has no feature; this dictionary knows {known}.")
             rows.append(self.mean_D + sum(self.features[a][attrs[a]] for a in ATTRIBUTES))
         return torch.stack(rows)
+
+    @property
+    def latents(self) -> list[tuple[str, str]]:
+        """``(attribute, value)`` of each feature, in the order of :attr:`W_FD`'s rows."""
+        return [(a, v) for a in ATTRIBUTES for v in self.features[a]]
+
+    @property
+    def W_FD(self) -> torch.Tensor:
+        """[F, d]: the features as rows, in the order of :attr:`latents`."""
+        return torch.stack([self.features[a][v] for a, v in self.latents])
+
+    def encode(self, x_ND: torch.Tensor) -> torch.Tensor:
+        """[N, F]: each activation's coefficient on each feature, ``(x - mean) . u / ||u||^2`` (1 when ``x - mean``
+        is the feature itself), read from the activation alone, without its labels."""
+        if not isinstance(x_ND, torch.Tensor) or x_ND.shape[-1] != self.mean_D.shape[0]:
+            got = tuple(x_ND.shape) if isinstance(x_ND, torch.Tensor) else type(x_ND).__name__
+            raise ValueError(f"x_ND must be activations [N, {self.mean_D.shape[0]}] of {self.site}, got {got}.")
+        W_FD = self.W_FD.to(x_ND.device)
+        return (x_ND.float() - self.mean_D.to(x_ND.device)) @ W_FD.T / W_FD.norm(dim=1).clamp_min(1e-12) ** 2
+
+    def randomized(self, seed: int = 0) -> SupervisedDictionary:
+        """The control of the same size: the same mean and values, each feature a random direction of its norm.
+
+        >>> control = sup.randomized(seed=1)
+        """
+        gen = torch.Generator().manual_seed(check_int("seed", seed, minimum=0))
+        features: dict[str, dict[str, torch.Tensor]] = {}
+        for a, feats in self.features.items():
+            features[a] = {}
+            for v, u in feats.items():
+                r = torch.randn(u.shape, generator=gen)
+                features[a][v] = (r / r.norm() * u.float().norm().cpu()).to(u.device, u.dtype)
+        return SupervisedDictionary(self.site, self.mean_D.clone(), features)
+
+
+def check_same_values(fit: Mapping[str, set[str]], held: Mapping[str, set[str]]) -> None:
+    """Every attribute value of the fitting prompts in the held-out ones and the reverse, or a ValueError naming it."""
+    for a in ATTRIBUTES:
+        unseen = sorted(held[a] - fit[a])
+        if unseen:
+            raise ValueError(f"{a}={unseen[0]!r} of pairs is never in fit_pairs, which has {sorted(fit[a])}: "
+                             "fit on prompts with every value.")  # fmt: skip
+        missing = sorted(fit[a] - held[a])
+        if missing:
+            raise ValueError(f"{a}={missing[0]!r} is in fit_pairs but never in the held-out pairs, which have "
+                             f"{sorted(held[a])}: split with every value in both (ilab.das.split_ioi).")  # fmt: skip
 
 
 def supervised_dictionary(model: Model, pairs: PromptPairs, site: str, position: int = -1) -> SupervisedDictionary:
@@ -135,14 +182,16 @@ class DictionaryComparison:
 
 
 def compare_dictionaries(model: Model, pairs: PromptPairs, site: str, saes: Mapping[str, SAE] | None = None,
-                         position: int = -1, ks: Sequence[int] = (1, 2, 4, 8), fit_pairs: PromptPairs | None = None
-                         ) -> DictionaryComparison:  # fmt: skip
+                         position: int = -1, ks: Sequence[int] = (1, 2, 4, 8), fit_pairs: PromptPairs | None = None,
+                         dictionary: SupervisedDictionary | None = None) -> DictionaryComparison:  # fmt: skip
     """Sufficiency, necessity and sparse controllability (``ks``: latents changed) of the supervised dictionary
     and of each SAE at ``site``; bad input (an SAE of another width, k < 1, k larger than a dictionary, a value of
     ``pairs`` that ``fit_pairs`` never shows) is refused before any forward pass.
 
     ``fit_pairs``: the prompts the supervised dictionary is fitted on (default ``pairs``); give other prompts
-    with the same names to evaluate it on held-out prompts.
+    with the same names to evaluate it on held-out prompts (:func:`~.alignment.split_ioi`), every value of one
+    present in the other. ``dictionary``: an already fitted one (or its :meth:`~SupervisedDictionary.randomized`
+    control) in place of fitting.
 
     >>> ilab.das.compare_dictionaries(model, pairs, "blocks.12.hook_resid_post", {"suite": sae}, ks=[1, 4]).chart()
     """
@@ -159,15 +208,21 @@ def compare_dictionaries(model: Model, pairs: PromptPairs, site: str, saes: Mapp
         if sae.W_dec.shape[1] != d:
             raise ValueError(f"saes[{name!r}] writes {sae.W_dec.shape[1]} dimensions but {parsed.name} has {d}.")
     position = check_positions(model, pairs.clean, position, "clean")[0]
-    fit_attrs = attrs if fit_pairs is None else ioi_attributes(fit_pairs)
-    for a in ATTRIBUTES:
-        unseen = sorted({row[a] for row in attrs} - {row[a] for row in fit_attrs})
-        if unseen:
-            raise ValueError(f"{a}={unseen[0]!r} of pairs is never in fit_pairs, which has "
-                             f"{sorted({row[a] for row in fit_attrs})}: fit on prompts with every value.")  # fmt: skip
-    n_features = sum(len({row[a] for row in fit_attrs}) for a in ATTRIBUTES)
+    if dictionary is not None and fit_pairs is not None:
+        raise ValueError("Give fit_pairs (to fit the supervised dictionary) or dictionary (fitted), not both.")
+    if dictionary is not None:
+        if not isinstance(dictionary, SupervisedDictionary):
+            raise TypeError(f"dictionary must be a SupervisedDictionary, got {type(dictionary).__name__}.")
+        if dictionary.site != parsed.name:
+            raise ValueError(f"dictionary was fitted at {dictionary.site}, not at {parsed.name}.")
+        fit_values = {a: set(dictionary.features[a]) for a in ATTRIBUTES}
+    else:
+        fit_values = {a: {row[a] for row in (attrs if fit_pairs is None else ioi_attributes(fit_pairs))}
+                      for a in ATTRIBUTES}  # fmt: skip
+    check_same_values(fit_values, {a: {row[a] for row in attrs} for a in ATTRIBUTES})
+    n_features = sum(len(v) for v in fit_values.values())
     ks = check_ks(ks, {"supervised": n_features, **{name: sae.d_sae for name, sae in saes.items()}})
-    sup = supervised_dictionary(model, pairs if fit_pairs is None else fit_pairs, site, position)
+    sup = dictionary or supervised_dictionary(model, pairs if fit_pairs is None else fit_pairs, site, position)
     x_ND = source_values(model, sup.site, pairs.clean, [position])[:, 0].float()
     clean = _logit_diff(model, pairs, sup.site, position, x_ND)
     recons = {"supervised": sup.reconstruct(attrs)}

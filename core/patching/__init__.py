@@ -29,7 +29,7 @@ from .gradients import PATHS, attribution
 from .grid import grid
 from .images import EmbeddingMetric, embedding_cosine, zero_shot
 from .prepare import DIRECTIONS, SITES
-from .prompts import IOI_TEMPLATES, NAMES, PromptPairs, ioi, prompt_pairs, single_token_names
+from .prompts import IOI_TEMPLATES, NAMES, PromptPairs, ioi, ioi_balanced, prompt_pairs, single_token_names
 from .result import PatchingResult
 from .sae_latents import latents
 
@@ -47,6 +47,7 @@ __all__ = [
     "embedding_cosine",
     "grid",
     "ioi",
+    "ioi_balanced",
     "kl_to_clean",
     "latents",
     "logit_diff",

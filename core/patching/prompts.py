@@ -162,6 +162,68 @@ def ioi(
     return out
 
 
+#: The names of :func:`ioi_balanced`'s two roles: seven each, both genders in each.
+IO_NAMES = ("Mary", "Paul", "Anna", "James", "Laura", "Tom", "Alice")
+S_NAMES = ("John", "Sarah", "David", "Emma", "Mark", "Lisa", "Peter")
+
+
+def ioi_balanced(
+    model_or_tokenizer: Any,
+    io_names: Sequence[str] = IO_NAMES,
+    s_names: Sequence[str] = S_NAMES,
+    templates: Sequence[str] | None = None,
+    corruption: str = "abc",
+    seed: int = 0,
+) -> PromptPairs:
+    """IOI prompt pairs over a handful of names per role: every IO name x subject name (never the same) x order
+    (ABBA, BABA) x template, shuffled by ``seed``, so each name and order has many prompts (7 x 7 x 2 x 2 = 196
+    by default, ``templates`` the first two of :data:`IOI_TEMPLATES`). ``corruption`` as in :func:`ioi` (its
+    fresh names are drawn from :data:`NAMES`).
+
+    >>> pairs = ilab.patching.ioi_balanced(model)            # 196 pairs
+    >>> fit, held = ilab.das.split_ioi(pairs, held_out=0.25)
+    """
+    tok = _tokenizer(model_or_tokenizer)
+    if corruption not in CORRUPTIONS:
+        raise ValueError(f"corruption={corruption!r} is not one of {CORRUPTIONS}.")
+    templates = [templates] if isinstance(templates, str) else list(templates or IOI_TEMPLATES[:2])
+    if not templates:
+        raise ValueError("templates is empty: give at least one template with {A}, {B} and {S}.")
+    for t in templates:
+        check_template(t)
+    roles = {}
+    for role, given in (("io_names", io_names), ("s_names", s_names)):
+        if isinstance(given, str) or not given:
+            raise ValueError(f"{role} must be a non-empty list of names, got {given!r}.")
+        names = list(dict.fromkeys(str(x).strip() for x in given))
+        bad = [x for x in names if not _is_single(tok, x)]
+        if bad:
+            raise ValueError(f"{role}: these names are not single tokens after a space for this tokenizer: {bad}.")
+        roles[role] = names
+    combos = [(io, s, order, t) for io in roles["io_names"] for s in roles["s_names"] if io != s
+              for order in ("ABBA", "BABA") for t in templates]  # fmt: skip
+    if not combos:
+        raise ValueError(f"io_names {roles['io_names']} and s_names {roles['s_names']} leave no pair of two names.")
+    check_int("number of pairs", len(combos), 1, MAX_PAIRS)
+    rng = random.Random(seed)
+    rng.shuffle(combos)
+    spare = single_token_names(tok)
+    if corruption == "abc" and len(spare) < 5:
+        raise ValueError(f"corruption='abc' needs five single-token names of NAMES, this tokenizer has {spare}: "
+                         "use corruption='flip'.")  # fmt: skip
+    out = PromptPairs([], [], [], [])
+    for io, s, order, template in combos:
+        first, second = (io, s) if order == "ABBA" else (s, io)
+        out.clean.append(_fill(template, first, second, s))
+        if corruption == "abc":
+            out.corrupt.append(_fill(template, *rng.sample([x for x in spare if x not in (io, s)], 3)))
+        else:
+            out.corrupt.append(_fill(template, first, second, io))
+        out.answers.append(" " + io)
+        out.wrong.append(" " + s)
+    return out
+
+
 def check_template(template: Any) -> str:
     """An IOI template: a string whose only fields are ``{A}``, ``{B}`` and ``{S}``, each used."""
     if not isinstance(template, str):

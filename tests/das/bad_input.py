@@ -31,7 +31,74 @@ def _tuning(adapter: dict[str, Any] | None = None) -> ilab.das.IntentTuning:
     return ilab.das.IntentTuning(ilab.das.KnobTask(_KNOB), [1], 1, adapter or {}, [0], [1], {}, {})
 
 
+def _ioi_split(c: Ctx) -> tuple[Any, Any]:
+    template = "When{A} and{B} went to the store,{S} gave a drink to"
+    pairs = ilab.patching.ioi_balanced(c.model, ["Mary", "cat"], ["John", "dog"], [template] * 2, corruption="flip")
+    return ilab.das.split_ioi(pairs, held_out=0.5)
+
+
+def _without_cat(pairs: Any) -> Any:
+    keep = [i for i, a in enumerate(pairs.answers) if a != " cat"]
+    return ilab.patching.PromptPairs(*([getattr(pairs, f)[i] for i in keep] for f in ("clean", "corrupt", "answers",
+                                                                                        "wrong")))  # fmt: skip
+
+
 ROWS: list[Row] = [
+    Row(
+        "ilab.das.split_ioi",
+        lambda c: ilab.das.split_ioi(_ioi_split(c)[0][:1], held_out=0.5),
+        V,
+        r"io='(Mary|cat)' is in fit_pairs but never in the held-out pairs",
+    ),
+    Row("ilab.das.split_ioi", lambda c: ilab.das.split_ioi(_ioi_split(c)[0], held_out=0), V, "held_out must be in"),
+    Row(
+        "ilab.das.latent_alignment",
+        before_work(
+            lambda c: ilab.das.latent_alignment(
+                c.model, _ioi_split(c)[0], _without_cat(_ioi_split(c)[1]), SITE, {"sae": c.sae}
+            )
+        ),
+        V,
+        r"io='cat' is in fit_pairs but never in the held-out pairs, which have \['Mary'\]",
+    ),
+    Row(
+        "ilab.das.latent_alignment",
+        lambda c: ilab.das.latent_alignment(c.model, *_ioi_split(c), SITE, {"sae": "topk"}),
+        T,
+        r"dictionaries\['sae'\] must be an SAE or a SupervisedDictionary, got str",
+    ),
+    Row(
+        "ilab.das.compare_dictionaries",
+        before_work(
+            lambda c: ilab.das.compare_dictionaries(
+                c.model, _without_cat(_ioi_split(c)[1]), SITE, fit_pairs=_ioi_split(c)[0], ks=[1]
+            )
+        ),
+        V,
+        r"io='cat' is in fit_pairs but never in the held-out pairs",
+    ),
+    Row(
+        "ilab.das.compare_dictionaries",
+        before_work(
+            lambda c: ilab.das.compare_dictionaries(
+                c.model, _ioi_split(c)[1], SITE, {"sae": c.sae}, fit_pairs=_ioi_split(c)[0], ks=[25]
+            )
+        ),
+        V,
+        r"k=25 is larger than the dictionary 'supervised', which has 6 latents: k must be in 1\.\.6",
+    ),
+    Row(
+        "ilab.das.SupervisedDictionary.encode",
+        lambda c: ilab.das.SupervisedDictionary(SITE, torch.zeros(32), {}).encode(torch.zeros(2, 8)),
+        V,
+        r"x_ND must be activations \[N, 32\] of blocks.1.hook_resid_post, got \(2, 8\)",
+    ),
+    Row(
+        "ilab.das.SupervisedDictionary.randomized",
+        lambda c: ilab.das.SupervisedDictionary(SITE, torch.zeros(32), {}).randomized(seed=-1),
+        V,
+        r"seed must be an integer >= 0, got -1",
+    ),
     Row("ilab.das.ioi_attributes", lambda c: ilab.das.ioi_attributes(["a"]), T, "pairs must be IOI PromptPairs"),
     Row(
         "ilab.das.supervised_dictionary",
@@ -279,5 +346,6 @@ EXEMPT: dict[str, str] = {
     "ilab.das.PositionSearch": "the result position_search builds (which has rows)",
     "ilab.das.DictionaryComparison": "the result compare_dictionaries builds (which has rows)",
     "ilab.das.SupervisedDictionary": "built by ilab.das.supervised_dictionary (which has rows)",
+    "ilab.das.LatentAlignment": "the result latent_alignment builds (which has rows)",
     "ilab.das.IntentTuning": "the result finetune_intents builds (which has rows, as have its methods)",
 }

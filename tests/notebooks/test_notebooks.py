@@ -44,6 +44,7 @@ CELL_TIMEOUT_S: dict[str, int] = {
     "graph_search": 240,
     "planning_agent": 120,
     "stitching_meta": 120,
+    "supervised_dictionaries": 240,
 }
 MARK = "__interplab_peak__"
 PEAK_CELL = f"""

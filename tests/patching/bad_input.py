@@ -30,6 +30,18 @@ def _pairs_of_other_lengths(c: Ctx) -> Any:
 
 ROWS: list[Row] = [
     Row(
+        "ilab.patching.ioi_balanced",
+        lambda c: ilab.patching.ioi_balanced(c.model, ["Mary", "Zorro"], ["John"], corruption="flip"),
+        V,
+        r"io_names: these names are not single tokens after a space for this tokenizer: \['Zorro'\]",
+    ),
+    Row(
+        "ilab.patching.ioi_balanced",
+        lambda c: ilab.patching.ioi_balanced(c.model, ["Mary"], ["Mary"], corruption="flip"),
+        V,
+        r"io_names \['Mary'\] and s_names \['Mary'\] leave no pair of two names",
+    ),
+    Row(
         "ilab.patching.grid",
         lambda c: ilab.patching.grid(c.model, c.pairs, site="blocks"),
         V,
