@@ -4,7 +4,8 @@ The public namespace ``ilab.das``. ``pairs.py`` holds counterfactual pairs (base
 ``intervene.py`` the remote-safe interchange interventions (the subspace is a tensor passed into the
 trace, the maths in :mod:`interplab.core.model.trace_ops`); ``fit.py`` training, IIA and :class:`DASResult`
 (resumable with ``path=``); ``search.py`` the layer search; ``knob.py`` the context-sensitivity task;
-``finetune.py`` a LoRA fine-tune until both of the knob's intents are followed;
+``finetune.py`` a LoRA fine-tune until both of the knob's intents are followed; ``separation.py`` following the
+intents against the intents' separation along the knob, across models;
 ``dictionaries.py`` supervised IOI dictionaries judged by sufficiency, necessity and (``controllability.py``)
 sparse controllability beside SAEs; ``alignment.py`` their prompts split by value
 (``split_ioi``) and the interpretability measure (single latents against single attribute values).
@@ -36,6 +37,7 @@ from .knob import INTENTS, KnobSweep, KnobTask, knob_sweep, knob_task
 from .pairs import CounterfactualPairs, as_pairs, counterfactual_pairs
 from .positions import PositionSearch, position_search
 from .search import LayerSearch, layer_search
+from .separation import KnobSeparation, knob_separation
 
 __all__ = [
     "INTENTS",
@@ -44,6 +46,7 @@ __all__ = [
     "DASResult",
     "DictionaryComparison",
     "IntentTuning",
+    "KnobSeparation",
     "KnobSweep",
     "KnobTask",
     "LatentAlignment",
@@ -57,6 +60,7 @@ __all__ = [
     "fit",
     "ioi_attributes",
     "knob_control",
+    "knob_separation",
     "knob_sweep",
     "knob_task",
     "latent_alignment",

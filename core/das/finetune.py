@@ -5,14 +5,18 @@ layer) on the last ``blocks`` blocks, in float32 beside the model's own weights,
 adapter acts through forward hooks only inside ``with tuning.applied(model):``, which holds the model's run lock,
 so no other run of the shared model sees it and every exit (an error included) removes it. The loss is the
 cross-entropy over the whole vocabulary at the last token, the target being the intended answer; items are split
-by city, so held-out questions ask about cities never trained on. With ``path=`` the run is a resumable job whose
-finished state (the adapter, well under 1 MB) is found by a rerun, which then returns at once.
+by city, so held-out questions ask about cities never trained on. ``snapshots=`` keeps the adapter after those
+steps: the fine-tune's intermediate models, for :func:`interplab.core.das.separation.knob_separation`.
+The finished adapter and the snapshots are kept in float16. With ``path=`` the run is a resumable job whose
+finished state (the adapter and its snapshots, under 1 MB for the notebook's settings) is found by a rerun, which
+then returns at once.
 
 Example
 -------
 >>> task = ilab.das.knob_task(model, n=40)
 >>> tuning = ilab.das.finetune_intents(model, task, blocks=2, steps=30)
 >>> tuning.before, tuning.after                       # held-out share following each intent
+>>> tuning.at(5)                                      # the adapter after step 5 (when kept by snapshots=)
 >>> with tuning.applied(model):
 ...     knob = ilab.das.fit(model, tuning.pairs(), "blocks.14.hook_resid_post", k=1)
 """
@@ -24,7 +28,7 @@ import hashlib
 import inspect
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +64,7 @@ class IntentTuning:
     after: dict[str, float]
     losses: list[float] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
+    snapshots: dict[int, Adapter] = field(default_factory=dict)  # step -> the adapter after it (float16)
 
     @contextlib.contextmanager
     def applied(self, model: Model) -> Iterator[Model]:
@@ -76,6 +81,18 @@ class IntentTuning:
             finally:
                 for hook in hooks:
                     hook.remove()
+
+    def at(self, step: int) -> IntentTuning:
+        """The fine-tune after ``step`` steps: this tuning with the adapter kept then (``snapshots=``).
+
+        Its ``after`` is empty (not measured); ``before`` is the plain model's.
+        """
+        if step not in self.snapshots:
+            raise ValueError(f"step={step!r} has no snapshot; the kept steps are {sorted(self.snapshots)} "
+                             "(finetune_intents(..., snapshots=[...])).")  # fmt: skip
+        adapter = {path: (A.float(), B.float()) for path, (A, B) in self.snapshots[step].items()}
+        return IntentTuning(self.task, self.blocks, self.rank, adapter, self.train_items, self.test_items,
+                            self.before, {}, self.losses[:step], {**self.settings, "steps": step})  # fmt: skip
 
     def pairs(self, split: str = "test") -> CounterfactualPairs:
         """The task's intent-swapping pairs on the ``"train"`` or ``"test"`` items (held-out cities)."""
@@ -185,11 +202,12 @@ def _last_logits(model: Model, enc: dict[str, Any]) -> torch.Tensor:
 def finetune_intents(
     model: Model, task: KnobTask, blocks: int = 2, rank: int = 4, steps: int = 30, lr: float = 0.01,
     batch_items: int = 8, test_size: float = 0.5, seed: int = 0, path: str | os.PathLike[str] | None = None,
-    progress: bool = True,
+    progress: bool = True, snapshots: Sequence[int] = (),
 ) -> IntentTuning:  # fmt: skip
     """Train a rank-``rank`` LoRA on the last ``blocks`` blocks for ``steps`` Adam steps so both intents are followed.
 
     Each step takes ``batch_items`` training items under both intents; ``test_size`` of the cities are held out.
+    ``snapshots`` lists steps (1..steps-1) after which the adapter is kept (:meth:`IntentTuning.at`).
     ``path`` keeps the job (resumable; a finished one is returned at once). The model's weights are not written.
 
     >>> tuning = finetune_intents(model, ilab.das.knob_task(model, n=40), steps=30)
@@ -200,11 +218,14 @@ def finetune_intents(
     lr = check_number(lr, "lr")
     if lr <= 0:
         raise ValueError(f"lr must be positive, got {lr}.")
+    kept = sorted({check_int("snapshot step", s, 1, steps - 1) for s in snapshots}) if steps > 1 else []
+    if snapshots and not kept:
+        raise ValueError(f"snapshots={list(snapshots)!r} needs steps >= 2 (a snapshot is kept after steps 1..steps-1).")
     train, test = split_items(task, check_number(test_size, "test_size"), seed)
     layers = list(range(model.n_layers - blocks, model.n_layers))
     modules = _linears(model, layers)
     settings = {"blocks": layers, "rank": rank, "steps": steps, "lr": lr, "batch_items": batch_items,
-                "test_size": test_size, "seed": seed, "model": model.name}  # fmt: skip
+                "test_size": test_size, "seed": seed, "model": model.name, "snapshots": kept}  # fmt: skip
     items = hashlib.sha256(json.dumps(task.items).encode()).hexdigest()[:16]
     job = ResumableJob(JOB, path, {**settings, "weights": model.fingerprint(), "items": items})
     state = job.start()
@@ -212,8 +233,10 @@ def finetune_intents(
     tuning = IntentTuning(task, layers, rank, adapter, train, test, {}, {}, [], settings)
     done = 0 if state is None else int(state["step"])
     tuning.losses = [] if state is None else [float(x) for x in state["losses"]]
+    tuning.snapshots = {} if state is None else _restore_snapshots(state, modules, rank)
     if done < steps:
         _train(model, tuning, job, state, done, progress)
+        tuning.adapter = {p: (A.half().float(), B.half().float()) for p, (A, B) in tuning.adapter.items()}  # as kept
     held = tuning.held_out()
     tuning.before = held.accuracy(model) if state is None or "before" not in state else _acc(state["before"])
     with tuning.applied(model):
@@ -249,11 +272,26 @@ def _restore(state: Any, modules: dict[str, torch.nn.Module], rank: int) -> Adap
     return out
 
 
+def _restore_snapshots(state: Any, modules: dict[str, torch.nn.Module], rank: int) -> dict[int, Adapter]:
+    out = {}
+    for step, saved in dict(state.get("snapshots", {})).items():
+        adapter = _restore(saved, modules, rank)
+        out[int(step)] = {path: (A.half(), B.half()) for path, (A, B) in adapter.items()}
+    return out
+
+
+def _tensors(adapter: Adapter, dtype: torch.dtype = torch.float32) -> dict[str, Any]:
+    pairs = list(adapter.values())
+    return {"A": {str(i): A.detach().to(dtype) for i, (A, _) in enumerate(pairs)},
+            "B": {str(i): B.detach().to(dtype) for i, (_, B) in enumerate(pairs)}}  # fmt: skip
+
+
 def _state(tuning: IntentTuning, opt: torch.optim.Optimizer | None, step: int) -> dict[str, Any]:
-    pairs = list(tuning.adapter.values())
-    state: dict[str, Any] = {"A": {str(i): A.detach() for i, (A, _) in enumerate(pairs)},
-                             "B": {str(i): B.detach() for i, (_, B) in enumerate(pairs)},
-                             "step": step, "losses": list(tuning.losses)}  # fmt: skip
+    """The job's state: mid-run the adapter in float32 with the optimizer's, finished (``opt`` None) in float16."""
+    final = torch.float32 if opt is not None else torch.float16
+    state: dict[str, Any] = {**_tensors(tuning.adapter, final), "step": step, "losses": list(tuning.losses)}
+    if tuning.snapshots:
+        state["snapshots"] = {str(s): _tensors(a, torch.float16) for s, a in sorted(tuning.snapshots.items())}
     if opt is not None:
         state["opt"] = opt.state_dict()
     return state
@@ -281,6 +319,9 @@ def _train(model: Model, tuning: IntentTuning, job: ResumableJob, state: Any, do
                 leaf.grad = grad
             opt.step()
             tuning.losses.append(float(loss.detach()))
+            if step + 1 in tuning.settings["snapshots"]:
+                tuning.snapshots[step + 1] = {p: (A.detach().half(), B.detach().half())
+                                              for p, (A, B) in tuning.adapter.items()}  # fmt: skip
             bar.update(1)
             if job.due(step + 1, 10, steps):
                 job.commit(_state(tuning, opt, step + 1))

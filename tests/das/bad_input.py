@@ -333,6 +333,43 @@ ROWS: list[Row] = [
         r"intent='guess' is not one of \('context', 'prior'\)",
     ),
     Row("ilab.das.IntentTuning.pairs", lambda c: _tuning().pairs("dev"), V, r"split='dev' is not one of"),
+    Row("ilab.das.IntentTuning.at", lambda c: _tuning().at(4), V, r"step=4 has no snapshot; the kept steps are \[\]"),
+    Row(
+        "ilab.das.finetune_intents",
+        before_work(lambda c: ilab.das.finetune_intents(c.model, ilab.das.KnobTask(_KNOB), steps=4, snapshots=[4])),
+        V,
+        r"snapshot step must be an integer in 1\.\.3, got 4",
+    ),
+    Row(
+        "ilab.das.knob_separation",
+        before_work(
+            lambda c: ilab.das.knob_separation(
+                c.model, ilab.das.KnobTask(_KNOB), _das_result(k=1), {"plain": None, "tuned": _tuning()}
+            )
+        ),
+        V,
+        r"variants has 2 models \['plain', 'tuned'\]: a correlation needs three or more",
+    ),
+    Row(
+        "ilab.das.knob_separation",
+        before_work(
+            lambda c: ilab.das.knob_separation(
+                c.model, ilab.das.KnobTask(_KNOB), _das_result(k=2), {"a": None, "b": None, "c": None}
+            )
+        ),
+        V,
+        "k=2 dimensions; a direction needs k=1",
+    ),
+    Row(
+        "ilab.das.knob_separation",
+        before_work(
+            lambda c: ilab.das.knob_separation(
+                c.model, ilab.das.KnobTask(_KNOB), _das_result(k=1), {"a": None, "b": None, "c": "tuned"}
+            )
+        ),
+        T,
+        r"variants\['c'\] must be an IntentTuning or None",
+    ),
     Row(
         "ilab.das.IntentTuning.applied",
         lambda c: _tuning(adapter={"lm.head": (torch.zeros(2, 1), torch.zeros(1, 2))}).applied(c.model).__enter__(),
@@ -348,4 +385,5 @@ EXEMPT: dict[str, str] = {
     "ilab.das.SupervisedDictionary": "built by ilab.das.supervised_dictionary (which has rows)",
     "ilab.das.LatentAlignment": "the result latent_alignment builds (which has rows)",
     "ilab.das.IntentTuning": "the result finetune_intents builds (which has rows, as have its methods)",
+    "ilab.das.KnobSeparation": "the result knob_separation builds (which has rows); its members take no input",
 }

@@ -104,8 +104,10 @@ def test_notebook_das_claims_fail_with_a_random_direction(embedded):
 
 
 #: The notebook's finetune_intents call (nbs/06b): its shipped job in nbs/jobs/knob_tuning is found at once.
-TUNING = {"blocks": 2, "rank": 4, "steps": 40, "lr": 0.01, "batch_items": 8, "test_size": 0.25,
-          "path": NBS / "jobs" / "knob_tuning", "progress": False}  # fmt: skip
+TUNING = {"blocks": 6, "rank": 1, "steps": 20, "lr": 0.01, "batch_items": 8, "test_size": 0.25,
+          "snapshots": [4, 6, 8], "path": NBS / "jobs" / "knob_tuning", "progress": False}  # fmt: skip
+#: The site where the notebook fits the knob (the last layer before the tuned blocks).
+KNOB_SITE = "blocks.10.hook_resid_post"
 
 
 @pytest.mark.embedded
@@ -113,7 +115,7 @@ def test_notebook_knob_claims_fail_with_a_random_direction(embedded):
     task = ilab.das.knob_task(embedded, n=40)
     tuning = ilab.das.finetune_intents(embedded, task, **TUNING)
     pairs = task.pairs()
-    knob = stand_in("blocks.10.hook_resid_post", 640, {"test_size": 0.25, "seed": 0, "n_pairs": len(pairs)})
+    knob = stand_in(KNOB_SITE, 640, {"test_size": 0.25, "seed": 0, "n_pairs": len(pairs)})
     ns = {"ilab": ilab, "model": embedded, "task": task, "tuning": tuning, "pairs": pairs, "knob": knob}
     with pytest.raises(AssertionError):
         exec(claim_cell("claims-knob"), ns)
@@ -125,11 +127,22 @@ def test_notebook_transfer_claims_fail_with_a_random_direction(embedded):
     task = ilab.das.knob_task(embedded, n=40)
     tuning = ilab.das.finetune_intents(embedded, task, **TUNING)
     pairs = task.pairs()
-    knob = stand_in("blocks.10.hook_resid_post", 640, {"test_size": 0.25, "seed": 0, "n_pairs": len(pairs)}, seed=2)
+    knob = stand_in(KNOB_SITE, 640, {"test_size": 0.25, "seed": 0, "n_pairs": len(pairs)}, seed=2)
     ns = {"ilab": ilab, "model": embedded, "task": task, "tuning": tuning, "pairs": pairs, "knob": knob}
     with pytest.raises(AssertionError):
         exec(claim_cell("claims-transfer"), ns)
     assert not ns["base_iia"].exceeds(95)
+
+
+@pytest.mark.embedded
+def test_notebook_separation_claims_fail_with_a_random_direction(embedded):
+    task = ilab.das.knob_task(embedded, n=40)
+    tuning = ilab.das.finetune_intents(embedded, task, **TUNING)
+    knob = stand_in(KNOB_SITE, 640, {"test_size": 0.25, "seed": 0, "n_pairs": 80}, seed=3)
+    ns = {"ilab": ilab, "model": embedded, "task": task, "tuning": tuning, "knob": knob}
+    with pytest.raises(AssertionError):
+        exec(claim_cell("claims-separation"), ns)
+    assert ns["separation"].separation.min() <= ns["separation"].random_separation.max()
 
 
 def test_knob_control_takes_a_steering_vector_as_its_unit_direction(gpt2):
