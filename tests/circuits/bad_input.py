@@ -182,3 +182,26 @@ EXEMPT: dict[str, str] = {
     "ilab.circuits.embedded_transcoders": "takes no arguments",
     "ilab.circuits.graph_scores": "arrays of a Graph (Graph.scores); the thresholds-free twin of prune, which has rows",
 }
+
+
+def _three_layer_clt() -> Any:
+    from interplab.core.saes.clt import CrossLayerTranscoder
+
+    return CrossLayerTranscoder(n_layers=3, d_model=tiny_circuit()[0].d_model, d_sae=8)
+
+
+ROWS += [
+    Row(
+        "ilab.circuits.attribute",
+        lambda c: ilab.circuits.attribute(tiny_circuit()[0], _three_layer_clt(), "the cat"),
+        V,
+        r"cross-layer transcoder has 3 layers and .* has 2: a CLT covers every layer",
+    ),
+    Row(
+        "ilab.circuits.load_clt",
+        lambda c: ilab.circuits.load_clt(c.tmp / "no-clt"),
+        FileNotFoundError,
+        "No cross-layer transcoder folder at .*no-clt",
+    ),
+    Row("ilab.circuits.save_clt", lambda c: ilab.circuits.save_clt(c.sae, c.tmp / "clt"), T, "got TopKSAE"),
+]
