@@ -204,4 +204,10 @@ ROWS += [
         "No cross-layer transcoder folder at .*no-clt",
     ),
     Row("ilab.circuits.save_clt", lambda c: ilab.circuits.save_clt(c.sae, c.tmp / "clt"), T, "got TopKSAE"),
+    Row(
+        "ilab.circuits.train_clt",
+        lambda c: ilab.circuits.train_clt(c.model, ["the cat"], d_sae=8, activation="jumprelu"),
+        V,
+        r"train_clt trains activation='topk' or 'relu', got 'jumprelu'",
+    ),
 ]
