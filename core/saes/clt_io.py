@@ -42,12 +42,21 @@ def _layers(folder: Path, pattern: re.Pattern[str]) -> list[int]:
     return found
 
 
-def load_clt(path: str | os.PathLike[str], device: str | torch.device = "cpu") -> CrossLayerTranscoder:
-    """A cross-layer transcoder from a folder in Gemma Scope 2's or circuit-tracer's layout (see the module doc).
+def load_clt(
+    path: str | os.PathLike[str],
+    sae_id: str | None = None,
+    *,
+    local_files_only: bool | None = None,
+    device: str | torch.device = "cpu",
+) -> CrossLayerTranscoder:
+    """A cross-layer transcoder from a folder in Gemma Scope 2's or circuit-tracer's layout (see the module doc),
+    or with ``sae_id`` from a Hugging Face repo (``path``) and the CLT's folder in it (``sae_id``), downloaded
+    into the hub's cache or found there offline.
 
     >>> clt = load_clt("tests/reference/circuit_tracer_clt/gemma3/clt")
+    >>> clt = load_clt("google/gemma-scope-2-270m-pt", "clt/width_262k_l0_medium_affine")
     """
-    folder = Path(path)
+    folder = Path(path) if sae_id is None else fetch_clt(str(path), sae_id, local_files_only)
     if not folder.is_dir():
         raise FileNotFoundError(f"No cross-layer transcoder folder at {str(folder)!r}.")
     gs2, ct = _layers(folder, _GS2), _layers(folder, _CT)
@@ -59,6 +68,34 @@ def load_clt(path: str | os.PathLike[str], device: str | torch.device = "cpu") -
         raise FileError(folder, "files", "holds neither params_layer_L.safetensors (Gemma Scope 2) nor "
                         "W_enc_L.safetensors (circuit-tracer): not a cross-layer transcoder folder")  # fmt: skip
     return clt.to(device).eval()
+
+
+def fetch_clt(repo_id: str, sae_id: str, local_files_only: bool | None = None) -> Path:
+    """The local folder of CLT ``sae_id`` (its per-layer files) in Hugging Face repo ``repo_id``: downloaded when
+    online, found in the hub's cache offline; a clear error naming what is missing otherwise."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    if not isinstance(sae_id, str) or not sae_id.strip("/") or ".." in sae_id.split("/"):
+        raise ValueError(f"sae_id must be a CLT's folder in the repo, e.g. 'clt/width_262k_l0_medium_affine'; "
+                         f"got {sae_id!r}.")  # fmt: skip
+    sub = sae_id.strip("/")
+    offline = bool(local_files_only) or os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
+    patterns = [f"{sub}/*.safetensors", f"{sub}/*.json"]
+    try:
+        try:
+            root = snapshot_download(repo_id, allow_patterns=patterns, local_files_only=offline)
+        except (OSError, ValueError) as err:  # no network: what the cache holds
+            if offline or isinstance(err, LocalEntryNotFoundError):
+                raise
+            root = snapshot_download(repo_id, allow_patterns=patterns, local_files_only=True)
+    except LocalEntryNotFoundError:
+        raise FileNotFoundError(f"{repo_id}/{sub} is not in the Hugging Face cache and the hub cannot be reached: "
+                                "download it where there is a network, or set HF_HUB_CACHE.") from None  # fmt: skip
+    folder = Path(root) / sub
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{repo_id} has no folder {sub!r}.")
+    return folder
 
 
 def _read_gemma_scope_2(folder: Path, n_layers: int) -> CrossLayerTranscoder:
