@@ -23,6 +23,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..checks import check_fraction, check_positive_int, check_texts
+from ..memory.budget import check_memory
 from ..memory.pages import release_pages
 from ..memory.unembed import SLICE_ROWS
 from ..model.model import Model
@@ -65,13 +66,16 @@ def find_sources(run: ReplacementPass, tcs: list[SAE] | Replacer, skip_bos: bool
     n_layers, n_pos = rep.n_layers, run.embed_leaf.shape[1]
     feats, acts, decoders, spans = [], [], [], []
     recon = [rep.b_dec(layer).expand(n_pos, -1).clone() for layer in range(n_layers)]
-    count = 0
+    count = held = 0
     with torch.no_grad():
         for layer in range(n_layers):
             x = run.mlp_in[layer][0].detach().float()
             a = rep.encode(x, layer)  # [P, M]
             if skip_bos:
                 a[0] = 0
+            span, width = n_layers - layer if isinstance(rep, CrossLayer) else 1, x.shape[-1]
+            held += int((a != 0).sum()) * span * width * 4  # float32 rows: activation x decoder, per layer written
+            check_memory(f"The decoder rows of the active features through layer {layer}", held)
             recon[layer] = recon[layer] + rep.skip_out(x, layer)
             per_pos = []
             for pos in range(n_pos):
@@ -86,7 +90,7 @@ def find_sources(run: ReplacementPass, tcs: list[SAE] | Replacer, skip_bos: bool
                     recon[layer + k][pos] += written[:, k].sum(0)
                 per_pos.append((ids, written.flatten(1)))
             decoders.append(per_pos)
-            spans.append(n_layers - layer if isinstance(rep, CrossLayer) else 1)
+            spans.append(span)
         errors = []
         for layer in range(n_layers):
             error = run.mlp_out_leaf[layer][0].detach().float() - recon[layer]
