@@ -2,8 +2,10 @@
 
 Each step reads one batch of rows ([BOS] + a piece of one text, :func:`~interplab.core.data.rows.text_batches`),
 runs the model once saving every layer's MLP input and output (``2 L`` sites, BOS and padding dropped), and takes
-one Adam step on the CLT: the loss is each layer's squared error divided by that layer's mean squared MLP output
-(measured on the first batch and kept, so every layer counts alike), plus for a ReLU CLT an L1 penalty on the
+one Adam step on the CLT. Each layer's input and output are divided by their RMS norms (measured on the first
+batch and kept; the decoder biases start at the first batch's mean output), so every layer counts alike, and
+the finished CLT has them folded into its weights (it reads and writes raw activations). The loss is the squared
+error summed over layers, plus for a ReLU CLT an L1 penalty on the
 activations weighted by each latent's decoder norm over the layers it writes to. Memory is one batch of
 activations (``2 L x tokens x D`` floats) and the CLT with Adam's two moments. The data order is fixed and
 nothing is drawn at random after the seeded initialisation, so a run killed and resumed ends with the weights of
@@ -118,20 +120,24 @@ def train_clt(
         clt.load_state_dict(state["weights"])
         step, tokens, scale = int(state["step"]), int(state["tokens"]), state["scale"]
         history = {key: [float(v) for v in state["history"][key]] for key in history}
-        if not state["finished"]:
-            load_optimizer_state(opt, state["optimizer"])
-        else:
-            return CLTTraining(clt.eval(), history)
+        if state["finished"]:
+            return CLTTraining(folded(clt, scale), history)
+        load_optimizer_state(opt, state["optimizer"])
     recorded = state["corpus"] if state else None
     batches = text_batches(model, texts, seq_len, batch_size, n_tokens, skip_rows=step * batch_size,
                            digest=job.digest, after_skip=lambda: job.check_corpus(recorded))  # fmt: skip
     start, new_tokens = time.perf_counter(), 0
+    ones = torch.ones(n_layers)
     with job.progress(n_tokens, tokens, "train CLT", progress, unit="tok") as bar:
         for batch, enc in batches:
             x, y = _activations(model, enc, batch.valid_BL, n_layers)
-            if scale is None:
-                scale = y.pow(2).sum(-1).mean(-1).clamp_min(1e-8)
-            loss, parts = clt_loss(clt, x, y, scale, l1)
+            if scale is None:  # each layer's RMS norm of input and output, from the first batch; b_dec the mean
+                scale = torch.stack([x.pow(2).sum(-1).mean(-1).sqrt(), y.pow(2).sum(-1).mean(-1).sqrt()]).clamp_min(
+                    1e-6
+                )
+                with torch.no_grad():
+                    clt.b_dec.copy_(y.mean(1) / scale[1][:, None])
+            loss, parts = clt_loss(clt, x / scale[0][:, None, None], y / scale[1][:, None, None], ones, l1)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -143,7 +149,23 @@ def train_clt(
                 job.commit(_state(clt, opt, step, tokens, scale, history, job, finished=False))
     job.commit(_state(clt, opt, step, tokens, scale, history, job, finished=True))
     seconds = time.perf_counter() - start
-    return CLTTraining(clt.eval(), history, new_tokens / seconds if seconds > 0 else 0.0)
+    return CLTTraining(folded(clt, scale), history, new_tokens / seconds if seconds > 0 else 0.0)
+
+
+def folded(clt: CrossLayerTranscoder, scale_2L: torch.Tensor | None) -> CrossLayerTranscoder:
+    """``clt`` (trained on each layer's input and output divided by their RMS norms ``scale_2L``) made to read and
+    write raw activations: the same latents, the same predictions times the output scale."""
+    if scale_2L is None:
+        return clt.eval()
+    sx, sy = scale_2L[0].float(), scale_2L[1].float()
+    with torch.no_grad():
+        for layer in range(clt.n_layers):
+            clt.W_enc[layer].div_(sx[layer])
+            clt.W_dec[layer].mul_(sy[layer:, None])
+            if clt.W_skip is not None:
+                clt.W_skip[layer].mul_(sy[layer] / sx[layer])
+        clt.b_dec.mul_(sy[:, None])
+    return clt.eval()
 
 
 def _state(clt: CrossLayerTranscoder, opt: torch.optim.Optimizer, step: int, tokens: int, scale: Any,
