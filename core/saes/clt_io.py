@@ -146,9 +146,11 @@ def _read_circuit_tracer(folder: Path, n_layers: int) -> CrossLayerTranscoder:
     config = _config(folder)
     activation = str(config.get("activation", "jumprelu" if jump else "relu"))
     k = config.get("k")
+    if k is not None and (not isinstance(k, int) or isinstance(k, bool)):
+        raise FileError(folder / "config.json", "k", f"must be an integer or null, got {k!r}")
     check_memory(f"Reading the cross-layer transcoder {str(folder)!r}",
                  2 * CrossLayerTranscoder.estimate_bytes(n_layers, d_model, d_sae, skip=skip))  # fmt: skip
-    clt = CrossLayerTranscoder(n_layers, d_model, d_sae, activation, k=int(k) if k else None, skip=skip)
+    clt = CrossLayerTranscoder(n_layers, d_model, d_sae, activation, k=k, skip=skip)
     from safetensors.torch import load_file
 
     with torch.no_grad():
