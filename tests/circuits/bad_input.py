@@ -198,6 +198,12 @@ ROWS += [
         r"cross-layer transcoder has 3 layers and .* has 2: a CLT covers every layer",
     ),
     Row(
+        "ilab.circuits.check_transcoders",
+        lambda c: ilab.circuits.check_transcoders(tiny_circuit()[0], _three_layer_clt()),
+        T,
+        "takes one transcoder per layer; a CrossLayerTranscoder works with attribute and transcoder_quality",
+    ),
+    Row(
         "ilab.circuits.load_clt",
         lambda c: ilab.circuits.load_clt(c.tmp / "no-clt"),
         FileNotFoundError,
