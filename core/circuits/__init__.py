@@ -5,7 +5,9 @@ outputs as leaves), ``attribute.py`` the graph build from batched backward passe
 influence, pruning and scores, ``graph.py`` the :class:`Graph` result (files, viewer JSON),
 ``view.py`` what the CircuitGraph widget draws (the readable default pruning), ``cards.py`` feature
 cards from the transcoders, ``interventions.py`` features turned off or scaled in the real model,
-``quality.py`` how well transcoders replace the MLPs, ``qk.py`` QK attributions (a head's attention score split
+``quality.py`` how well transcoders replace the MLPs, ``replacers.py`` per-layer transcoders and a
+cross-layer transcoder (``core/saes/clt.py``, files in ``clt_io.py``: ``load_clt``) behind one interface,
+``train_clt`` (``core/saes/clt_train.py``) trains one, ``qk.py`` QK attributions (a head's attention score split
 into query-side and key-side sources); edge-level circuits over heads and MLPs: ``edge_graph.py``
 the nodes and edges, ``edge_forward.py`` a pass with one residual stream per input, ``edges.py`` EAP and EAP-IG
 scores, ``edge_circuit.py`` circuits and their faithfulness.
@@ -16,6 +18,8 @@ Example
 >>> g.prune(0.8, 0.98).nodes.sum(), g.scores()
 """
 
+from ..saes.clt_io import load_clt, save_clt
+from ..saes.clt_train import train_clt
 from ..saes.pretrained import load_embedded_transcoders as embedded_transcoders
 from .attribute import attribute, check_transcoders
 from .cards import feature_cards
@@ -29,6 +33,6 @@ from .quality import transcoder_quality
 
 __all__ = [
     "Circuit", "EdgeScores", "Graph", "InterventionResult", "Pruned", "attribute", "check_transcoders", "edges",
-    "embedded_transcoders", "feature_cards", "graph_scores", "influence", "intervene", "prune", "qk",
-    "transcoder_quality",
+    "embedded_transcoders", "feature_cards", "graph_scores", "influence", "intervene", "load_clt", "prune", "qk",
+    "save_clt", "train_clt", "transcoder_quality",
 ]  # fmt: skip

@@ -16,14 +16,14 @@ Example
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from tqdm.auto import tqdm
 
 from ..checks import check_fraction, check_positive_int, check_texts
+from ..memory.budget import check_memory
 from ..memory.pages import release_pages
 from ..memory.unembed import SLICE_ROWS
 from ..model.model import Model
@@ -32,47 +32,11 @@ from ..saes.base import SAE
 from .graph import Graph
 from .prune import normalise_rows
 from .replacement import ReplacementPass, check_family, replacement_pass
+from .replacers import CrossLayer, PerLayer, Replacer, check_transcoders, replacer
+
+__all__ = ["RowBuilder", "Sources", "attribute", "check_transcoders", "find_sources"]
 
 logger = logging.getLogger(__name__)
-
-
-def check_transcoders(model: Model, transcoders: Any) -> list[SAE]:
-    """One transcoder per layer, from ``blocks.L.hook_mlp_in`` to ``blocks.L.hook_mlp_out``, in layer order."""
-    if isinstance(transcoders, Mapping):
-        items = list(transcoders.values())
-    elif isinstance(transcoders, Sequence) and not isinstance(transcoders, (str, bytes)):
-        items = list(transcoders)
-    else:
-        raise TypeError(
-            f"transcoders must be a list or a dict of transcoders by layer, got {type(transcoders).__name__}."
-        )
-    by_layer: dict[int, SAE] = {}
-    for tc in items:
-        if not isinstance(tc, SAE) or not tc.is_transcoder:
-            raise TypeError(f"Every item must be a transcoder (an SAE with site_out), got {tc!r:.80}.")
-        parts = tc.site.split(".")
-        layer = int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else -1
-        if tc.site != f"blocks.{layer}.hook_mlp_in" or tc.site_out != f"blocks.{layer}.hook_mlp_out":
-            raise ValueError(f"Attribution needs MLP transcoders (blocks.L.hook_mlp_in -> blocks.L.hook_mlp_out); "
-                             f"{tc!r} reads {tc.site!r} and writes {tc.site_out!r}.")  # fmt: skip
-        tc.check_fits(model)
-        if tc.W_dec.device != model.device:
-            raise ValueError(f"{tc!r} is on {tc.W_dec.device} and the model on {model.device}; move the transcoders "
-                             "there first: [tc.to(model.device) for tc in transcoders].")  # fmt: skip
-        if layer in by_layer:
-            raise ValueError(f"Two transcoders for layer {layer}.")
-        by_layer[layer] = tc
-    missing = sorted(set(range(model.n_layers)) - set(by_layer))
-    if missing:
-        raise ValueError(f"Attribution replaces every MLP: transcoders are missing for layers {missing} "
-                         f"(the model has {model.n_layers}).")  # fmt: skip
-    return [by_layer[layer] for layer in range(model.n_layers)]
-
-
-def _reader(tc: SAE) -> torch.Tensor:
-    """The direction [d_in, d_sae] whose dot product with the MLP input is each latent's pre-activation."""
-    p = tc.trace_tensors()
-    return (p["W_mag"] if "W_mag" in p else p["W_enc"]).float()
 
 
 @dataclass
@@ -81,32 +45,38 @@ class Sources:
 
     features: torch.Tensor  # [F, 3] layer, position, latent
     activations: torch.Tensor  # [F]
-    decoders: list[list[tuple[torch.Tensor, torch.Tensor]]]  # [layer][pos] -> (node ids, act * W_dec rows)
+    decoders: list[list[tuple[torch.Tensor, torch.Tensor]]]  # [layer][pos] -> (node ids, act * W_dec rows [n, K*D])
     errors: torch.Tensor  # [layers, P, D]
     embeds: torch.Tensor  # [P, D]
+    spans: list[int] = field(default_factory=list)  # per layer K: the MLP outputs its latents write (1, or L - l)
+
+    def span(self, layer: int) -> int:
+        return self.spans[layer] if self.spans else 1
 
 
-def find_sources(run: ReplacementPass, tcs: list[SAE], skip_bos: bool, bos_error: bool = True) -> Sources:
+def find_sources(run: ReplacementPass, tcs: list[SAE] | Replacer, skip_bos: bool, bos_error: bool = True) -> Sources:
     """Active features per (layer, position) and each layer's error: the MLP output the features miss.
 
+    ``tcs`` is one transcoder per layer or a :mod:`.replacers` replacer (a cross-layer transcoder's latents
+    write to their own and every later layer's MLP output: its decoder rows hold ``K = L - l`` outputs).
     With ``skip_bos`` features at position 0 are not nodes: what they write stays in that position's error
     (``bos_error``) or, as circuit-tracer does, is a constant like a bias (position 0's error nodes are zero).
     """
-    n_pos = run.embed_leaf.shape[1]
-    feats, acts, decoders, errors = [], [], [], []
-    count = 0
+    rep = PerLayer(tcs) if isinstance(tcs, list) else tcs
+    n_layers, n_pos = rep.n_layers, run.embed_leaf.shape[1]
+    feats, acts, decoders, spans = [], [], [], []
+    recon = [rep.b_dec(layer).expand(n_pos, -1).clone() for layer in range(n_layers)]
+    count = held = 0
     with torch.no_grad():
-        for layer, tc in enumerate(tcs):
+        for layer in range(n_layers):
             x = run.mlp_in[layer][0].detach().float()
-            a = tc.encode(x)  # [P, M]
+            a = rep.encode(x, layer)  # [P, M]
             if skip_bos:
                 a[0] = 0
-            out = run.mlp_out_leaf[layer][0].detach().float()
-            recon = a @ tc.W_dec.float() + tc.b_dec.float() + tc.skip_out(x)
-            error = out - recon
-            if skip_bos and not bos_error:
-                error[0] = 0
-            errors.append(error)
+            span, width = n_layers - layer if isinstance(rep, CrossLayer) else 1, x.shape[-1]
+            held += int((a != 0).sum()) * span * width * 4  # float32 rows: activation x decoder, per layer written
+            check_memory(f"The decoder rows of the active features through layer {layer}", held)
+            recon[layer] = recon[layer] + rep.skip_out(x, layer)
             per_pos = []
             for pos in range(n_pos):
                 idx = a[pos].nonzero().flatten()
@@ -115,10 +85,20 @@ def find_sources(run: ReplacementPass, tcs: list[SAE], skip_bos: bool, bos_error
                 count += len(idx)
                 feats.append(torch.stack([torch.full_like(idx, layer), torch.full_like(idx, pos), idx], 1))
                 acts.append(vals)
-                per_pos.append((ids, vals[:, None] * tc.W_dec.float()[idx]))
+                written = vals[:, None, None] * rep.decoder_rows(layer, idx)  # [n, K, D]
+                for k in range(written.shape[1]):
+                    recon[layer + k][pos] += written[:, k].sum(0)
+                per_pos.append((ids, written.flatten(1)))
             decoders.append(per_pos)
+            spans.append(span)
+        errors = []
+        for layer in range(n_layers):
+            error = run.mlp_out_leaf[layer][0].detach().float() - recon[layer]
+            if skip_bos and not bos_error:
+                error[0] = 0
+            errors.append(error)
     return Sources(torch.cat(feats).long(), torch.cat(acts), decoders, torch.stack(errors),
-                   run.embed_leaf[0].detach().float())  # fmt: skip
+                   run.embed_leaf[0].detach().float(), spans)  # fmt: skip
 
 
 class RowBuilder:
@@ -158,9 +138,11 @@ class RowBuilder:
         f, p = self.n_features, self.n_pos
         for layer in range(self.n_layers):
             g_l = g[layer + 1]  # [n, P, D]
+            span = self.src.span(layer)  # the MLP outputs this layer's latents write: gradients side by side
+            g_span = g_l if span == 1 else torch.cat(g[layer + 1 : layer + 1 + span], -1)  # [n, P, K*D]
             for pos, (ids, dec) in enumerate(self.src.decoders[layer]):
                 if len(ids):
-                    rows[:, ids] = g_l[:, pos] @ dec.T
+                    rows[:, ids] = g_span[:, pos] @ dec.T
             rows[:, f + layer * p : f + (layer + 1) * p] = (g_l * self.src.errors[layer]).sum(-1)
         rows[:, f + self.n_layers * p :] = (g[0] * self.src.embeds).sum(-1)
         return rows.to("cpu")
@@ -193,7 +175,9 @@ def attribute(
 ) -> Graph:
     """The attribution graph of ``prompt`` for its most likely next tokens (see the module doc).
 
-    ``transcoders`` holds one MLP transcoder per layer (a list or a dict by layer). ``max_feature_nodes``
+    ``transcoders`` holds one MLP transcoder per layer (a list or a dict by layer) or is one
+    :class:`~interplab.core.saes.clt.CrossLayerTranscoder` (its features' edges then sum what each writes to
+    every later MLP output). ``max_feature_nodes``
     caps the feature nodes (those with the most influence on the logits are kept); ``batch_size`` is the
     number of targets per backward pass. With ``skip_bos`` position 0 has no feature nodes; ``bos_error``
     keeps what its MLPs write as that position's error nodes (every row then adds up to its target less the
@@ -206,14 +190,14 @@ def attribute(
         raise TypeError(f"prompt must be one string, got {type(prompt).__name__}.")
     prompt = check_texts(prompt)[0]
     check_family(model)
-    tcs = check_transcoders(model, transcoders)
+    rep = replacer(model, transcoders)
     check_settings(max_n_logits, desired_logit_prob, max_feature_nodes, batch_size, skip_bos, bos_error)
     ids_1P = model.to_tokens(prompt)["input_ids"][:1]
     model.check_lengths([ids_1P.shape[1]], "prompt")
-    skips = [tc.W_skip.detach() if tc.cfg.skip else None for tc in tcs]
+    skips = rep.skips()
     with model.lock:
         run = replacement_pass(model, ids_1P, skips, batch_size)
-    src = find_sources(run, tcs, skip_bos, bos_error)
+    src = find_sources(run, rep, skip_bos, bos_error)
     _, unembed = model.readout_modules()
     if not isinstance(unembed.weight, torch.Tensor):
         raise TypeError(f"The unembedding's weight is a {type(unembed.weight).__name__}, not a tensor.")
@@ -222,7 +206,7 @@ def attribute(
     logit_ids, logit_probs = top_logits(logits, max_n_logits, desired_logit_prob)
     directions = W_U[logit_ids].float() - mean_D
     logit_ids, logit_probs = logit_ids.cpu(), logit_probs.cpu()  # rows are assembled on the CPU
-    builder = RowBuilder(run, src, [_reader(tc) for tc in tcs], model.n_layers)
+    builder = RowBuilder(run, src, [rep.reader(layer) for layer in range(rep.n_layers)], model.n_layers)
     wanted = builder.n_features if max_feature_nodes is None else min(builder.n_features, max_feature_nodes)
     bar = tqdm(total=len(logit_ids) + wanted, desc="attribution rows", unit="row", disable=not progress)
     logit_rows = builder.rows([("logit", d) for d in directions])
@@ -238,7 +222,7 @@ def attribute(
         activations=src.activations[selected.to(src.activations.device)].float().cpu(),
         logit_ids=logit_ids.tolist(), logit_tokens=[model.tokenizer.decode([i]) for i in logit_ids.tolist()],
         logit_probs=logit_probs.float(),
-        adjacency=graph, model_name=model.name, transcoders=[tc.fingerprint() for tc in tcs],
+        adjacency=graph, model_name=model.name, transcoders=rep.fingerprints(),
     )  # fmt: skip
 
 

@@ -4,7 +4,7 @@ A transcoder folder (``transcoder_all/layer_6_width_16k_l0_small_affine/params.s
 JumpReLU transcoder from the MLP input (``blocks.L.hook_mlp_in``: the pre-feedforward norm's output)
 to the MLP output (``blocks.L.hook_mlp_out``: the post-feedforward norm's output); ``_affine`` ids add
 ``affine_skip_connection`` [d_in, d_out]. sae-lens 6.54.12 lists no cross-layer transcoder release for
-Gemma 3 270M, so none is in the table.
+Gemma 3 270M, so none is in the table; a CLT folder loads by repo and id with ``ilab.circuits.load_clt``.
 
 Example
 -------

@@ -182,3 +182,38 @@ EXEMPT: dict[str, str] = {
     "ilab.circuits.embedded_transcoders": "takes no arguments",
     "ilab.circuits.graph_scores": "arrays of a Graph (Graph.scores); the thresholds-free twin of prune, which has rows",
 }
+
+
+def _three_layer_clt() -> Any:
+    from interplab.core.saes.clt import CrossLayerTranscoder
+
+    return CrossLayerTranscoder(n_layers=3, d_model=tiny_circuit()[0].d_model, d_sae=8)
+
+
+ROWS += [
+    Row(
+        "ilab.circuits.attribute",
+        lambda c: ilab.circuits.attribute(tiny_circuit()[0], _three_layer_clt(), "the cat"),
+        V,
+        r"cross-layer transcoder has 3 layers and .* has 2: a CLT covers every layer",
+    ),
+    Row(
+        "ilab.circuits.check_transcoders",
+        lambda c: ilab.circuits.check_transcoders(tiny_circuit()[0], _three_layer_clt()),
+        T,
+        "takes one transcoder per layer; a CrossLayerTranscoder works with attribute and transcoder_quality",
+    ),
+    Row(
+        "ilab.circuits.load_clt",
+        lambda c: ilab.circuits.load_clt(c.tmp / "no-clt"),
+        FileNotFoundError,
+        "No cross-layer transcoder folder at .*no-clt",
+    ),
+    Row("ilab.circuits.save_clt", lambda c: ilab.circuits.save_clt(c.sae, c.tmp / "clt"), T, "got TopKSAE"),
+    Row(
+        "ilab.circuits.train_clt",
+        lambda c: ilab.circuits.train_clt(c.model, ["the cat"], d_sae=8, activation="jumprelu"),
+        V,
+        r"train_clt trains activation='topk' or 'relu', got 'jumprelu'",
+    ),
+]

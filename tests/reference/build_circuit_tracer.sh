@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Build the circuit-tracer reference environment (git-ignored) and regenerate tests/reference/circuit_tracer_graph.*
+# and tests/reference/circuit_tracer_clt_graph.* (a cross-layer transcoder)
 #
 #   bash tests/reference/build_circuit_tracer.sh          # build .ref/circuit-tracer if missing, then regenerate
 #
@@ -19,3 +20,5 @@ if [ ! -x "$VENV/bin/python" ] || [ ! -f "$VENV/.built" ]; then
 fi
 [ "${BUILD_ONLY:-}" = 1 ] && exit 0  # `make refs`: the environment only; the tests regenerate into a temp folder
 "$VENV/bin/python" tests/reference/circuit_tracer_graph.py "${@:-tests/reference/circuit_tracer_graph.json}"
+# the cross-layer transcoder's graph (reads the tiny models the line above wrote)
+"$VENV/bin/python" tests/reference/circuit_tracer_clt_graph.py tests/reference/circuit_tracer_clt_graph.json
