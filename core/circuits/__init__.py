@@ -6,7 +6,8 @@ influence, pruning and scores, ``graph.py`` the :class:`Graph` result (files, vi
 ``view.py`` what the CircuitGraph widget draws (the readable default pruning), ``cards.py`` feature
 cards from the transcoders, ``interventions.py`` features turned off or scaled in the real model,
 ``quality.py`` how well transcoders replace the MLPs, ``qk.py`` QK attributions (a head's attention score split
-into query-side and key-side sources); edge-level circuits over heads and MLPs: ``edge_graph.py``
+into query-side and key-side sources), ``qk_heads.py`` a node's incoming attention and its strongest head's
+QK contributors; edge-level circuits over heads and MLPs: ``edge_graph.py``
 the nodes and edges, ``edge_forward.py`` a pass with one residual stream per input, ``edges.py`` EAP and EAP-IG
 scores, ``edge_circuit.py`` circuits and their faithfulness.
 
@@ -25,10 +26,11 @@ from .graph import Graph
 from .interventions import InterventionResult, intervene
 from .prune import Pruned, graph_scores, influence, prune
 from .qk import qk
+from .qk_heads import QKResult, qk_cards, qk_edge
 from .quality import transcoder_quality
 
 __all__ = [
-    "Circuit", "EdgeScores", "Graph", "InterventionResult", "Pruned", "attribute", "check_transcoders", "edges",
-    "embedded_transcoders", "feature_cards", "graph_scores", "influence", "intervene", "prune", "qk",
-    "transcoder_quality",
+    "Circuit", "EdgeScores", "Graph", "InterventionResult", "Pruned", "QKResult", "attribute", "check_transcoders",
+    "edges", "embedded_transcoders", "feature_cards", "graph_scores", "influence", "intervene", "prune", "qk",
+    "qk_cards", "qk_edge", "transcoder_quality",
 ]  # fmt: skip

@@ -149,7 +149,7 @@ def side_vectors(run: ReplacementPass, src: Sources, maps: HeadMaps, layer: int,
     return all_rows[:d_head].T, all_rows[d_head:].T
 
 
-def _labels(src: Sources, graph: Graph, n_layers: int, n_pos: int) -> tuple[list[str], list[int]]:
+def source_labels(src: Sources, graph: Graph, n_layers: int, n_pos: int) -> tuple[list[str], list[int]]:
     """Each source's name and its node index in ``graph`` (-1 for a feature the graph left out, and the bias)."""
     index = {tuple(f): i for i, f in enumerate(graph.features.tolist())}
     names, nodes = [], []
@@ -237,7 +237,7 @@ def qk(
         k_total = maps.key(run.attn_in[layer][0, key_pos], key_pos).cpu()
     q_S = torch.cat([q_S, (q_total - q_S.sum(0))[None]])  # the bias: what no source carries
     k_S = torch.cat([k_S, (k_total - k_S.sum(0))[None]])
-    return _table(q_S, k_S, maps.scaling, *_labels(src, graph, model.n_layers, graph.n_pos),
+    return _table(q_S, k_S, maps.scaling, *source_labels(src, graph, model.n_layers, graph.n_pos),
                   float(q_total @ k_total) * maps.scaling)  # fmt: skip
 
 
