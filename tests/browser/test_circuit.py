@@ -1,7 +1,8 @@
 """CircuitGraph in exported HTML, in headless Chromium over file:// with every network request aborted:
 it draws the graph, its hover box names the node and stays inside the viewport, the slider prunes in
 the browser, the dark theme paints a dark canvas with light nodes, and the logit labels and a clicked
-feature's card are there without a kernel."""
+feature's card (and its QK section: incoming heads, query-side and key-side contributors) are there without
+a kernel."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import nbformat
 import numpy as np
 import pytest
 import torch
-from interplab.core.circuits import attribute, feature_cards
+from interplab.core.circuits import attribute, feature_cards, qk_cards
 from interplab.widgets import CircuitGraph
 from interplab.widgets._kit import payload_array
 from ipywidgets.embed import dependency_state, embed_data
@@ -31,14 +32,17 @@ def exported(tmp_path: Path, scheme: str) -> Path:
 
 
 def exported_widget(
-    tmp_path: Path, scheme: str, with_cards: bool = False, group: bool = False
+    tmp_path: Path, scheme: str, with_cards: bool = False, group: bool = False, qk_nodes: int = 0
 ) -> tuple[Path, CircuitGraph]:
     torch.set_num_threads(1)
     model = tiny_model("gemma3")
     tcs = transcoders(model.d_model)
     graph = attribute(model, tcs, PROMPT, batch_size=16, progress=False)
     cards = feature_cards(graph, model, tcs) if with_cards else None
-    w = CircuitGraph(graph, scheme=scheme, cards=cards)
+    shown = CircuitGraph(graph).view_index
+    qk_at = [i for i in range(graph.n_features) if graph.node(i)["pos"] > 1 and shown(i) is not None][:qk_nodes]
+    qk = qk_cards(model, tcs, graph, qk_at, top=4, batch_size=16) if qk_nodes else None
+    w = CircuitGraph(graph, scheme=scheme, cards=cards, qk=qk)
     w.threshold = 1.0
     if group:  # the first token and the last logit: opposite corners of the graph
         kinds = payload_array(w.graph["kind"])
@@ -151,3 +155,34 @@ def test_a_supernode_rings_its_members_instead_of_boxing_the_graph(page: Page, t
     box = [(ax - 8 + e, mid_y) for e in (-1, 0, 1)] + [(mid_x, by - 8 + e) for e in (-1, 0, 1)]
     box += [(bx + 8 + e, mid_y) for e in (-1, 0, 1)]
     assert not any(page.evaluate(gold, list(p)) for p in box)
+
+
+def test_exported_graph_keeps_a_features_qk_section(page: Page, tmp_path):
+    ensure_web_assets()
+    html, w = exported_widget(tmp_path, "light", qk_nodes=2)
+    page.set_viewport_size({"width": 1400, "height": 900})
+    assert not open_offline(page, html)
+    view_node = int(next(iter(w.graph["qk"])))
+    entry = w.graph["qk"][str(view_node)]
+    canvas = page.locator(".ilab-circuit canvas")
+    xy = canvas.evaluate(f"c => c.ilabNodePosition({view_node})")
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    page.mouse.click(box["x"] + xy[0], box["y"] + xy[1])
+    qk = page.locator(".ilab-cg-card .ilab-cg-qk")
+    expect(qk).to_be_visible()
+    layer, head = entry["head"]
+    expect(qk).to_contain_text(f"why L{layer}.H{head} attends to")
+    assert qk.locator(".ilab-cg-qk-heads tr").count() == len(entry["heads"]) > 0
+    query_rows = qk.locator(".ilab-cg-qk-query tr")
+    assert query_rows.count() == len(entry["query"]) > 0 and qk.locator(".ilab-cg-qk-key tr").count() > 0
+    first = entry["query"][0]
+    name = w.graph["labels"][first["view"]] if first["view"] >= 0 else first["source"]
+    expect(query_rows.first).to_contain_text(name)
+    # a node without QK data shows no QK section
+    kinds = payload_array(w.graph["kind"])
+    other = int(next(i for i in np.nonzero(kinds == 0)[0] if str(i) not in w.graph["qk"]))
+    xy = canvas.evaluate(f"c => c.ilabNodePosition({other})")
+    page.mouse.click(box["x"] + xy[0], box["y"] + xy[1])
+    expect(page.locator(".ilab-cg-card h4")).to_have_text(f"feature: {w.graph['labels'][other]}")
+    assert page.locator(".ilab-cg-card .ilab-cg-qk").count() == 0

@@ -29,6 +29,7 @@ const LOGIT_STEP = 84;
  * @property {string} rule the pruning rule in words
  * @property {Record<string, any>} cards feature cards by "layer_latent"
  * @property {boolean} linked whether a FeatureDashboard is linked
+ * @property {Record<string, any>} qk QK data by view node index (core/circuits/view.py, qk_view)
  * @property {Int32Array} src
  * @property {Int32Array} dst
  * @property {Float32Array} weight
@@ -74,7 +75,7 @@ export function decodeGraph(model) {
     latent: ilabDecode(d.latent), activation: ilabDecode(d.activation), rank: ilabDecode(d.rank),
     influence: ilabDecode(d.influence), order: ilabDecode(d.order), nGraphNodes: d.n_graph_nodes || n,
     tokenNames: d.prompt_names || [],
-    rule: d.rule || "", cards: d.cards || {}, linked: !!d.linked, src, dst, weight,
+    rule: d.rule || "", cards: d.cards || {}, qk: d.qk || {}, linked: !!d.linked, src, dst, weight,
     latentLabels: d.latent_labels || {}, maxW: maxW || 1, out, inc, H: 0, rowH: 0, colW: 0, xy: new Float32Array(0),
   };
 }
