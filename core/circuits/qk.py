@@ -50,7 +50,7 @@ class HeadMaps:
     q_scale_P: torch.Tensor  # [P, 1] the frozen q_norm scale times its gain, per position (ones without q_norm)
     k_scale_P: torch.Tensor
 
-    def _side(self, x_ND: torch.Tensor, pos: int, proj: str, head: int, scale_P: torch.Tensor) -> torch.Tensor:
+    def _side(self, x_ND: torch.Tensor, pos: int | slice, proj: str, head: int, scale_P: torch.Tensor) -> torch.Tensor:
         weight = getattr(self.attn, proj).weight.float()
         d_head = self.cos_PH.shape[-1]
         v_NH = x_ND.float() @ weight[head * d_head : (head + 1) * d_head].T
@@ -62,11 +62,12 @@ class HeadMaps:
         rotated = torch.cat([-v_NH[..., half:], v_NH[..., :half]], -1)
         return v_NH * self.cos_PH[pos] + rotated * self.sin_PH[pos]
 
-    def query(self, x_ND: torch.Tensor, pos: int) -> torch.Tensor:
-        """The post-RoPE query of this head at ``pos`` for attention inputs ``x_ND`` (frozen norms)."""
+    def query(self, x_ND: torch.Tensor, pos: int | slice) -> torch.Tensor:
+        """The post-RoPE query of this head at ``pos`` for attention inputs ``x_ND`` (frozen norms); with a
+        slice of positions, ``x_ND`` holds one input per position."""
         return self._side(x_ND, pos, "q_proj", self.head, self.q_scale_P)
 
-    def key(self, x_ND: torch.Tensor, pos: int) -> torch.Tensor:
+    def key(self, x_ND: torch.Tensor, pos: int | slice) -> torch.Tensor:
         """The post-RoPE key of this head's key-value head at ``pos`` for attention inputs ``x_ND``."""
         return self._side(x_ND, pos, "k_proj", self.kv_head, self.k_scale_P)
 

@@ -95,7 +95,7 @@ def attention_pattern(maps: Any, attn_in_PD: torch.Tensor, query_pos: int, cfg: 
     and score softcap as the model applies them), from its frozen query and key maps."""
     with torch.no_grad():
         q_H = maps.query(attn_in_PD[query_pos], query_pos)
-        keys = torch.stack([maps.key(attn_in_PD[k], k) for k in range(query_pos + 1)])
+        keys = maps.key(attn_in_PD[: query_pos + 1], slice(0, query_pos + 1))
         scores_K = keys @ q_H * maps.scaling
         cap = getattr(cfg, "attn_logit_softcapping", None)
         if cap:
@@ -128,6 +128,7 @@ class QKSession:
         self.src: Sources = find_sources(self.run, tcs, True, True)
         self.names, self.nodes = source_labels(self.src, graph, model.n_layers, graph.n_pos)
         self._maps: dict[tuple[int, int], Any] = {}
+        self._patterns: dict[tuple[int, int, int], torch.Tensor] = {}
         self._mean_D: torch.Tensor | None = None
 
     def maps(self, layer: int, head: int) -> Any:
@@ -170,18 +171,32 @@ class QKSession:
                 rows = []
                 query_pos = self.graph.node(node)["pos"]
                 for layer in range(self.top_layer(node) + 1):
-                    if grads[layer] is None:
-                        continue
-                    g_HD = grads[layer][row, query_pos].float().view(n_heads, d_head)
-                    v_PKD = self.io[layer]["v"][0].detach().float().view(self.graph.n_pos, -1, d_head)
-                    for head in range(n_heads):
-                        maps = self.maps(layer, head)
-                        pattern_K = attention_pattern(maps, self.run.attn_in[layer][0], query_pos, self.model.config)
-                        moved_K = pattern_K * (v_PKD[: query_pos + 1, maps.kv_head] @ g_HD[head])
-                        rows += [(layer, head, k, float(moved_K[k]), float(pattern_K[k])) for k in range(query_pos + 1)]
+                    if grads[layer] is not None:
+                        rows += self._moved(
+                            layer, query_pos, grads[layer][row, query_pos].float().view(n_heads, d_head)
+                        )
                 table = pd.DataFrame(rows, columns=["layer", "head", "key_pos", "moved", "pattern"])
                 tables.append(table.iloc[table.moved.abs().argsort()[::-1]].reset_index(drop=True))
         return tables
+
+    def pattern(self, layer: int, head: int, query_pos: int) -> torch.Tensor:
+        """The head's attention [query_pos + 1] from ``query_pos`` (cached)."""
+        if (layer, head, query_pos) not in self._patterns:
+            maps = self.maps(layer, head)
+            self._patterns[layer, head, query_pos] = attention_pattern(maps, self.run.attn_in[layer][0], query_pos,
+                                                                       self.model.config)  # fmt: skip
+        return self._patterns[layer, head, query_pos]
+
+    def _moved(self, layer: int, query_pos: int, g_HD: torch.Tensor) -> list[tuple[int, int, int, float, float]]:
+        """(layer, head, key position, moved, pattern) rows of every head of ``layer`` whose output at
+        ``query_pos`` has the gradient ``g_HD`` [heads, d_head]."""
+        v_PKD = self.io[layer]["v"][0].detach().float().view(self.graph.n_pos, -1, g_HD.shape[-1])
+        rows = []
+        for head in range(g_HD.shape[0]):
+            pattern_K = self.pattern(layer, head, query_pos)
+            moved_K = pattern_K * (v_PKD[: query_pos + 1, self.maps(layer, head).kv_head] @ g_HD[head])
+            rows += [(layer, head, k, m, p) for k, (m, p) in enumerate(zip(moved_K.tolist(), pattern_K.tolist()))]
+        return rows
 
     def contributors(self, requests: list[tuple[int, int, int, int]]) -> list[tuple[float, torch.Tensor, torch.Tensor]]:
         """For each (layer, head, query_pos, key_pos): the score and each source's query-side and key-side
