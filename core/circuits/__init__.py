@@ -9,7 +9,7 @@ cards from the transcoders, ``interventions.py`` features turned off or scaled i
 into query-side and key-side sources), ``qk_heads.py`` a node's incoming attention and its strongest head's
 QK contributors; edge-level circuits over heads and MLPs: ``edge_graph.py``
 the nodes and edges, ``edge_forward.py`` a pass with one residual stream per input, ``edges.py`` EAP and EAP-IG
-scores, ``edge_circuit.py`` circuits and their faithfulness.
+scores, ``edge_circuit.py`` circuits and their faithfulness, ``edge_view.py`` what CircuitGraph draws for one.
 
 Example
 -------

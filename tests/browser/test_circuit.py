@@ -2,7 +2,7 @@
 it draws the graph, its hover box names the node and stays inside the viewport, the slider prunes in
 the browser, the dark theme paints a dark canvas with light nodes, and the logit labels and a clicked
 feature's card (and its QK section: incoming heads, query-side and key-side contributors) are there without
-a kernel."""
+a kernel; an edge-level circuit draws its heads and MLPs by layer and names a clicked head."""
 
 from __future__ import annotations
 
@@ -47,6 +47,11 @@ def exported_widget(
     if group:  # the first token and the last logit: opposite corners of the graph
         kinds = payload_array(w.graph["kind"])
         w.group("far apart", [int(np.nonzero(kinds == 2)[0][0]), int(np.nonzero(kinds == 3)[0][-1])])
+    return export_widget(tmp_path, w), w
+
+
+def export_widget(tmp_path: Path, w: CircuitGraph) -> Path:
+    """``w`` stored with its state in a notebook, exported to HTML."""
     data = embed_data(views=[w], drop_defaults=False, state=dependency_state([w], drop_defaults=False))
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -56,7 +61,7 @@ def exported_widget(
         "application/vnd.jupyter.widget-view+json": data["view_specs"][0], "text/plain": repr(w)})]  # fmt: skip
     nb.cells = [cell]
     nbformat.write(nb, tmp_path / "c.ipynb")
-    return export_html(tmp_path / "c.ipynb", tmp_path / "site" / "c.html", execute=False), w
+    return export_html(tmp_path / "c.ipynb", tmp_path / "site" / "c.html", execute=False)
 
 
 def open_offline(page: Page, html: Path) -> list[str]:
@@ -186,3 +191,29 @@ def test_exported_graph_keeps_a_features_qk_section(page: Page, tmp_path):
     page.mouse.click(box["x"] + xy[0], box["y"] + xy[1])
     expect(page.locator(".ilab-cg-card h4")).to_have_text(f"feature: {w.graph['labels'][other]}")
     assert page.locator(".ilab-cg-card .ilab-cg-qk").count() == 0
+
+
+def test_exported_edge_circuit_draws_heads_by_layer_and_names_a_clicked_head(page: Page, tmp_path):
+    from tests.circuits.test_edge_view import small_circuit
+
+    ensure_web_assets()
+    w = CircuitGraph(small_circuit())
+    html = export_widget(tmp_path, w)
+    page.set_viewport_size({"width": 1400, "height": 900})
+    assert not open_offline(page, html)
+    canvas = page.locator(".ilab-circuit canvas")
+    assert int(canvas.get_attribute("data-nodes")) == w.graph["n_nodes"]
+    assert int(canvas.get_attribute("data-edges")) == w.graph["n_edges"] == 6
+    expect(page.locator(".ilab-cg-rule")).to_contain_text("head-level circuit")
+    names = w.graph["names"]
+    head, mlp = names.index("a1.h3"), names.index("m1")
+    (hx, hy), (mx, my) = (canvas.evaluate(f"c => c.ilabNodePosition({i})") for i in (head, mlp))
+    assert hy == my and mx > hx  # the same layer's row, the MLP in the last column
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    page.mouse.click(box["x"] + hx, box["y"] + hy)
+    card = page.locator(".ilab-cg-card")
+    expect(card.locator("h4")).to_have_text("head: a1.h3")
+    expect(card).to_contain_text("layer 1, column h3")
+    expect(card).to_contain_text("strongest inputs")
+    expect(card).not_to_contain_text("top activations")

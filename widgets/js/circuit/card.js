@@ -95,7 +95,7 @@ export function drawCard(view) {
   card.append(ilabEl("h4", null, title), ...rest.map((line) => ilabEl("div", null, line)), buttons(view, i));
   card.append(...strongest(g, i, "in"), ...strongest(g, i, "out"));
   if (g.qk[String(i)]) card.append(...qkSections(g, g.qk[String(i)]));
-  if (g.kind[i] === 0) {
+  if (g.kind[i] === 0 && !g.kindNames) {
     const data = g.cards[`${g.layer[i]}_${g.latent[i]}`];
     if (data) card.append(...featureSections(data));
     else if (!g.linked) {
