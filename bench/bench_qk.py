@@ -8,8 +8,9 @@ dtype, ``--max-feature-nodes`` rows, ``--batch-size`` targets per backward pass)
 followed by ``qk_cards`` (B) for the top logit and the ``--nodes`` most influential feature nodes after the
 first two positions: each node's incoming heads (one backward pass a batch of nodes) and its strongest
 head's query-side and key-side contributors (two backward targets per head). Runs are interleaved
-A, B, A, B, A, B; the JSON gives the medians of 3, the ratio (graph + QK) / graph (goal <= 2), the QK
-part alone, the heads chosen and the machine's load average before and after (other processes share it).
+A, B, A, B, A, B; the JSON gives the medians of 3, the ratio (graph + QK) / graph (goal <= 2) of the
+medians and of the minima (steadier on a loaded machine), the QK part alone, the heads chosen and the
+machine's load average before and after (other processes share it).
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ def main() -> None:
         "graph_s": graph_s, "graph_qk_s": both_s, "qk_s": qk_s,
         "graph_median_s": round(graph_med, 3), "graph_qk_median_s": round(both_med, 3),
         "qk_median_s": round(statistics.median(qk_s), 3), "ratio": round(both_med / graph_med, 3),
+        "ratio_of_minima": round(min(both_s) / min(graph_s), 3),
         "goal": GOAL, "load_before": load_before, "load_after": os.getloadavg(),
     }, indent=1))  # fmt: skip
 

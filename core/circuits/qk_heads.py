@@ -107,9 +107,10 @@ def attention_pattern(maps: Any, attn_in_PD: torch.Tensor, query_pos: int, cfg: 
 
 
 class QKSession:
-    """One replacement pass of a graph's prompt, with the head inputs and outputs it needs, for many nodes."""
+    """One replacement pass of a graph's prompt, with the head inputs and outputs it needs, for ``n_nodes`` nodes
+    (its batch: two rows a node, at most ``batch_size``)."""
 
-    def __init__(self, model: Model, transcoders: Any, graph: Graph, batch_size: int = 32):
+    def __init__(self, model: Model, transcoders: Any, graph: Graph, batch_size: int = 32, n_nodes: int = 16):
         if not isinstance(graph, Graph):
             raise TypeError(f"graph must be an attribution graph (ilab.circuits.attribute), got "
                             f"{type(graph).__name__}.")  # fmt: skip
@@ -122,7 +123,7 @@ class QKSession:
                              "ilab.circuits.attribute(model, transcoders, prompt) first.")  # fmt: skip
         skips = [tc.W_skip.detach() if tc.cfg.skip else None for tc in tcs]
         with model.lock, head_io(model, model.n_layers - 1) as seen:
-            self.run: ReplacementPass = replacement_pass(model, ids_1P, skips, batch_size)
+            self.run: ReplacementPass = replacement_pass(model, ids_1P, skips, min(batch_size, 2 * n_nodes))
         self.io = seen
         self.model, self.graph, self.tcs = model, graph, tcs
         self.src: Sources = find_sources(self.run, tcs, True, True)
@@ -321,7 +322,7 @@ def qk_edge(model: Model, transcoders: Any, graph: Graph, node_or_edge: int | tu
     min_layer = graph.node(node_or_edge[1])["layer"] if isinstance(node_or_edge, tuple) else -1
     if head is not None:
         check_target(graph, target, head, key_pos if key_pos is not None else 0, model.n_heads)
-    session = QKSession(model, transcoders, graph, batch_size)
+    session = QKSession(model, transcoders, graph, batch_size, n_nodes=1)
     return _results(session, [(target, key_pos, min_layer)], head)[0]
 
 
@@ -341,6 +342,6 @@ def qk_cards(model: Model, transcoders: Any, graph: Graph, nodes: list[int], *, 
             raise ValueError(f"node {node} is at position 0, where a head can attend only to itself: give nodes at "
                              f"later positions.")  # fmt: skip
     check_positive_int("top", top)
-    session = QKSession(model, transcoders, graph, batch_size)
+    session = QKSession(model, transcoders, graph, batch_size, n_nodes=len(nodes))
     results = _results(session, [(int(n), None, -1) for n in nodes], None)
     return {str(r.node): r.to_dict(top) for r in results}
