@@ -146,10 +146,12 @@ class QKSession:
             reader = self.tcs[info["layer"]].trace_tensors()
             enc = (reader["W_mag"] if "W_mag" in reader else reader["W_enc"])[:, info["latent"]].float()
             return self.run.mlp_in[info["layer"]][row, info["pos"]].float() @ enc
+        W_U = self.model.readout_modules()[1].weight
+        if not isinstance(W_U, torch.Tensor):
+            raise TypeError(f"The unembedding's weight is a {type(W_U).__name__}, not a tensor.")
         if self._mean_D is None:
-            _, unembed = self.model.readout_modules()
-            self._mean_D = final_logits(self.model, unembed.weight.detach(), self.run.final[0, -1])[1]
-        direction = self.model.readout_modules()[1].weight.detach()[info["token_id"]].float() - self._mean_D
+            self._mean_D = final_logits(self.model, W_U.detach(), self.run.final[0, -1])[1]
+        direction = W_U.detach()[info["token_id"]].float() - self._mean_D
         return self.run.final[row, -1].float() @ direction
 
     def top_layer(self, node: int) -> int:
@@ -164,7 +166,7 @@ class QKSession:
         tables = []
         for start in range(0, len(nodes), batch):
             chunk = nodes[start : start + batch]
-            value = sum(self.target_value(node, row) for row, node in enumerate(chunk))
+            value = torch.stack([self.target_value(node, row) for row, node in enumerate(chunk)]).sum()
             top = max(self.top_layer(node) for node in chunk)
             zs = [self.io[layer]["z"] for layer in range(top + 1)]
             grads = torch.autograd.grad(value, zs, retain_graph=True, allow_unused=True)
@@ -235,8 +237,8 @@ class QKSession:
 
     def side_table(self, share_S: torch.Tensor) -> pd.DataFrame:
         """The non-zero shares as a table (source, node, contribution), largest magnitude first."""
-        keep = share_S.nonzero().flatten()
-        keep = keep[share_S[keep].abs().argsort(descending=True)].tolist()
+        nonzero = share_S.nonzero().flatten()
+        keep = nonzero[share_S[nonzero].abs().argsort(descending=True)].tolist()
         return pd.DataFrame({"source": [self.names[i] for i in keep], "node": [self.nodes[i] for i in keep],
                              "contribution": share_S[keep].double().numpy()})  # fmt: skip
 
