@@ -124,6 +124,11 @@ class QKSession:
         skips = [tc.W_skip.detach() if tc.cfg.skip else None for tc in tcs]
         with model.lock, head_io(model, model.n_layers - 1) as seen:
             self.run: ReplacementPass = replacement_pass(model, ids_1P, skips, min(batch_size, 2 * n_nodes))
+        if any(set(io) != {"v", "z"} for io in seen.values()):
+            raise RuntimeError(
+                "QK attributions read each head's values and outputs through hooks on the local module, and the "
+                "pass ran elsewhere (a remote model?): load the model locally."
+            )
         self.io = seen
         self.model, self.graph, self.tcs = model, graph, tcs
         self.src: Sources = find_sources(self.run, tcs, True, True)
