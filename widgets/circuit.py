@@ -9,15 +9,21 @@ it, at most 100 edges. Hovering a node highlights its strongest upstream and dow
 node selects it (``selected``, and ``latent`` for a linked dashboard) and opens its card: where it is, its
 strongest inputs and outputs, Pin (always shown, labelled) and Hide buttons (``pinned``, ``hidden``), and
 for a feature with ``cards`` (:func:`interplab.core.circuits.feature_cards`) its top activations and the
-tokens it promotes and suppresses. The slider hides nodes by cumulative influence in the browser (no
-round trip); shift-click nodes and name them to group them into a supernode (``supernodes``).
+tokens it promotes and suppresses; for a node with ``qk`` (:func:`interplab.core.circuits.qk_cards`) the
+heads that move the most into it and the query-side and key-side contributors of the strongest one's score.
+The slider hides nodes by cumulative influence in the browser (no round trip); shift-click nodes and name
+them to group them into a supernode (``supernodes``). Given an edge-level circuit (``EdgeScores.circuit(n)``)
+it draws heads, key-value groups and MLPs by layer with the circuit's edges by score
+(:mod:`interplab.core.circuits.edge_view`).
 
 Example
 -------
 >>> g = ilab.circuits.attribute(model, transcoders, prompt)
 >>> w = ilab.widgets.CircuitGraph(g, cards=ilab.circuits.feature_cards(g, model, transcoders))
+>>> w = ilab.widgets.CircuitGraph(g, qk=ilab.circuits.qk_cards(model, transcoders, g, [node]))
 >>> w.pinned = [w.view_index(i) for i in path]   # keep a path shown and labelled
 >>> w.selected_node            # the clicked node: kind, layer, pos, latent
+>>> ilab.widgets.CircuitGraph(edge_scores.circuit(100))   # the head-level circuit
 >>> w.show_intervention(ilab.circuits.intervene(model, transcoders, prompt, {(6, 3, 120): 0.0}))
 """
 
@@ -26,9 +32,11 @@ from __future__ import annotations
 from typing import Any
 
 import traitlets
+from interplab.core.circuits.edge_circuit import Circuit
+from interplab.core.circuits.edge_view import circuit_view
 from interplab.core.circuits.graph import Graph
 from interplab.core.circuits.interventions import InterventionResult
-from interplab.core.circuits.view import EDGE_THRESHOLD, MAX_EDGES, NODE_THRESHOLD, graph_view
+from interplab.core.circuits.view import EDGE_THRESHOLD, MAX_EDGES, NODE_THRESHOLD, graph_view, qk_view
 
 from ._kit import Widget, array_payload, css, esm
 
@@ -52,25 +60,33 @@ class CircuitGraph(Widget):
     pinned = traitlets.List(traitlets.Int()).tag(sync=True)  # view indices always shown, with their labels
     hidden = traitlets.List(traitlets.Int()).tag(sync=True)  # view indices never shown
 
-    def __init__(self, graph: Graph, dashboard: Any = None, dashboard_layer: int | None = None,
+    def __init__(self, graph: Graph | Circuit, dashboard: Any = None, dashboard_layer: int | None = None,
                  node_threshold: float = NODE_THRESHOLD, edge_threshold: float = EDGE_THRESHOLD,
                  max_edges: int = MAX_EDGES, cards: dict[str, dict[str, Any]] | None = None,
-                 **kwargs: Any) -> None:  # fmt: skip
-        if not isinstance(graph, Graph):
-            raise TypeError(f"CircuitGraph shows an ilab.circuits.Graph, got {type(graph).__name__}.")
+                 qk: dict[str, dict[str, Any]] | None = None, **kwargs: Any) -> None:  # fmt: skip
+        if not isinstance(graph, Graph | Circuit):
+            raise TypeError(f"CircuitGraph shows an ilab.circuits.Graph or an edge-level Circuit, got "
+                            f"{type(graph).__name__}.")  # fmt: skip
         if cards is not None and not (isinstance(cards, dict) and all(isinstance(c, dict) for c in cards.values())):
             raise TypeError(
                 f"cards must be what ilab.circuits.feature_cards returns (a dict of dicts), got {cards!r:.80}."
             )
-        view = graph_view(graph, node_threshold, edge_threshold, max_edges)
+        if qk is not None and not (isinstance(qk, dict) and all(isinstance(c, dict) and "query" in c
+                                                                 for c in qk.values())):  # fmt: skip
+            raise TypeError(f"qk must be what ilab.circuits.qk_cards returns (a dict of dicts), got {qk!r:.80}.")
+        if isinstance(graph, Circuit):
+            view = circuit_view(graph)
+        else:
+            view = graph_view(graph, node_threshold, edge_threshold, max_edges)
         self._graph, self._view, self._dashboard_layer = graph, view, dashboard_layer
         data = {k: (array_payload(v, _ARRAYS[k]) if k in _ARRAYS else v) for k, v in view.items()
                 if k != "node_index"}  # fmt: skip
         shown = {f"{layer}_{latent}" for layer, latent, kind in zip(view["layer"], view["latent"], view["kind"])
                  if kind == 0}  # fmt: skip
         data["cards"] = {k: v for k, v in (cards or {}).items() if k in shown}
+        data["qk"] = qk_view(qk or {}, view["node_index"])
         data["linked"] = dashboard is not None
-        super().__init__(graph=data, threshold=min(0.8, node_threshold), **kwargs)
+        super().__init__(graph=data, threshold=min(0.8, view["node_threshold"]), **kwargs)
         if dashboard is not None:
             dashboard.link(self)
 
@@ -86,6 +102,10 @@ class CircuitGraph(Widget):
         """The clicked node as :meth:`interplab.core.circuits.Graph.node` describes it (None: none)."""
         if not 0 <= self.selected < self._view["n_nodes"]:
             return None
+        if isinstance(self._graph, Circuit):  # an edge-level circuit: a head, key-value group, MLP, input or logits
+            i = self.selected
+            return {"kind": self._view["kind_names"][self._view["kind"][i]], "name": self._view["names"][i],
+                    "layer": int(self._view["layer"][i])}  # fmt: skip
         return self._graph.node(int(self._view["node_index"][self.selected]))
 
     def view_index(self, node: int) -> int | None:

@@ -8,9 +8,10 @@ cards from the transcoders, ``interventions.py`` features turned off or scaled i
 ``quality.py`` how well transcoders replace the MLPs, ``replacers.py`` per-layer transcoders and a
 cross-layer transcoder (``core/saes/clt.py``, files in ``clt_io.py``: ``load_clt``) behind one interface,
 ``train_clt`` (``core/saes/clt_train.py``) trains one, ``qk.py`` QK attributions (a head's attention score split
-into query-side and key-side sources); edge-level circuits over heads and MLPs: ``edge_graph.py``
+into query-side and key-side sources), ``qk_heads.py`` a node's incoming attention and its strongest head's
+QK contributors; edge-level circuits over heads and MLPs: ``edge_graph.py``
 the nodes and edges, ``edge_forward.py`` a pass with one residual stream per input, ``edges.py`` EAP and EAP-IG
-scores, ``edge_circuit.py`` circuits and their faithfulness.
+scores, ``edge_circuit.py`` circuits and their faithfulness, ``edge_view.py`` what CircuitGraph draws for one.
 
 Example
 -------
@@ -29,10 +30,11 @@ from .graph import Graph
 from .interventions import InterventionResult, intervene
 from .prune import Pruned, graph_scores, influence, prune
 from .qk import qk
+from .qk_heads import QKResult, qk_cards, qk_edge
 from .quality import transcoder_quality
 
 __all__ = [
-    "Circuit", "EdgeScores", "Graph", "InterventionResult", "Pruned", "attribute", "check_transcoders", "edges",
-    "embedded_transcoders", "feature_cards", "graph_scores", "influence", "intervene", "load_clt", "prune", "qk",
-    "save_clt", "train_clt", "transcoder_quality",
+    "Circuit", "EdgeScores", "Graph", "InterventionResult", "Pruned", "QKResult", "attribute", "check_transcoders",
+    "edges", "embedded_transcoders", "feature_cards", "graph_scores", "influence", "intervene", "load_clt", "prune",
+    "qk", "qk_cards", "qk_edge", "save_clt", "train_clt", "transcoder_quality",
 ]  # fmt: skip

@@ -50,7 +50,7 @@ class HeadMaps:
     q_scale_P: torch.Tensor  # [P, 1] the frozen q_norm scale times its gain, per position (ones without q_norm)
     k_scale_P: torch.Tensor
 
-    def _side(self, x_ND: torch.Tensor, pos: int, proj: str, head: int, scale_P: torch.Tensor) -> torch.Tensor:
+    def _side(self, x_ND: torch.Tensor, pos: int | slice, proj: str, head: int, scale_P: torch.Tensor) -> torch.Tensor:
         weight = getattr(self.attn, proj).weight.float()
         d_head = self.cos_PH.shape[-1]
         v_NH = x_ND.float() @ weight[head * d_head : (head + 1) * d_head].T
@@ -62,11 +62,12 @@ class HeadMaps:
         rotated = torch.cat([-v_NH[..., half:], v_NH[..., :half]], -1)
         return v_NH * self.cos_PH[pos] + rotated * self.sin_PH[pos]
 
-    def query(self, x_ND: torch.Tensor, pos: int) -> torch.Tensor:
-        """The post-RoPE query of this head at ``pos`` for attention inputs ``x_ND`` (frozen norms)."""
+    def query(self, x_ND: torch.Tensor, pos: int | slice) -> torch.Tensor:
+        """The post-RoPE query of this head at ``pos`` for attention inputs ``x_ND`` (frozen norms); with a
+        slice of positions, ``x_ND`` holds one input per position."""
         return self._side(x_ND, pos, "q_proj", self.head, self.q_scale_P)
 
-    def key(self, x_ND: torch.Tensor, pos: int) -> torch.Tensor:
+    def key(self, x_ND: torch.Tensor, pos: int | slice) -> torch.Tensor:
         """The post-RoPE key of this head's key-value head at ``pos`` for attention inputs ``x_ND``."""
         return self._side(x_ND, pos, "k_proj", self.kv_head, self.k_scale_P)
 
@@ -149,7 +150,7 @@ def side_vectors(run: ReplacementPass, src: Sources, maps: HeadMaps, layer: int,
     return all_rows[:d_head].T, all_rows[d_head:].T
 
 
-def _labels(src: Sources, graph: Graph, n_layers: int, n_pos: int) -> tuple[list[str], list[int]]:
+def source_labels(src: Sources, graph: Graph, n_layers: int, n_pos: int) -> tuple[list[str], list[int]]:
     """Each source's name and its node index in ``graph`` (-1 for a feature the graph left out, and the bias)."""
     index = {tuple(f): i for i, f in enumerate(graph.features.tolist())}
     names, nodes = [], []
@@ -237,7 +238,7 @@ def qk(
         k_total = maps.key(run.attn_in[layer][0, key_pos], key_pos).cpu()
     q_S = torch.cat([q_S, (q_total - q_S.sum(0))[None]])  # the bias: what no source carries
     k_S = torch.cat([k_S, (k_total - k_S.sum(0))[None]])
-    return _table(q_S, k_S, maps.scaling, *_labels(src, graph, model.n_layers, graph.n_pos),
+    return _table(q_S, k_S, maps.scaling, *source_labels(src, graph, model.n_layers, graph.n_pos),
                   float(q_total @ k_total) * maps.scaling)  # fmt: skip
 
 

@@ -115,3 +115,20 @@ def graph_view(
         "node_threshold": float(node_threshold),
         "rule": pruning_rule(node_threshold, edge_threshold, max_edges),
     }
+
+
+def qk_view(qk: dict[str, dict[str, Any]], node_index: np.ndarray) -> dict[str, dict[str, Any]]:
+    """QK data (:func:`interplab.core.circuits.qk_cards`, keyed by graph node) keyed by view index instead, each
+    source with its view index (``view``, -1 when it is not drawn); nodes the view does not draw are left out.
+
+    >>> qk_view(ilab.circuits.qk_cards(model, tcs, g, [node]), view["node_index"])
+    """
+    where = {int(n): j for j, n in enumerate(node_index.tolist())}
+    shown = {}
+    for key, entry in qk.items():
+        if int(key) not in where:
+            continue
+        sides = {side: [{**row, "view": where.get(int(row["node"]), -1)} for row in entry[side]]
+                 for side in ("query", "key")}  # fmt: skip
+        shown[str(where[int(key)])] = {**entry, **sides}
+    return shown

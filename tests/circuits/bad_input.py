@@ -31,6 +31,12 @@ def _feature_at_layer(layer: int) -> int:
     return int((tiny_circuit()[2].features[:, 0] == layer).nonzero()[0])
 
 
+@functools.cache
+def _qk_result() -> Any:
+    """The QK result of the tiny graph's last logit node."""
+    return ilab.circuits.qk_edge(*tiny_circuit(), tiny_circuit()[2].n_nodes - 1)
+
+
 def _other_transcoders() -> Any:
     """Transcoders of the tiny model other than the ones its graph was built from."""
     from tests.circuits.test_attribute import transcoders
@@ -107,6 +113,31 @@ ROWS: list[Row] = [
         V,
         "graph was not built from this model's tokens and these transcoders",
     ),
+    Row(
+        "ilab.circuits.qk_edge",
+        lambda c: ilab.circuits.qk_edge(*tiny_circuit(), (_feature_at_layer(1), _feature_at_layer(1))),
+        V,
+        r"\(\d+, \d+\) is not an attention edge: the source is a feature at layer 1, .*joins a feature, error or "
+        r"token at an earlier position",
+    ),
+    Row(
+        "ilab.circuits.qk_edge",
+        lambda c: ilab.circuits.qk_edge(*tiny_circuit(), "last"),
+        T,
+        r"node_or_edge must be a node index or a \(target, source\) pair .*got 'last'",
+    ),
+    Row(
+        "ilab.circuits.qk_cards",
+        lambda c: ilab.circuits.qk_cards(*tiny_circuit(), []),
+        V,
+        "nodes must be a non-empty list of node indices",
+    ),
+    Row(
+        "ilab.circuits.QKResult.to_dict",
+        lambda c: _qk_result().to_dict(top=0),
+        V,
+        "top",
+    ),
     Row("ilab.circuits.Graph.node", lambda c: tiny_circuit()[2].node(10**6), IndexError, "out of range"),
     Row("ilab.circuits.Graph.prune", lambda c: tiny_circuit()[2].prune(1.5), V, "node_threshold must be in \\[0, 1\\]"),
     Row(
@@ -179,6 +210,7 @@ EXEMPT: dict[str, str] = {
     "ilab.circuits.InterventionResult": "made by ilab.circuits.intervene (which has rows)",
     "ilab.circuits.InterventionResult.prob_change": "a token id indexes the logits it holds",
     "ilab.circuits.Pruned": "a NamedTuple of masks that prune returns",
+    "ilab.circuits.QKResult": "made by ilab.circuits.qk_edge (which has rows)",
     "ilab.circuits.embedded_transcoders": "takes no arguments",
     "ilab.circuits.graph_scores": "arrays of a Graph (Graph.scores); the thresholds-free twin of prune, which has rows",
 }

@@ -89,3 +89,12 @@ def test_cards_for_shown_features_pins_and_hides(built):
     assert w.pinned == [0] and w.hidden == [1]
     with pytest.raises(TypeError, match="feature_cards"):
         CircuitGraph(graph, cards=[1])
+
+
+def test_circuit_graph_draws_an_edge_circuit_and_names_the_clicked_head():
+    from tests.circuits.test_edge_view import small_circuit
+
+    w = CircuitGraph(small_circuit())
+    assert w.graph["kind_names"] == ["head", "MLP", "input", "logits"] and w.graph["n_edges"] == 6
+    w.selected = w.graph["names"].index("a1.g0")
+    assert w.selected_node == {"kind": "head", "name": "a1.g0", "layer": 1}

@@ -1,8 +1,10 @@
 // @ts-check
 // CircuitGraph, the selected node's card: what and where it is, its strongest inputs and outputs, Pin and Hide;
-// for a feature with card data (core/circuits/cards.py) its top activations and the tokens it promotes.
+// for a feature with card data (core/circuits/cards.py) its top activations and the tokens it promotes; for a
+// node with QK data (core/circuits/qk_heads.py) its incoming heads and why the strongest attends where it does.
 import { ilabEl, ilabFmt, ilabFmtSigned, ilabSave, ilabTokenSpan } from "../shared/index.js";
 import { describeNode } from "./graph.js";
+import { qkSections } from "./qk.js";
 /** @import { CircuitView } from "./view.js" */
 /** @import { Graph } from "./graph.js" */
 
@@ -92,7 +94,8 @@ export function drawCard(view) {
   card.dataset.node = String(i);
   card.append(ilabEl("h4", null, title), ...rest.map((line) => ilabEl("div", null, line)), buttons(view, i));
   card.append(...strongest(g, i, "in"), ...strongest(g, i, "out"));
-  if (g.kind[i] === 0) {
+  if (g.qk[String(i)]) card.append(...qkSections(g, g.qk[String(i)]));
+  if (g.kind[i] === 0 && !g.kindNames) {
     const data = g.cards[`${g.layer[i]}_${g.latent[i]}`];
     if (data) card.append(...featureSections(data));
     else if (!g.linked) {

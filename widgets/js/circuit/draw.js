@@ -145,7 +145,8 @@ function drawFrame(ctx, g, dark) {
 }
 
 /**
- * The prompt's tokens under their columns (spaces shown as ␣), cut to the column's width.
+ * The prompt's tokens under their columns (spaces shown as ␣), cut to the column's width; an edge-level
+ * circuit's column names (one node a cell, at its middle) centred.
  * @param {CanvasRenderingContext2D} ctx
  * @param {Graph} g
  * @param {boolean} dark
@@ -154,7 +155,8 @@ function drawTokens(ctx, g, dark) {
   ctx.fillStyle = dark ? "#ddd" : "#222";
   for (let p = 0; p < g.nPos; p++) {
     const t = (g.tokenNames[p] ?? ilabTokenText(g.tokens[p] || "").text).slice(0, Math.max(3, Math.floor(g.colW / 6)));
-    ctx.fillText(t, 50 + g.colW * p + 2, g.H - 4);
+    const x = g.kindNames ? 50 + g.colW * (p + 0.5) - ctx.measureText(t).width / 2 : 50 + g.colW * p + 2;
+    ctx.fillText(t, x, g.H - 4);
   }
 }
 

@@ -29,6 +29,9 @@ const LOGIT_STEP = 84;
  * @property {string} rule the pruning rule in words
  * @property {Record<string, any>} cards feature cards by "layer_latent"
  * @property {boolean} linked whether a FeatureDashboard is linked
+ * @property {string[] | null} kindNames the kinds' names of an edge-level circuit (head, MLP, input, logits); null
+ *   for an attribution graph (core/circuits/edge_view.py)
+ * @property {Record<string, any>} qk QK data by view node index (core/circuits/view.py, qk_view)
  * @property {Int32Array} src
  * @property {Int32Array} dst
  * @property {Float32Array} weight
@@ -74,7 +77,7 @@ export function decodeGraph(model) {
     latent: ilabDecode(d.latent), activation: ilabDecode(d.activation), rank: ilabDecode(d.rank),
     influence: ilabDecode(d.influence), order: ilabDecode(d.order), nGraphNodes: d.n_graph_nodes || n,
     tokenNames: d.prompt_names || [],
-    rule: d.rule || "", cards: d.cards || {}, linked: !!d.linked, src, dst, weight,
+    rule: d.rule || "", cards: d.cards || {}, qk: d.qk || {}, kindNames: d.kind_names || null, linked: !!d.linked, src, dst, weight,
     latentLabels: d.latent_labels || {}, maxW: maxW || 1, out, inc, H: 0, rowH: 0, colW: 0, xy: new Float32Array(0),
   };
 }
@@ -207,14 +210,17 @@ export function influenceText(g, i) {
  * @returns {string[]}
  */
 export function describeNode(g, i) {
-  const lines = [`${KIND_NAMES[g.kind[i]]}: ${g.labels[i]}`];
-  if (g.kind[i] <= 1) lines.push(`layer ${g.layer[i]}, position ${g.pos[i]} (${g.tokenNames[g.pos[i]] ?? g.tokens[g.pos[i]] ?? ""})`);
-  if (g.kind[i] === 0) {
+  const lines = [`${(g.kindNames || KIND_NAMES)[g.kind[i]]}: ${g.labels[i]}`];
+  if (g.kindNames) {
+    if (g.kind[i] <= 1) lines.push(`layer ${g.layer[i]}, column ${g.tokenNames[g.pos[i]] ?? ""}`);
+    lines.push(`${(100 * g.influence[i]).toFixed(1)}% of the circuit's |score|`);
+  } else if (g.kind[i] <= 1) lines.push(`layer ${g.layer[i]}, position ${g.pos[i]} (${g.tokenNames[g.pos[i]] ?? g.tokens[g.pos[i]] ?? ""})`);
+  if (g.kind[i] === 0 && !g.kindNames) {
     lines.push(`activation ${ilabFmt(g.activation[i])}`);
     const label = g.latentLabels[String(g.latent[i])];
     if (label) lines.push(label);
   }
-  lines.push(influenceText(g, i));
+  if (!g.kindNames) lines.push(influenceText(g, i));
   const count = (/** @type {number} */ k) => `${k} edge${k === 1 ? "" : "s"}`;
   lines.push(`${count(g.inc[i].length)} in, ${count(g.out[i].length)} out (as pruned)`);
   return lines;
