@@ -103,7 +103,7 @@ def attention_pattern(maps: Any, attn_in_PD: torch.Tensor, query_pos: int, cfg: 
         window = getattr(maps.attn, "sliding_window", None)
         if window:
             scores_K[: max(0, query_pos - int(window) + 1)] = float("-inf")
-        return torch.softmax(scores_K, -1)
+        return torch.softmax(scores_K.float(), -1).to(scores_K.dtype)
 
 
 class QKSession:
