@@ -194,6 +194,17 @@ def check_target(graph: Graph, node: Any, head: Any, key_pos: Any, n_heads: int)
     return head[0], head[1], query_pos
 
 
+def graph_inputs(model: Model, transcoders: Any, graph: Graph) -> tuple[list[Any], torch.Tensor, list[Any]]:
+    """The checked transcoders, the prompt's ids ``[1, P]`` and the skip weights of the pass that built ``graph``;
+    an error when the graph came from other tokens or other transcoders."""
+    tcs = check_transcoders(model, transcoders)
+    ids_1P = model.to_tokens(graph.prompt)["input_ids"][:1]
+    if ids_1P[0].tolist() != graph.token_ids or [tc.fingerprint() for tc in tcs] != graph.transcoders:
+        raise ValueError("graph was not built from this model's tokens and these transcoders: build it with "
+                         "ilab.circuits.attribute(model, transcoders, prompt) first.")  # fmt: skip
+    return tcs, ids_1P, [tc.W_skip.detach() if tc.cfg.skip else None for tc in tcs]
+
+
 def qk(
     model: Model,
     transcoders: Any,
@@ -222,12 +233,7 @@ def qk(
     check_family(model)
     layer, head_index, query_pos = check_target(graph, node, head, key_pos, model.n_heads)
     check_positive_int("batch_size", batch_size)
-    tcs = check_transcoders(model, transcoders)
-    ids_1P = model.to_tokens(graph.prompt)["input_ids"][:1]
-    if ids_1P[0].tolist() != graph.token_ids or [tc.fingerprint() for tc in tcs] != graph.transcoders:
-        raise ValueError("graph was not built from this model's tokens and these transcoders: build it with "
-                         "ilab.circuits.attribute(model, transcoders, prompt) first.")  # fmt: skip
-    skips = [tc.W_skip.detach() if tc.cfg.skip else None for tc in tcs]
+    tcs, ids_1P, skips = graph_inputs(model, transcoders, graph)
     with model.lock:
         run = replacement_pass(model, ids_1P, skips, min(batch_size, 2 * model.d_head))
     src = find_sources(run, tcs, skip_bos, bos_error)

@@ -32,9 +32,9 @@ import torch
 from ..checks import check_positive_int
 from ..model.model import Model
 from ..model.sites import resolve
-from .attribute import Sources, check_transcoders, final_logits, find_sources
+from .attribute import Sources, final_logits, find_sources
 from .graph import Graph
-from .qk import check_target, head_maps, source_labels, source_rows
+from .qk import check_target, graph_inputs, head_maps, source_labels, source_rows
 from .replacement import ReplacementPass, check_family, replacement_pass
 
 
@@ -116,12 +116,7 @@ class QKSession:
                             f"{type(graph).__name__}.")  # fmt: skip
         check_family(model)
         check_positive_int("batch_size", batch_size)
-        tcs = check_transcoders(model, transcoders)
-        ids_1P = model.to_tokens(graph.prompt)["input_ids"][:1]
-        if ids_1P[0].tolist() != graph.token_ids or [tc.fingerprint() for tc in tcs] != graph.transcoders:
-            raise ValueError("graph was not built from this model's tokens and these transcoders: build it with "
-                             "ilab.circuits.attribute(model, transcoders, prompt) first.")  # fmt: skip
-        skips = [tc.W_skip.detach() if tc.cfg.skip else None for tc in tcs]
+        tcs, ids_1P, skips = graph_inputs(model, transcoders, graph)
         with model.lock, head_io(model, model.n_layers - 1) as seen:
             self.run: ReplacementPass = replacement_pass(model, ids_1P, skips, min(batch_size, 2 * n_nodes))
         if any(set(io) != {"v", "z"} for io in seen.values()):
