@@ -361,8 +361,25 @@ def _start_all(server: Server, python: Path, bindir: Path, auth: bool, dtype: st
     _wait("the API", lambda: _get(server.host + "/connected")[0] == 200, timeout, proc, work / "api.log")
 
 
+def deploy(server: Server, model_dir: str | Path, timeout: float = 300.0) -> str:
+    """Deploy one more model on a running ``server`` (served from a link in its work folder, like the first);
+    returns the name the server knows it by.
+
+    >>> name = deploy(server, prepare_embedded_model(name="smollm2-135m-instruct"))
+    """
+    served = server.workdir / "models" / Path(model_dir).name
+    if not served.exists():
+        served.symlink_to(Path(model_dir).resolve(), target_is_directory=True)
+    _deploy_one(server, server_python(), str(served), model_key(served), timeout)
+    return str(served)
+
+
 def _deploy(server: Server, python: Path, timeout: float) -> None:
     """Deploy the model and wait for its replica (the first request would otherwise do it)."""
+    _deploy_one(server, python, server.model_name, server.model_key, timeout)
+
+
+def _deploy_one(server: Server, python: Path, name: str, key: str, timeout: float) -> None:
     code = (
         "import json, sys\nfrom ndif.cli.lib.deploy import deploy\n"
         "spec = {'checkpoint': sys.argv[1], 'model_key': sys.argv[2], 'task': 'text-generation'}\n"
@@ -375,11 +392,11 @@ def _deploy(server: Server, python: Path, timeout: float) -> None:
         "NDIF_RAY_ADDRESS": f"ray://127.0.0.1:{server.ports['ray_client']}",
         "NDIF_REDIS_URL": f"redis://127.0.0.1:{server.ports['redis']}", "NDIF_INFLUX_ENABLED": "false",
     })  # fmt: skip
-    out = subprocess.run(server.inside([str(python), "-c", code, server.model_name, server.model_key]), env=env,
+    out = subprocess.run(server.inside([str(python), "-c", code, name, key]), env=env,
                          cwd=server.workdir,
                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
     if out.returncode != 0:
-        raise RuntimeError(f"NDIF: deploying {server.model_name} failed:\n{out.stdout[-3000:]}{out.stderr[-3000:]}")
+        raise RuntimeError(f"NDIF: deploying {name} failed:\n{out.stdout[-3000:]}{out.stderr[-3000:]}")
 
 
 def main() -> None:
