@@ -38,6 +38,7 @@ from .prepare import (
     collect,
     decode_each,
     layer_grid,
+    patched_rows,
     prepare,
     score_rows,
 )
@@ -165,17 +166,3 @@ def full_cells(
             top_ids[layer], top_probs[layer] = ids, probs
         bar.update(1)
     return bases, values, top_ids, top_probs
-
-
-def patched_rows(base_PD: torch.Tensor, src_PD: torch.Tensor, site: str, cols: list[int], positions: list[int],
-                 d_head: int) -> torch.Tensor:  # fmt: skip
-    """The base activations repeated once per column, each row with its one cell taken from the source."""
-    rows = base_PD.unsqueeze(0).repeat(len(cols), 1, 1)
-    pos = torch.tensor(positions)
-    for r, c in enumerate(cols):
-        if site == "heads":
-            sl = slice(c * d_head, (c + 1) * d_head)
-            rows[r, pos, sl] = src_PD[pos, sl]
-        else:
-            rows[r, c] = src_PD[c]
-    return rows

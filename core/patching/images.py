@@ -32,7 +32,7 @@ from ..checks import check_int
 from ..model.trace_ops import read_site, write_site
 from ..model.vision import VisionModel
 from ..storage.progress import progress_bar
-from .prepare import DIRECTIONS, SITES, check_positions, site_target
+from .prepare import DIRECTIONS, SITES, check_positions, patched_rows, site_target
 from .result import PatchingResult
 
 #: Patched rows per forward pass when ``batch_size`` is not given.
@@ -176,7 +176,7 @@ def image_grid(
     with progress_bar(n * model.n_layers, desc=f"patching images {site}", show=progress, leave=False) as bar:
         for i in range(n):
             for layer in range(model.n_layers):
-                rows = image_rows(base_acts[i, layer], src_acts[i, layer], site, cols, positions_, model.d_head)
+                rows = patched_rows(base_acts[i, layer], src_acts[i, layer], site, cols, positions_, model.d_head)
                 emb = patched_embeddings(model, base_pixels[i : i + 1], site, layer, rows, base_acts[i, layer],
                                          base_emb[i], batch)  # fmt: skip
                 values[layer] += bound(emb, clean_emb[i], corrupt_emb[i]) / n
@@ -202,21 +202,6 @@ def collect_images(model: VisionModel, pixels: torch.Tensor, kind: str,
         acts.append(torch.stack([s.detach().float().cpu() for s in saved], 1))
         embs.append(emb.detach().float().cpu())
     return torch.cat(acts), torch.cat(embs)
-
-
-def image_rows(base_TD: torch.Tensor, src_TD: torch.Tensor, site: str, cols: list[int], positions: list[int],
-               d_head: int) -> torch.Tensor:  # fmt: skip
-    """The base activations once per column, each row with its one cell (a token, or a head at ``positions``)
-    taken from the source."""
-    rows = base_TD.unsqueeze(0).repeat(len(cols), 1, 1)
-    pos = torch.tensor(positions)
-    for r, c in enumerate(cols):
-        if site == "heads":
-            sl = slice(c * d_head, (c + 1) * d_head)
-            rows[r, pos, sl] = src_TD[pos, sl]
-        else:
-            rows[r, c] = src_TD[c]
-    return rows
 
 
 def patched_embeddings(model: VisionModel, pixels_1: torch.Tensor, kind: str, layer: int, rows_nTD: torch.Tensor,

@@ -264,3 +264,18 @@ def layer_grid(
         rows=list(range(model.n_layers)), positions=positions, tokens=prep.tokens,
         corrupt_tokens=prep.corrupt_tokens, n_pairs=prep.n_pairs, **extra,
     )  # fmt: skip
+
+
+def patched_rows(base_PD: torch.Tensor, src_PD: torch.Tensor, site: str, cols: list[int], positions: list[int],
+                 d_head: int) -> torch.Tensor:  # fmt: skip
+    """The base activations repeated once per column, each row with its one cell (a position, or a head at
+    ``positions``) taken from the source; ``P`` is the positions of a prompt or the tokens of an image."""
+    rows = base_PD.unsqueeze(0).repeat(len(cols), 1, 1)
+    pos = torch.tensor(positions)
+    for r, c in enumerate(cols):
+        if site == "heads":
+            sl = slice(c * d_head, (c + 1) * d_head)
+            rows[r, pos, sl] = src_PD[pos, sl]
+        else:
+            rows[r, c] = src_PD[c]
+    return rows
