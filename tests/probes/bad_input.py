@@ -146,9 +146,30 @@ ROWS: list[Row] = [
         V,
         r"cv=100 folds need at least 100 training texts; 3 of the 4 texts train",
     ),
+    Row(
+        "ilab.probes.faithfulness",
+        before_work(lambda c: ilab.probes.faithfulness(c.model, [1], ilab.probes.PropositionResult({}, [], []))),
+        T,
+        "task must be a BindingTask",
+    ),
+    Row(
+        "ilab.probes.faithfulness",
+        before_work(
+            lambda c: ilab.probes.faithfulness(
+                c.model,
+                ilab.probes.BindingTask("foods", [("a", "b", "c", "d")]),
+                ilab.probes.PropositionResult({}, [], []),
+            )
+        ),
+        T,
+        "props must be a PropositionResult with its probes",
+    ),
+    Row("ilab.probes.stereotype_task", lambda c: ilab.probes.stereotype_task(c.model, n=0), V, "n must be"),
+    Row("ilab.probes.stereotype_task", lambda c: ilab.probes.stereotype_task(c.model), V, "Too few names"),
 ]
 
 EXEMPT: dict[str, str] = {
+    "ilab.probes.FaithfulnessResult": "a result built by ilab.probes.faithfulness (which has rows)",
     "ilab.probes.PropositionResult": "a result built by ilab.probes.decode_propositions (which has rows)",
     "ilab.probes.ProbeResult": "a result built by ilab.probes.train (which has rows); users do not build it",
     "ilab.probes.BindingResult": "a result built by ilab.probes.fit_binding (which has rows)",
