@@ -167,18 +167,49 @@ def source_labels(src: Sources, graph: Graph, n_layers: int, n_pos: int) -> tupl
     return [*names, "bias"], [*nodes, -1]
 
 
-def check_target(graph: Graph, node: Any, head: Any, key_pos: Any, n_heads: int) -> tuple[int, int, int]:
-    """(head layer, head index, query position) for ``node``, ``head`` and ``key_pos``; a clear error naming the
-    bad value and the valid choices otherwise."""
-    if not isinstance(node, int) or isinstance(node, bool):
-        raise TypeError(f"node must be a node index of the graph (an int in 0..{graph.n_nodes - 1}), got {node!r}.")
-    info = graph.node(node)
+def check_node_or_edge(graph: Graph, node_or_edge: Any) -> tuple[int, int | None]:
+    """(the target node, the key position or None) of a feature or logit node index or a ``(target, source)``
+    attention edge; a clear error naming the bad value and the valid choices otherwise."""
+
+    def is_int(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    pair = isinstance(node_or_edge, tuple) and len(node_or_edge) == 2 and all(is_int(v) for v in node_or_edge)
+    if not (is_int(node_or_edge) or pair):
+        raise TypeError(f"node_or_edge must be a node index or a (target, source) pair of node indices of the graph "
+                        f"(0..{graph.n_nodes - 1}), got {node_or_edge!r:.80}.")  # fmt: skip
+    target, source = node_or_edge if pair else (node_or_edge, None)
+    info = graph.node(target)
     if info["kind"] not in ("feature", "logit"):
         raise ValueError(
-            f"node {node} is of kind {info['kind']!r}, which no attention head writes to through the graph; "
+            f"node {target} is of kind {info['kind']!r}, which no attention head writes to through the graph; "
             f"QK attributions need a feature node (0..{graph.n_features - 1}) or a logit node "
             f"({graph.n_nodes - graph.n_logits}..{graph.n_nodes - 1})."
         )
+    if source is None:
+        return target, None
+    src = graph.node(source)
+    top = info["layer"] if info["kind"] == "feature" else graph.n_layers - 1
+    if src["kind"] == "logit" or src["pos"] >= info["pos"] or src["layer"] >= top:
+        raise ValueError(
+            f"({target}, {source}) is not an attention edge: the source is a {src['kind']} at layer {src['layer']}, "
+            f"position {src['pos']} and the target a {info['kind']} at layer {info['layer']}, position {info['pos']}. "
+            f"An attention edge joins a feature, error or token at an earlier position (and a lower layer than "
+            f"{top}) to a feature or logit a head at layers up to {top} writes to."
+        )
+    return target, int(src["pos"])
+
+
+def check_target(graph: Graph, node_or_edge: Any, head: Any, key_pos: Any, n_heads: int) -> tuple[int, int, int, int]:
+    """(head layer, head index, query position, key position) for a node and ``key_pos``, or an attention edge
+    (whose source's position is the key position; ``key_pos`` None or the same); a clear error naming the bad
+    value and the valid choices otherwise."""
+    node, edge_key = check_node_or_edge(graph, node_or_edge)
+    if edge_key is not None and key_pos is not None and key_pos != edge_key:
+        raise ValueError(f"key_pos={key_pos!r} differs from the edge {node_or_edge!r}'s source position {edge_key}: "
+                         f"give key_pos=None or {edge_key}.")  # fmt: skip
+    key_pos = edge_key if edge_key is not None else key_pos
+    info = graph.node(node)
     top = info["layer"] if info["kind"] == "feature" else graph.n_layers - 1  # a layer's attention runs before its MLP
     ints = isinstance(head, tuple) and all(isinstance(v, int) and not isinstance(v, bool) for v in head)
     ok = ints and len(head) == 2
@@ -191,7 +222,7 @@ def check_target(graph: Graph, node: Any, head: Any, key_pos: Any, n_heads: int)
     if not isinstance(key_pos, int) or isinstance(key_pos, bool) or not 0 <= key_pos <= query_pos:
         raise ValueError(f"key_pos={key_pos!r} is not a position the query at {query_pos} attends to: "
                          f"give one in 0..{query_pos}.")  # fmt: skip
-    return head[0], head[1], query_pos
+    return head[0], head[1], query_pos, key_pos
 
 
 def graph_inputs(model: Model, transcoders: Any, graph: Graph) -> tuple[list[Any], torch.Tensor, list[Any]]:
@@ -209,9 +240,9 @@ def qk(
     model: Model,
     transcoders: Any,
     graph: Graph,
-    node: int,
+    node: int | tuple[int, int],
     head: tuple[int, int],
-    key_pos: int,
+    key_pos: int | None = None,
     *,
     batch_size: int = 32,
     skip_bos: bool = True,
@@ -221,7 +252,8 @@ def qk(
     bilinear contributions of query-side and key-side sources (see the module doc).
 
     ``graph`` is the attribution graph of the same model and ``transcoders``; ``node`` a feature or logit node
-    at the query position that the head writes to (its layer at most the feature's). Returns one row per
+    at the query position that the head writes to (its layer at most the feature's), or an attention edge
+    ``(target, source)`` whose source's position is the key position. Returns one row per
     (query source, key source) with a non-zero share: ``query``, ``key``, ``contribution``, ``query_node``,
     ``key_node`` (graph node indices, -1 for the bias and for features the graph left out), largest
     ``|contribution|`` first; the contributions add up to the score (``table.attrs["score"]``).
@@ -231,7 +263,7 @@ def qk(
     if not isinstance(graph, Graph):
         raise TypeError(f"graph must be an attribution graph (ilab.circuits.attribute), got {type(graph).__name__}.")
     check_family(model)
-    layer, head_index, query_pos = check_target(graph, node, head, key_pos, model.n_heads)
+    layer, head_index, query_pos, key_pos = check_target(graph, node, head, key_pos, model.n_heads)
     check_positive_int("batch_size", batch_size)
     tcs, ids_1P, skips = graph_inputs(model, transcoders, graph)
     with model.lock:

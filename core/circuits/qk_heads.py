@@ -34,7 +34,7 @@ from ..model.model import Model
 from ..model.sites import resolve
 from .attribute import Sources, final_logits, find_sources
 from .graph import Graph
-from .qk import check_target, graph_inputs, head_maps, source_labels, source_rows
+from .qk import check_node_or_edge, check_target, graph_inputs, head_maps, source_labels, source_rows
 from .replacement import ReplacementPass, check_family, replacement_pass
 
 
@@ -243,39 +243,6 @@ class QKSession:
                              "contribution": share_S[keep].double().numpy()})  # fmt: skip
 
 
-def check_node_or_edge(graph: Graph, node_or_edge: Any) -> tuple[int, int | None]:
-    """(the target node, the key position or None) of a node index or a ``(target, source)`` attention edge;
-    a clear error naming the bad value and the valid choices otherwise."""
-
-    def is_int(v: Any) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool)
-
-    pair = isinstance(node_or_edge, tuple) and len(node_or_edge) == 2 and all(is_int(v) for v in node_or_edge)
-    if not (is_int(node_or_edge) or pair):
-        raise TypeError(f"node_or_edge must be a node index or a (target, source) pair of node indices of the graph "
-                        f"(0..{graph.n_nodes - 1}), got {node_or_edge!r:.80}.")  # fmt: skip
-    target, source = node_or_edge if pair else (node_or_edge, None)
-    info = graph.node(target)
-    if info["kind"] not in ("feature", "logit"):
-        raise ValueError(
-            f"node {target} is of kind {info['kind']!r}, which no attention head writes to through the graph; "
-            f"give a feature node (0..{graph.n_features - 1}) or a logit node "
-            f"({graph.n_nodes - graph.n_logits}..{graph.n_nodes - 1})."
-        )
-    if source is None:
-        return target, None
-    src = graph.node(source)
-    top = info["layer"] if info["kind"] == "feature" else graph.n_layers - 1
-    if src["kind"] == "logit" or src["pos"] >= info["pos"] or src["layer"] >= top:
-        raise ValueError(
-            f"({target}, {source}) is not an attention edge: the source is a {src['kind']} at layer {src['layer']}, "
-            f"position {src['pos']} and the target a {info['kind']} at layer {info['layer']}, position {info['pos']}. "
-            f"An attention edge joins a feature, error or token at an earlier position (and a lower layer than "
-            f"{top}) to a feature or logit a head at layers up to {top} writes to."
-        )
-    return target, int(src["pos"])
-
-
 def _choose(table: pd.DataFrame, query_pos: int, key_pos: int | None, min_layer: int,
             head: tuple[int, int] | None) -> tuple[int, int, int]:  # fmt: skip
     """The strongest (layer, head, key position), of ``head`` when given: at ``key_pos`` when given (heads above
@@ -323,7 +290,7 @@ def qk_edge(model: Model, transcoders: Any, graph: Graph, node_or_edge: int | tu
     target, key_pos = check_node_or_edge(graph, node_or_edge)
     min_layer = graph.node(node_or_edge[1])["layer"] if isinstance(node_or_edge, tuple) else -1
     if head is not None:
-        check_target(graph, target, head, key_pos if key_pos is not None else 0, model.n_heads)
+        check_target(graph, node_or_edge, head, None if key_pos is not None else 0, model.n_heads)
     session = QKSession(model, transcoders, graph, batch_size, n_nodes=1)
     return _results(session, [(target, key_pos, min_layer)], head)[0]
 
