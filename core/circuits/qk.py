@@ -33,9 +33,10 @@ import torch
 from ..checks import check_positive_int
 from ..model.model import Model
 from ..model.sites import resolve
-from .attribute import Sources, check_transcoders, find_sources
+from .attribute import Sources, find_sources
 from .graph import Graph
 from .replacement import ReplacementPass, check_family, replacement_pass
+from .replacers import Replacer, replacer
 
 
 @dataclass(frozen=True)
@@ -112,15 +113,18 @@ def head_maps(model: Model, layer: int, head: int, attn_in_PD: torch.Tensor) -> 
 
 def source_rows(grads: list[torch.Tensor], src: Sources, n_layers: int) -> torch.Tensor:
     """Each source's share [n, sources] of ``n`` targets whose gradients at the leaves are ``grads``
-    (embedding first, then each layer's MLP output, [n, P, D] each): features, errors (layer-major), tokens."""
+    (embedding first, then each layer's MLP output, [n, P, D] each): features, errors (layer-major), tokens.
+    A cross-layer transcoder's feature adds up what it writes to its own and every later layer's MLP output."""
     n, n_pos = grads[0].shape[0], grads[0].shape[1]
     n_f = len(src.features)
     rows = torch.zeros(n, n_f + n_layers * n_pos + n_pos, device=grads[0].device)
     for layer in range(n_layers):
         g_l = grads[layer + 1]
+        span = src.span(layer)
+        g_span = g_l if span == 1 else torch.cat(grads[layer + 1 : layer + 1 + span], -1)  # [n, P, K*D]
         for pos, (ids, dec) in enumerate(src.decoders[layer]):
             if len(ids):
-                rows[:, ids] = g_l[:, pos] @ dec.T
+                rows[:, ids] = g_span[:, pos] @ dec.T
         rows[:, n_f + layer * n_pos : n_f + (layer + 1) * n_pos] = (g_l * src.errors[layer]).sum(-1)
     rows[:, n_f + n_layers * n_pos :] = (grads[0] * src.embeds).sum(-1)
     return rows
@@ -225,15 +229,16 @@ def check_target(graph: Graph, node_or_edge: Any, head: Any, key_pos: Any, n_hea
     return head[0], head[1], query_pos, key_pos
 
 
-def graph_inputs(model: Model, transcoders: Any, graph: Graph) -> tuple[list[Any], torch.Tensor, list[Any]]:
-    """The checked transcoders, the prompt's ids ``[1, P]`` and the skip weights of the pass that built ``graph``;
-    an error when the graph came from other tokens or other transcoders."""
-    tcs = check_transcoders(model, transcoders)
+def graph_inputs(model: Model, transcoders: Any, graph: Graph) -> tuple[Replacer, torch.Tensor, list[Any]]:
+    """What replaces the MLPs (per-layer transcoders or a cross-layer transcoder), the prompt's ids ``[1, P]``
+    and the skip weights of the pass that built ``graph``; an error when the graph came from other tokens or
+    other transcoders."""
+    rep = replacer(model, transcoders)
     ids_1P = model.to_tokens(graph.prompt)["input_ids"][:1]
-    if ids_1P[0].tolist() != graph.token_ids or [tc.fingerprint() for tc in tcs] != graph.transcoders:
+    if ids_1P[0].tolist() != graph.token_ids or rep.fingerprints() != graph.transcoders:
         raise ValueError("graph was not built from this model's tokens and these transcoders: build it with "
                          "ilab.circuits.attribute(model, transcoders, prompt) first.")  # fmt: skip
-    return tcs, ids_1P, [tc.W_skip.detach() if tc.cfg.skip else None for tc in tcs]
+    return rep, ids_1P, rep.skips()
 
 
 def qk(
@@ -265,10 +270,10 @@ def qk(
     check_family(model)
     layer, head_index, query_pos, key_pos = check_target(graph, node, head, key_pos, model.n_heads)
     check_positive_int("batch_size", batch_size)
-    tcs, ids_1P, skips = graph_inputs(model, transcoders, graph)
+    rep, ids_1P, skips = graph_inputs(model, transcoders, graph)
     with model.lock:
         run = replacement_pass(model, ids_1P, skips, min(batch_size, 2 * model.d_head))
-    src = find_sources(run, tcs, skip_bos, bos_error)
+    src = find_sources(run, rep, skip_bos, bos_error)
     maps = head_maps(model, layer, head_index, run.attn_in[layer][0])
     q_S, k_S = side_vectors(run, src, maps, layer, query_pos, key_pos, model.n_layers)
     with torch.no_grad():
