@@ -9,7 +9,9 @@ pre-softmax score is bilinear in the residual streams entering layer ``l`` at ``
 with every norm's scale frozen at its value in the real run (the block's input norm, and Gemma's per-head
 ``q_norm``/``k_norm``). In the replacement model each residual stream is a sum of the graph's sources
 (active features, error nodes, token embeddings) carried through frozen attention and norms, plus a
-constant (the transcoders' decoder biases): ``bias``. So the query vector is a sum of one vector per source
+constant (the transcoders' decoder biases): ``bias``. A cross-layer transcoder's feature is one source
+whose vector carries what it writes to its own and every later layer's MLP output below the head's layer,
+as the replacement pass adds those writes up. So the query vector is a sum of one vector per source
 (and the key vector likewise), found by backward passes through the replacement model, one per
 query/key component, and the score splits exactly into ``contribution[i, j] = scaling * q_i . k_j``:
 the table's contributions add up to the real model's score.
