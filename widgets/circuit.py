@@ -11,6 +11,9 @@ strongest inputs and outputs, Pin (always shown, labelled) and Hide buttons (``p
 for a feature with ``cards`` (:func:`interplab.core.circuits.feature_cards`) its top activations and the
 tokens it promotes and suppresses; for a node with ``qk`` (:func:`interplab.core.circuits.qk_cards`) the
 heads that move the most into it and the query-side and key-side contributors of the strongest one's score.
+Clicking an edge (on the canvas, or a row of a node's strongest inputs) selects it (``selected_edge``) and
+opens its card; an attention edge with ``qk`` data shows the head moving the most from the source's position
+into the target, and its query-side and key-side contributors (``qk_cards(..., w.attention_edges())``).
 The slider hides nodes by cumulative influence in the browser (no round trip); shift-click nodes and name
 them to group them into a supernode (``supernodes``). Given an edge-level circuit (``EdgeScores.circuit(n)``)
 it draws heads, key-value groups and MLPs by layer with the circuit's edges by score
@@ -23,6 +26,9 @@ Example
 >>> w = ilab.widgets.CircuitGraph(g, qk=ilab.circuits.qk_cards(model, transcoders, g, [node]))
 >>> w.pinned = [w.view_index(i) for i in path]   # keep a path shown and labelled
 >>> w.selected_node            # the clicked node: kind, layer, pos, latent
+>>> edges = ilab.widgets.CircuitGraph(g).attention_edges()          # (target, source) pairs, strongest first
+>>> w = ilab.widgets.CircuitGraph(g, qk=ilab.circuits.qk_cards(model, transcoders, g, edges[:8]))
+>>> w.selected_edge_nodes      # the clicked edge: (target, source) graph nodes
 >>> ilab.widgets.CircuitGraph(edge_scores.circuit(100))   # the head-level circuit
 >>> w.show_intervention(ilab.circuits.intervene(model, transcoders, prompt, {(6, 3, 120): 0.0}))
 """
@@ -36,7 +42,14 @@ from interplab.core.circuits.edge_circuit import Circuit
 from interplab.core.circuits.edge_view import circuit_view
 from interplab.core.circuits.graph import Graph
 from interplab.core.circuits.interventions import InterventionResult
-from interplab.core.circuits.view import EDGE_THRESHOLD, MAX_EDGES, NODE_THRESHOLD, graph_view, qk_view
+from interplab.core.circuits.view import (
+    EDGE_THRESHOLD,
+    MAX_EDGES,
+    NODE_THRESHOLD,
+    attention_edges,
+    graph_view,
+    qk_view,
+)
 
 from ._kit import Widget, array_payload, css, esm
 
@@ -54,6 +67,7 @@ class CircuitGraph(Widget):
     graph = traitlets.Dict().tag(sync=True)
     threshold = traitlets.Float(0.8).tag(sync=True)  # the slider: nodes up to this cumulative influence show
     selected = traitlets.Int(-1).tag(sync=True)  # index into the view's nodes (-1: none)
+    selected_edge = traitlets.Int(-1).tag(sync=True)  # index into the view's edges (-1: none)
     latent = traitlets.Int(-1).tag(sync=True)  # the clicked feature's latent (a linked dashboard opens it)
     supernodes = traitlets.List(traitlets.Dict()).tag(sync=True)  # [{"label": str, "nodes": [view indices]}]
     intervention = traitlets.Dict().tag(sync=True)  # what show_intervention gave: the answer before and after
@@ -107,6 +121,22 @@ class CircuitGraph(Widget):
             return {"kind": self._view["kind_names"][self._view["kind"][i]], "name": self._view["names"][i],
                     "layer": int(self._view["layer"][i])}  # fmt: skip
         return self._graph.node(int(self._view["node_index"][self.selected]))
+
+    @property
+    def selected_edge_nodes(self) -> tuple[int, int] | None:
+        """The clicked edge of an attribution graph as (target, source) graph node indices (None: none)."""
+        e = self.selected_edge
+        if isinstance(self._graph, Circuit) or not 0 <= e < self._view["n_edges"]:
+            return None
+        index = self._view["node_index"]
+        return int(index[self._view["dst"][e]]), int(index[self._view["src"][e]])
+
+    def attention_edges(self) -> list[tuple[int, int]]:
+        """The drawn edges that go through attention as (target, source) graph node pairs, strongest first: what
+        :func:`interplab.core.circuits.qk_cards` takes to show an edge's QK panel on a click."""
+        if isinstance(self._graph, Circuit):
+            raise TypeError("attention_edges belongs to an attribution graph's CircuitGraph, not a head-level circuit.")
+        return attention_edges(self._graph, self._view)
 
     def view_index(self, node: int) -> int | None:
         """The widget's index of graph node ``node`` (what :meth:`group` takes); None when pruned away."""

@@ -1,7 +1,8 @@
 """Feature cards for an attribution graph's features, from the graph's own transcoders: where each feature
 fires most on the graph's prompt (or a few texts) and which tokens its decoder row promotes and suppresses
 through the unembedding, as Neuronpedia's graph viewer shows beside a graph. A CircuitGraph shows the card
-of a clicked feature.
+of a clicked feature. A cross-layer transcoder's feature writes to its own and every later layer's MLP
+output; its logit effect is that of the sum of those decoder rows (what reaches the unembedding).
 
 Example
 -------
@@ -14,7 +15,8 @@ Example
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 import torch
 
@@ -22,8 +24,8 @@ from ..checks import check_positive_int, check_texts
 from ..features.search import decoder_through_norm, top_logits_paged
 from ..model.model import Model
 from ..saes.base import SAE
-from .attribute import check_transcoders
 from .graph import Graph
+from .replacers import CrossLayer, Replacer, replacer
 from .view import visible_token
 
 
@@ -40,7 +42,7 @@ def feature_cards(
 
     >>> feature_cards(graph, model, tcs, ["When Mary and John went out", "Mary gave John a book"])
     """
-    tcs = check_transcoders(model, transcoders)
+    rep = replacer(model, transcoders)
     texts = check_texts(graph.prompt if texts is None else texts)
     for name, value in (("n_logits", n_logits), ("n_examples", n_examples), ("context", context)):
         check_positive_int(name, value)
@@ -49,13 +51,38 @@ def feature_cards(
         wanted[layer].append(latent)
     cards = {f"{layer}_{latent}": {"layer": layer, "latent": latent, "examples": [], "density": 0.0}
              for layer, latents in wanted.items() for latent in latents}  # fmt: skip
-    _top_examples(cards, wanted, tcs, model, texts, n_examples, context)
+    _top_examples(cards, wanted, rep, model, texts, n_examples, context)
     for layer, latents in wanted.items():
-        _logit_effects(cards, layer, latents, tcs[layer], model, n_logits)
+        _logit_effects(cards, layer, latents, _written_rows(rep, layer, latents), model, n_logits)
     return cards
 
 
-def _top_examples(cards: dict[str, dict[str, Any]], wanted: dict[int, list[int]], tcs: list[SAE], model: Model,
+@dataclass
+class _Rows:
+    """Decoder rows [n, D] in the shape :func:`decoder_through_norm` reads (an SAE's ``W_dec``)."""
+
+    W_dec: torch.Tensor
+
+
+def _written_rows(rep: Replacer, layer: int, latents: list[int]) -> SAE:
+    """What each of ``latents`` writes per unit activation, summed over the MLP outputs it writes to: its decoder
+    row (per-layer transcoders) or the sum of its rows to this and every later layer (a cross-layer transcoder)."""
+    if not isinstance(rep, CrossLayer):
+        return rep.tcs[layer]
+    rows_NKD = rep.decoder_rows(layer, torch.tensor(latents, device=rep.clt.device))
+    return cast(SAE, _Rows(rows_NKD.sum(1)))
+
+
+def _layer_acts(rep: Replacer, layer: int, x_PD: torch.Tensor) -> torch.Tensor:
+    """[P, S] the activations of ``layer``'s latents on its MLP inputs ``x_PD``."""
+    if isinstance(rep, CrossLayer):
+        return rep.encode(x_PD.to(rep.clt.device), layer)
+    tc = rep.tcs[layer]
+    with torch.no_grad():
+        return tc.encode(x_PD.to(tc.W_dec.device, tc.W_dec.dtype)).float()
+
+
+def _top_examples(cards: dict[str, dict[str, Any]], wanted: dict[int, list[int]], rep: Replacer, model: Model,
                   texts: list[str], n_examples: int, context: int) -> None:  # fmt: skip
     """Fill each card's ``examples`` (the texts where it fires most, strongest first) and ``density``."""
     layers = sorted(wanted)
@@ -70,9 +97,7 @@ def _top_examples(cards: dict[str, dict[str, Any]], wanted: dict[int, list[int]]
         n_tokens += len(tokens)
         inputs = model.run_sites(enc, [f"blocks.{layer}.hook_mlp_in" for layer in layers])
         for layer, x_1PD in zip(layers, inputs, strict=True):
-            tc = tcs[layer]
-            with torch.no_grad():
-                acts_PM = tc.encode(x_1PD[0, 1:].to(tc.W_dec.device, tc.W_dec.dtype))[:, wanted[layer]].float().cpu()
+            acts_PM = _layer_acts(rep, layer, x_1PD[0, 1:])[:, wanted[layer]].cpu()
             for j, latent in enumerate(wanted[layer]):
                 key, acts_P = f"{layer}_{latent}", acts_PM[:, j]
                 fired[key] += int((acts_P > 0).sum())
@@ -95,7 +120,7 @@ def _logit_effects(cards: dict[str, dict[str, Any]], layer: int, latents: list[i
     W_U = unembed.weight
     if not isinstance(W_U, torch.Tensor) or W_U.is_meta:
         raise ValueError("Feature cards read the unembedding's weight; this model holds none here (remote?).")
-    d_MD = decoder_through_norm(tc, model)[latents].to(W_U.device)
+    d_MD = decoder_through_norm(tc, model)[latents if isinstance(tc, SAE) else slice(None)].to(W_U.device)
     top_v, top_i, bot_v, bot_i = top_logits_paged(d_MD, W_U.detach(), min(n_logits, W_U.shape[0]), 2048)
     decode = model.tokenizer.decode
     for j, latent in enumerate(latents):

@@ -3,8 +3,9 @@
 A feature (layer, position, latent) is changed in the real model, not the linearised one: at its layer
 the transcoder reads the MLP input as it now is, and the MLP output gets ``(new - a) * W_dec[latent]``
 added, where ``a`` is the feature's activation and ``new = factor * a`` (``factor=0`` turns it off).
-Later layers, attention and norms respond as they would. Position ``None`` changes the feature at every
-position (and every generated token).
+A cross-layer transcoder's feature writes to its own layer's MLP output and every later one's, so each of
+those outputs gets ``(new - a)`` times its decoder row for that layer. Later layers, attention and norms
+respond as they would. Position ``None`` changes the feature at every position (and every generated token).
 
 Example
 -------
@@ -23,8 +24,7 @@ import torch
 from ..checks import check_int, check_latent, check_number, check_texts
 from ..model.model import Model
 from ..model.trace_ops import read_site, sae_encode, token_probs, write_site
-from ..saes.base import SAE
-from .attribute import check_transcoders
+from .replacers import CrossLayer, Replacer, replacer
 
 
 @dataclass
@@ -53,7 +53,11 @@ class InterventionResult:
                 "generated_after": self.generated_after}  # fmt: skip
 
 
-def check_changes(changes: Any, tcs: list[SAE], n_pos: int) -> list[tuple[int, int | None, int, float]]:
+def _d_sae(rep: Replacer, layer: int) -> int:
+    return rep.clt.d_sae if isinstance(rep, CrossLayer) else rep.tcs[layer].d_sae
+
+
+def check_changes(changes: Any, rep: Replacer, n_pos: int) -> list[tuple[int, int | None, int, float]]:
     """``{(layer, pos, latent): factor}`` or a list of ``(layer, pos, latent, factor)``, checked."""
     items: Any = list(changes.items()) if isinstance(changes, Mapping) else changes
     if isinstance(items, (str, bytes)) or not isinstance(items, Sequence) or not items:
@@ -64,47 +68,66 @@ def check_changes(changes: Any, tcs: list[SAE], n_pos: int) -> list[tuple[int, i
         key, factor = (item[0], item[1]) if isinstance(changes, Mapping) else (tuple(item[:3]), item[3])
         if len(key) != 3:
             raise ValueError(f"A change names (layer, pos, latent), got {key!r}.")
-        layer = check_int("layer", key[0], 0, len(tcs) - 1)
+        layer = check_int("layer", key[0], 0, rep.n_layers - 1)
         pos = None if key[1] is None else check_int("pos", key[1], -n_pos, n_pos - 1) % n_pos
-        latent = check_latent(key[2], tcs[layer].d_sae)
+        latent = check_latent(key[2], _d_sae(rep, layer))
         out.append((layer, pos, latent, check_number(factor, "factor")))
     return out
 
 
-def _edit(model: Model, tcs: list[SAE], changes: list[tuple[int, int | None, int, float]]) -> Any:
-    """The ``edit(inputs, step)`` that applies the changes inside a trace (envoys and tensors only)."""
-    plan = []
+def _encoder(rep: Replacer, layer: int, latents: list[int]) -> tuple[dict[str, Any], list[int]]:
+    """The trace parameters that encode ``latents`` of ``layer`` (:func:`sae_encode`) and each latent's column."""
+    if not isinstance(rep, CrossLayer):
+        tc = rep.tcs[layer]
+        return tc.trace_params(latents if tc.per_latent else None), [
+            latents.index(x) if tc.per_latent else x for x in latents
+        ]
+    clt = rep.clt
+    W_enc, b_enc = clt.W_enc[layer].detach(), clt.b_enc[layer].detach()
+    params: dict[str, Any] = {"b_in": torch.zeros_like(W_enc[:, 0])}
+    if clt.activation == "topk":  # the k largest of the whole layer: every column
+        return {**params, "W_enc": W_enc.clone(), "b_enc": b_enc.clone(), "k": int(clt.k or 1)}, list(latents)
+    params.update(W_enc=W_enc[:, latents].clone(), b_enc=b_enc[latents].clone())
+    if clt.activation == "jumprelu":
+        params["threshold"] = clt.log_threshold[layer].detach()[latents].exp()
+    return params, list(range(len(latents)))
+
+
+def _edit(model: Model, rep: Replacer, changes: list[tuple[int, int | None, int, float]]) -> Any:
+    """The ``edit(inputs, step)`` that applies the changes inside a trace (envoys and tensors only): in layer
+    order, each changed layer's MLP input is encoded, then each MLP output its features write to is edited."""
+    plan: dict[int, Any] = {}
     for layer in sorted({c[0] for c in changes}):
         mine = [c for c in changes if c[0] == layer]
-        tc = tcs[layer]
         latents = sorted({c[2] for c in mine})
-        params = tc.trace_params(latents if tc.per_latent else None)
-        cols = [latents.index(c[2]) if tc.per_latent else c[2] for c in mine]
-        dirs = [tc.W_dec[c[2]].detach().clone() for c in mine]
-        plan.append(
-            (
-                model.envoy(tc.site),
-                model.envoy(tc.site_out),
-                params,
-                [(col, pos, factor, d) for col, (_, pos, _, factor), d in zip(cols, mine, dirs, strict=True)],
-            )
-        )
+        params, cols = _encoder(rep, layer, latents)
+        rows_NKD = rep.decoder_rows(layer, torch.tensor([c[2] for c in mine])).detach().clone()
+        items = [(cols[latents.index(c[2])], c[1], c[3], rows_NKD[i]) for i, c in enumerate(mine)]
+        plan[layer] = (model.envoy(f"blocks.{layer}.hook_mlp_in"), params, items)
+    written = sorted({layer + k for layer, (_, _, items) in plan.items() for k in range(items[0][3].shape[0])})
+    outs = {m: model.envoy(f"blocks.{m}.hook_mlp_out") for m in written}
 
     def edit(inputs: dict[str, torch.Tensor], step: int) -> None:
-        for (in_env, in_io), (out_env, out_io), params, items in plan:
-            x = read_site(in_env, in_io)
+        acts = {}
+        for m in range(min(plan), written[-1] + 1):
+            if m in plan:
+                (in_env, in_io), params, _ = plan[m]
+                acts[m] = sae_encode(params, read_site(in_env, in_io))
+            if m not in outs:
+                continue
+            out_env, out_io = outs[m]
             out = read_site(out_env, out_io)
-            acts = sae_encode(params, x)
             delta = torch.zeros_like(out)
-            for col, pos, factor, d in items:
-                if pos is not None and step > 0:
-                    continue  # a prompt position: only the prompt's pass has it
-                a = acts[..., col : col + 1].to(out.dtype)
-                change = (factor - 1.0) * a * d.to(out.device, out.dtype)
-                if pos is None:
-                    delta = delta + change
-                else:
-                    delta[:, pos] = delta[:, pos] + change[:, pos]
+            for layer, a_layer in acts.items():
+                for col, pos, factor, d_KD in plan[layer][2]:
+                    if m - layer >= d_KD.shape[0] or (pos is not None and step > 0):
+                        continue  # no row to this layer; or a prompt position, which only the prompt's pass has
+                    a = a_layer[..., col : col + 1].to(out.dtype)
+                    change = (factor - 1.0) * a * d_KD[m - layer].to(out.device, out.dtype)
+                    if pos is None:
+                        delta = delta + change
+                    else:
+                        delta[:, pos] = delta[:, pos] + change[:, pos]
             write_site(out_env, out_io, out + delta)
 
     return edit
@@ -114,19 +137,20 @@ def intervene(
     model: Model, transcoders: Any, prompt: str, changes: Any, *, top: int = 5, max_new_tokens: int = 0
 ) -> InterventionResult:
     """Change features (see the module doc) and compare the next-token distribution (and a greedy continuation
-    of ``max_new_tokens`` tokens) with the unchanged model's.
+    of ``max_new_tokens`` tokens) with the unchanged model's. ``transcoders`` holds one transcoder per layer
+    or is one :class:`~interplab.core.saes.clt.CrossLayerTranscoder`.
 
     >>> intervene(model, tcs, "The capital of France is", {(10, 5, 77): 0.0}, max_new_tokens=5).after[:3]
     """
     if not isinstance(prompt, str):
         raise TypeError(f"prompt must be one string, got {type(prompt).__name__}.")
     prompt = check_texts(prompt)[0]
-    tcs = check_transcoders(model, transcoders)
+    rep = replacer(model, transcoders)
     n_pos = int(model.to_tokens(prompt)["input_ids"].shape[1])
-    checked = check_changes(changes, tcs, n_pos)
+    checked = check_changes(changes, rep, n_pos)
     check_int("top", top, 1)
     check_int("max_new_tokens", max_new_tokens, 0)
-    edit = _edit(model, tcs, checked)
+    edit = _edit(model, rep, checked)
     before = model.logits(prompt)[0, 0]
     after = model.logits(prompt, edit=edit)[0, 0]
 

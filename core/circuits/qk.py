@@ -9,7 +9,9 @@ pre-softmax score is bilinear in the residual streams entering layer ``l`` at ``
 with every norm's scale frozen at its value in the real run (the block's input norm, and Gemma's per-head
 ``q_norm``/``k_norm``). In the replacement model each residual stream is a sum of the graph's sources
 (active features, error nodes, token embeddings) carried through frozen attention and norms, plus a
-constant (the transcoders' decoder biases): ``bias``. So the query vector is a sum of one vector per source
+constant (the transcoders' decoder biases): ``bias``. A cross-layer transcoder's feature is one source
+whose vector carries what it writes to its own and every later layer's MLP output below the head's layer,
+as the replacement pass adds those writes up. So the query vector is a sum of one vector per source
 (and the key vector likewise), found by backward passes through the replacement model, one per
 query/key component, and the score splits exactly into ``contribution[i, j] = scaling * q_i . k_j``:
 the table's contributions add up to the real model's score.
@@ -33,9 +35,10 @@ import torch
 from ..checks import check_positive_int
 from ..model.model import Model
 from ..model.sites import resolve
-from .attribute import Sources, check_transcoders, find_sources
+from .attribute import Sources, find_sources
 from .graph import Graph
 from .replacement import ReplacementPass, check_family, replacement_pass
+from .replacers import Replacer, replacer
 
 
 @dataclass(frozen=True)
@@ -112,15 +115,18 @@ def head_maps(model: Model, layer: int, head: int, attn_in_PD: torch.Tensor) -> 
 
 def source_rows(grads: list[torch.Tensor], src: Sources, n_layers: int) -> torch.Tensor:
     """Each source's share [n, sources] of ``n`` targets whose gradients at the leaves are ``grads``
-    (embedding first, then each layer's MLP output, [n, P, D] each): features, errors (layer-major), tokens."""
+    (embedding first, then each layer's MLP output, [n, P, D] each): features, errors (layer-major), tokens.
+    A cross-layer transcoder's feature adds up what it writes to its own and every later layer's MLP output."""
     n, n_pos = grads[0].shape[0], grads[0].shape[1]
     n_f = len(src.features)
     rows = torch.zeros(n, n_f + n_layers * n_pos + n_pos, device=grads[0].device)
     for layer in range(n_layers):
         g_l = grads[layer + 1]
+        span = src.span(layer)
+        g_span = g_l if span == 1 else torch.cat(grads[layer + 1 : layer + 1 + span], -1)  # [n, P, K*D]
         for pos, (ids, dec) in enumerate(src.decoders[layer]):
             if len(ids):
-                rows[:, ids] = g_l[:, pos] @ dec.T
+                rows[:, ids] = g_span[:, pos] @ dec.T
         rows[:, n_f + layer * n_pos : n_f + (layer + 1) * n_pos] = (g_l * src.errors[layer]).sum(-1)
     rows[:, n_f + n_layers * n_pos :] = (grads[0] * src.embeds).sum(-1)
     return rows
@@ -167,18 +173,49 @@ def source_labels(src: Sources, graph: Graph, n_layers: int, n_pos: int) -> tupl
     return [*names, "bias"], [*nodes, -1]
 
 
-def check_target(graph: Graph, node: Any, head: Any, key_pos: Any, n_heads: int) -> tuple[int, int, int]:
-    """(head layer, head index, query position) for ``node``, ``head`` and ``key_pos``; a clear error naming the
-    bad value and the valid choices otherwise."""
-    if not isinstance(node, int) or isinstance(node, bool):
-        raise TypeError(f"node must be a node index of the graph (an int in 0..{graph.n_nodes - 1}), got {node!r}.")
-    info = graph.node(node)
+def check_node_or_edge(graph: Graph, node_or_edge: Any) -> tuple[int, int | None]:
+    """(the target node, the key position or None) of a feature or logit node index or a ``(target, source)``
+    attention edge; a clear error naming the bad value and the valid choices otherwise."""
+
+    def is_int(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    pair = isinstance(node_or_edge, tuple) and len(node_or_edge) == 2 and all(is_int(v) for v in node_or_edge)
+    if not (is_int(node_or_edge) or pair):
+        raise TypeError(f"node_or_edge must be a node index or a (target, source) pair of node indices of the graph "
+                        f"(0..{graph.n_nodes - 1}), got {node_or_edge!r:.80}.")  # fmt: skip
+    target, source = node_or_edge if pair else (node_or_edge, None)
+    info = graph.node(target)
     if info["kind"] not in ("feature", "logit"):
         raise ValueError(
-            f"node {node} is of kind {info['kind']!r}, which no attention head writes to through the graph; "
+            f"node {target} is of kind {info['kind']!r}, which no attention head writes to through the graph; "
             f"QK attributions need a feature node (0..{graph.n_features - 1}) or a logit node "
             f"({graph.n_nodes - graph.n_logits}..{graph.n_nodes - 1})."
         )
+    if source is None:
+        return target, None
+    src = graph.node(source)
+    top = info["layer"] if info["kind"] == "feature" else graph.n_layers - 1
+    if src["kind"] == "logit" or src["pos"] >= info["pos"] or src["layer"] >= top:
+        raise ValueError(
+            f"({target}, {source}) is not an attention edge: the source is a {src['kind']} at layer {src['layer']}, "
+            f"position {src['pos']} and the target a {info['kind']} at layer {info['layer']}, position {info['pos']}. "
+            f"An attention edge joins a feature, error or token at an earlier position (and a lower layer than "
+            f"{top}) to a feature or logit a head at layers up to {top} writes to."
+        )
+    return target, int(src["pos"])
+
+
+def check_target(graph: Graph, node_or_edge: Any, head: Any, key_pos: Any, n_heads: int) -> tuple[int, int, int, int]:
+    """(head layer, head index, query position, key position) for a node and ``key_pos``, or an attention edge
+    (whose source's position is the key position; ``key_pos`` None or the same); a clear error naming the bad
+    value and the valid choices otherwise."""
+    node, edge_key = check_node_or_edge(graph, node_or_edge)
+    if edge_key is not None and key_pos is not None and key_pos != edge_key:
+        raise ValueError(f"key_pos={key_pos!r} differs from the edge {node_or_edge!r}'s source position {edge_key}: "
+                         f"give key_pos=None or {edge_key}.")  # fmt: skip
+    key_pos = edge_key if edge_key is not None else key_pos
+    info = graph.node(node)
     top = info["layer"] if info["kind"] == "feature" else graph.n_layers - 1  # a layer's attention runs before its MLP
     ints = isinstance(head, tuple) and all(isinstance(v, int) and not isinstance(v, bool) for v in head)
     ok = ints and len(head) == 2
@@ -191,27 +228,28 @@ def check_target(graph: Graph, node: Any, head: Any, key_pos: Any, n_heads: int)
     if not isinstance(key_pos, int) or isinstance(key_pos, bool) or not 0 <= key_pos <= query_pos:
         raise ValueError(f"key_pos={key_pos!r} is not a position the query at {query_pos} attends to: "
                          f"give one in 0..{query_pos}.")  # fmt: skip
-    return head[0], head[1], query_pos
+    return head[0], head[1], query_pos, key_pos
 
 
-def graph_inputs(model: Model, transcoders: Any, graph: Graph) -> tuple[list[Any], torch.Tensor, list[Any]]:
-    """The checked transcoders, the prompt's ids ``[1, P]`` and the skip weights of the pass that built ``graph``;
-    an error when the graph came from other tokens or other transcoders."""
-    tcs = check_transcoders(model, transcoders)
+def graph_inputs(model: Model, transcoders: Any, graph: Graph) -> tuple[Replacer, torch.Tensor, list[Any]]:
+    """What replaces the MLPs (per-layer transcoders or a cross-layer transcoder), the prompt's ids ``[1, P]``
+    and the skip weights of the pass that built ``graph``; an error when the graph came from other tokens or
+    other transcoders."""
+    rep = replacer(model, transcoders)
     ids_1P = model.to_tokens(graph.prompt)["input_ids"][:1]
-    if ids_1P[0].tolist() != graph.token_ids or [tc.fingerprint() for tc in tcs] != graph.transcoders:
+    if ids_1P[0].tolist() != graph.token_ids or rep.fingerprints() != graph.transcoders:
         raise ValueError("graph was not built from this model's tokens and these transcoders: build it with "
                          "ilab.circuits.attribute(model, transcoders, prompt) first.")  # fmt: skip
-    return tcs, ids_1P, [tc.W_skip.detach() if tc.cfg.skip else None for tc in tcs]
+    return rep, ids_1P, rep.skips()
 
 
 def qk(
     model: Model,
     transcoders: Any,
     graph: Graph,
-    node: int,
+    node: int | tuple[int, int],
     head: tuple[int, int],
-    key_pos: int,
+    key_pos: int | None = None,
     *,
     batch_size: int = 32,
     skip_bos: bool = True,
@@ -221,7 +259,8 @@ def qk(
     bilinear contributions of query-side and key-side sources (see the module doc).
 
     ``graph`` is the attribution graph of the same model and ``transcoders``; ``node`` a feature or logit node
-    at the query position that the head writes to (its layer at most the feature's). Returns one row per
+    at the query position that the head writes to (its layer at most the feature's), or an attention edge
+    ``(target, source)`` whose source's position is the key position. Returns one row per
     (query source, key source) with a non-zero share: ``query``, ``key``, ``contribution``, ``query_node``,
     ``key_node`` (graph node indices, -1 for the bias and for features the graph left out), largest
     ``|contribution|`` first; the contributions add up to the score (``table.attrs["score"]``).
@@ -231,12 +270,12 @@ def qk(
     if not isinstance(graph, Graph):
         raise TypeError(f"graph must be an attribution graph (ilab.circuits.attribute), got {type(graph).__name__}.")
     check_family(model)
-    layer, head_index, query_pos = check_target(graph, node, head, key_pos, model.n_heads)
+    layer, head_index, query_pos, key_pos = check_target(graph, node, head, key_pos, model.n_heads)
     check_positive_int("batch_size", batch_size)
-    tcs, ids_1P, skips = graph_inputs(model, transcoders, graph)
+    rep, ids_1P, skips = graph_inputs(model, transcoders, graph)
     with model.lock:
         run = replacement_pass(model, ids_1P, skips, min(batch_size, 2 * model.d_head))
-    src = find_sources(run, tcs, skip_bos, bos_error)
+    src = find_sources(run, rep, skip_bos, bos_error)
     maps = head_maps(model, layer, head_index, run.attn_in[layer][0])
     q_S, k_S = side_vectors(run, src, maps, layer, query_pos, key_pos, model.n_layers)
     with torch.no_grad():

@@ -34,7 +34,7 @@ from ..model.model import Model
 from ..model.sites import resolve
 from .attribute import Sources, final_logits, find_sources
 from .graph import Graph
-from .qk import check_target, graph_inputs, head_maps, source_labels, source_rows
+from .qk import check_node_or_edge, check_target, graph_inputs, head_maps, source_labels, source_rows
 from .replacement import ReplacementPass, check_family, replacement_pass
 
 
@@ -116,7 +116,7 @@ class QKSession:
                             f"{type(graph).__name__}.")  # fmt: skip
         check_family(model)
         check_positive_int("batch_size", batch_size)
-        tcs, ids_1P, skips = graph_inputs(model, transcoders, graph)
+        rep, ids_1P, skips = graph_inputs(model, transcoders, graph)
         with model.lock, head_io(model, model.n_layers - 1) as seen:
             self.run: ReplacementPass = replacement_pass(model, ids_1P, skips, min(batch_size, 2 * n_nodes))
         if any(set(io) != {"v", "z"} for io in seen.values()):
@@ -125,8 +125,8 @@ class QKSession:
                 "pass ran elsewhere (a remote model?): load the model locally."
             )
         self.io = seen
-        self.model, self.graph, self.tcs = model, graph, tcs
-        self.src: Sources = find_sources(self.run, tcs, True, True)
+        self.model, self.graph, self.rep = model, graph, rep
+        self.src: Sources = find_sources(self.run, rep, True, True)
         self.names, self.nodes = source_labels(self.src, graph, model.n_layers, graph.n_pos)
         self._maps: dict[tuple[int, int], Any] = {}
         self._patterns: dict[tuple[int, int, int], torch.Tensor] = {}
@@ -143,8 +143,7 @@ class QKSession:
         difference from the mean logit."""
         info = self.graph.node(node)
         if info["kind"] == "feature":
-            reader = self.tcs[info["layer"]].trace_tensors()
-            enc = (reader["W_mag"] if "W_mag" in reader else reader["W_enc"])[:, info["latent"]].float()
+            enc = self.rep.reader(info["layer"])[:, info["latent"]]
             return self.run.mlp_in[info["layer"]][row, info["pos"]].float() @ enc
         W_U = self.model.readout_modules()[1].weight
         if not isinstance(W_U, torch.Tensor):
@@ -243,39 +242,6 @@ class QKSession:
                              "contribution": share_S[keep].double().numpy()})  # fmt: skip
 
 
-def check_node_or_edge(graph: Graph, node_or_edge: Any) -> tuple[int, int | None]:
-    """(the target node, the key position or None) of a node index or a ``(target, source)`` attention edge;
-    a clear error naming the bad value and the valid choices otherwise."""
-
-    def is_int(v: Any) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool)
-
-    pair = isinstance(node_or_edge, tuple) and len(node_or_edge) == 2 and all(is_int(v) for v in node_or_edge)
-    if not (is_int(node_or_edge) or pair):
-        raise TypeError(f"node_or_edge must be a node index or a (target, source) pair of node indices of the graph "
-                        f"(0..{graph.n_nodes - 1}), got {node_or_edge!r:.80}.")  # fmt: skip
-    target, source = node_or_edge if pair else (node_or_edge, None)
-    info = graph.node(target)
-    if info["kind"] not in ("feature", "logit"):
-        raise ValueError(
-            f"node {target} is of kind {info['kind']!r}, which no attention head writes to through the graph; "
-            f"give a feature node (0..{graph.n_features - 1}) or a logit node "
-            f"({graph.n_nodes - graph.n_logits}..{graph.n_nodes - 1})."
-        )
-    if source is None:
-        return target, None
-    src = graph.node(source)
-    top = info["layer"] if info["kind"] == "feature" else graph.n_layers - 1
-    if src["kind"] == "logit" or src["pos"] >= info["pos"] or src["layer"] >= top:
-        raise ValueError(
-            f"({target}, {source}) is not an attention edge: the source is a {src['kind']} at layer {src['layer']}, "
-            f"position {src['pos']} and the target a {info['kind']} at layer {info['layer']}, position {info['pos']}. "
-            f"An attention edge joins a feature, error or token at an earlier position (and a lower layer than "
-            f"{top}) to a feature or logit a head at layers up to {top} writes to."
-        )
-    return target, int(src["pos"])
-
-
 def _choose(table: pd.DataFrame, query_pos: int, key_pos: int | None, min_layer: int,
             head: tuple[int, int] | None) -> tuple[int, int, int]:  # fmt: skip
     """The strongest (layer, head, key position), of ``head`` when given: at ``key_pos`` when given (heads above
@@ -323,27 +289,37 @@ def qk_edge(model: Model, transcoders: Any, graph: Graph, node_or_edge: int | tu
     target, key_pos = check_node_or_edge(graph, node_or_edge)
     min_layer = graph.node(node_or_edge[1])["layer"] if isinstance(node_or_edge, tuple) else -1
     if head is not None:
-        check_target(graph, target, head, key_pos if key_pos is not None else 0, model.n_heads)
+        check_target(graph, node_or_edge, head, None if key_pos is not None else 0, model.n_heads)
     session = QKSession(model, transcoders, graph, batch_size, n_nodes=1)
     return _results(session, [(target, key_pos, min_layer)], head)[0]
 
 
-def qk_cards(model: Model, transcoders: Any, graph: Graph, nodes: list[int], *, top: int = 8,
+def qk_cards(model: Model, transcoders: Any, graph: Graph, nodes: list[Any], *, top: int = 8,
              batch_size: int = 32) -> dict[str, dict[str, Any]]:  # fmt: skip
-    """QK data of each node in ``nodes`` (feature or logit nodes, past the first position) for a
-    :class:`interplab.widgets.CircuitGraph`: its strongest heads, and the ``top`` query-side and key-side
-    contributors of the strongest one's score, keyed by the node's index as a string; one replacement pass.
+    """QK data for a :class:`interplab.widgets.CircuitGraph`: of each feature or logit node in ``nodes`` (past the
+    first position) its strongest heads and the ``top`` query-side and key-side contributors of the strongest
+    one's score, keyed by the node's index as a string; of each attention edge ``(target, source)`` in
+    ``nodes`` the same for the head moving the most from the source's position into the target, keyed
+    ``"target,source"`` (with ``edge`` = [target, source]); one replacement pass for all.
 
-    >>> ilab.widgets.CircuitGraph(g, qk=ilab.circuits.qk_cards(model, tcs, g, nodes))
+    >>> ilab.widgets.CircuitGraph(g, qk=ilab.circuits.qk_cards(model, tcs, g, [node, (target, source)]))
     """
     if not isinstance(nodes, list | tuple) or not nodes:
-        raise ValueError(f"nodes must be a non-empty list of node indices of the graph, got {nodes!r:.80}.")
-    for node in nodes:
-        check_node_or_edge(graph, node)
+        raise ValueError(f"nodes must be a non-empty list of node indices of the graph or (target, source) "
+                         f"attention edges, got {nodes!r:.80}.")  # fmt: skip
+    targets = []
+    for item in nodes:
+        node, key_pos = check_node_or_edge(graph, item)
         if graph.node(node)["pos"] == 0:
             raise ValueError(f"node {node} is at position 0, where a head can attend only to itself: give nodes at "
                              f"later positions.")  # fmt: skip
+        targets.append((node, key_pos, graph.node(item[1])["layer"] if key_pos is not None else -1))
     check_positive_int("top", top)
     session = QKSession(model, transcoders, graph, batch_size, n_nodes=len(nodes))
-    results = _results(session, [(int(n), None, -1) for n in nodes], None)
-    return {str(r.node): r.to_dict(top) for r in results}
+    cards = {}
+    for item, result in zip(nodes, _results(session, targets, None), strict=True):
+        if isinstance(item, tuple):
+            cards[f"{item[0]},{item[1]}"] = {**result.to_dict(top), "edge": [int(item[0]), int(item[1])]}
+        else:
+            cards[str(item)] = result.to_dict(top)
+    return cards

@@ -118,17 +118,38 @@ def graph_view(
 
 
 def qk_view(qk: dict[str, dict[str, Any]], node_index: np.ndarray) -> dict[str, dict[str, Any]]:
-    """QK data (:func:`interplab.core.circuits.qk_cards`, keyed by graph node) keyed by view index instead, each
-    source with its view index (``view``, -1 when it is not drawn); nodes the view does not draw are left out.
+    """QK data (:func:`interplab.core.circuits.qk_cards`, keyed by graph node or ``"target,source"`` edge) keyed by
+    view index instead (an edge ``"target view,source view"``), each source with its view index (``view``, -1
+    when it is not drawn); nodes and edges the view does not draw are left out.
 
-    >>> qk_view(ilab.circuits.qk_cards(model, tcs, g, [node]), view["node_index"])
+    >>> qk_view(ilab.circuits.qk_cards(model, tcs, g, [node, (target, source)]), view["node_index"])
     """
     where = {int(n): j for j, n in enumerate(node_index.tolist())}
     shown = {}
     for key, entry in qk.items():
-        if int(key) not in where:
+        ends = [int(n) for n in key.split(",")]
+        if any(n not in where for n in ends):
             continue
         sides = {side: [{**row, "view": where.get(int(row["node"]), -1)} for row in entry[side]]
                  for side in ("query", "key")}  # fmt: skip
-        shown[str(where[int(key)])] = {**entry, **sides}
+        shown[",".join(str(where[n]) for n in ends)] = {**entry, **sides}
     return shown
+
+
+def attention_edges(graph: Graph, view: dict[str, Any]) -> list[tuple[int, int]]:
+    """The drawn edges of ``view`` (:func:`graph_view` of ``graph``) that go through attention, as ``(target,
+    source)`` graph node pairs, strongest first: from a feature, error or token at an earlier position into a
+    feature or logit that a head above the source's layer writes to (what :func:`~interplab.core.circuits.qk_cards`
+    takes).
+
+    >>> ilab.circuits.qk_cards(model, tcs, g, attention_edges(g, graph_view(g))[:5])
+    """
+    index = view["node_index"]
+    found = []
+    for d, s, w in zip(view["dst"].tolist(), view["src"].tolist(), view["weight"].tolist(), strict=True):
+        target, source = graph.node(int(index[d])), graph.node(int(index[s]))
+        top = target["layer"] if target["kind"] == "feature" else graph.n_layers - 1
+        if target["kind"] in ("feature", "logit") and source["kind"] != "logit" and source["pos"] < target["pos"] \
+                and source["layer"] < top:  # fmt: skip
+            found.append((abs(w), int(index[d]), int(index[s])))
+    return [(t, s) for _, t, s in sorted(found, key=lambda x: -x[0])]

@@ -222,12 +222,36 @@ def _three_layer_clt() -> Any:
     return CrossLayerTranscoder(n_layers=3, d_model=tiny_circuit()[0].d_model, d_sae=8)
 
 
+def _two_layer_clt() -> Any:
+    from interplab.core.saes.clt import CrossLayerTranscoder
+
+    return CrossLayerTranscoder(n_layers=2, d_model=tiny_circuit()[0].d_model, d_sae=8)
+
+
 ROWS += [
     Row(
         "ilab.circuits.attribute",
         lambda c: ilab.circuits.attribute(tiny_circuit()[0], _three_layer_clt(), "the cat"),
         V,
         r"cross-layer transcoder has 3 layers and .* has 2: a CLT covers every layer",
+    ),
+    Row(
+        "ilab.circuits.intervene",
+        lambda c: ilab.circuits.intervene(tiny_circuit()[0], _three_layer_clt(), "the cat", {(0, 1, 0): 0.0}),
+        V,
+        r"cross-layer transcoder has 3 layers and .* has 2: a CLT covers every layer",
+    ),
+    Row(
+        "ilab.circuits.feature_cards",
+        lambda c: ilab.circuits.feature_cards(tiny_circuit()[2], tiny_circuit()[0], _three_layer_clt()),
+        V,
+        r"cross-layer transcoder has 3 layers and .* has 2: a CLT covers every layer",
+    ),
+    Row(
+        "ilab.circuits.qk_edge",
+        lambda c: ilab.circuits.qk_edge(tiny_circuit()[0], _two_layer_clt(), tiny_circuit()[2], 0),
+        V,
+        "graph was not built from this model's tokens and these transcoders",
     ),
     Row(
         "ilab.circuits.check_transcoders",

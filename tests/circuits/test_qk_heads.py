@@ -71,3 +71,22 @@ def test_an_attention_edge_reads_its_source_position_through_a_higher_head(circu
     cards = qk_cards(model, tcs, graph, [target, graph.n_nodes - 1], top=2, batch_size=16)
     assert set(cards) == {str(target), str(graph.n_nodes - 1)}
     assert all(len(c["query"]) == 2 and len(c["key"]) == 2 for c in cards.values())
+
+
+def test_an_edge_card_is_its_qk_edge_and_the_view_keys_it_by_drawn_ends(circuit):
+    from interplab.core.circuits.view import attention_edges, graph_view, qk_view
+
+    model, tcs, graph = circuit
+    view = graph_view(graph, 1.0, 1.0, max_edges=400)
+    edges = attention_edges(graph, view)
+    assert edges and all(graph.node(s)["pos"] < graph.node(t)["pos"] for t, s in edges)
+    target, source = edges[0]
+    cards = qk_cards(model, tcs, graph, [(target, source), target], top=3, batch_size=16)
+    alone = qk_edge(model, tcs, graph, (target, source), batch_size=16).to_dict(top=3)
+    entry = cards[f"{target},{source}"]
+    assert entry["edge"] == [target, source] and entry["key_pos"] == graph.node(source)["pos"]
+    assert entry["head"] == alone["head"] and entry["score"] == pytest.approx(alone["score"], abs=1e-5)
+    assert [r["source"] for r in entry["query"]] == [r["source"] for r in alone["query"]]
+    shown = qk_view(cards, view["node_index"])
+    where = {int(n): j for j, n in enumerate(view["node_index"].tolist())}
+    assert set(shown) == {f"{where[target]},{where[source]}", str(where[target])}

@@ -98,3 +98,26 @@ def test_circuit_graph_draws_an_edge_circuit_and_names_the_clicked_head():
     assert w.graph["kind_names"] == ["head", "MLP", "input", "logits"] and w.graph["n_edges"] == 6
     w.selected = w.graph["names"].index("a1.g0")
     assert w.selected_node == {"kind": "head", "name": "a1.g0", "layer": 1}
+
+
+def test_a_clicked_edge_names_its_graph_nodes_and_attention_edges_cross_positions(built):
+    _, _, graph = built
+    w = CircuitGraph(graph)
+    assert w.selected_edge == -1 and w.selected_edge_nodes is None
+    src, dst, idx = payload_array(w.graph["src"]), payload_array(w.graph["dst"]), w._view["node_index"]
+    w.selected_edge = 3
+    target, source = w.selected_edge_nodes
+    assert (target, source) == (int(idx[dst[3]]), int(idx[src[3]]))
+    assert graph.adjacency[target, source] != 0
+    edges = w.attention_edges()
+    assert edges and all(graph.node(s)["pos"] < graph.node(t)["pos"] for t, s in edges)
+    drawn = {(int(idx[d]), int(idx[s])) for d, s in zip(dst, src, strict=True)}
+    assert set(edges) <= drawn
+    crossing = [
+        (t, s) for t, s in drawn if graph.node(s)["pos"] < graph.node(t)["pos"] and graph.node(s)["kind"] != "logit"
+    ]
+    assert set(edges) == set(crossing)  # a later position is reached only through attention, above the source
+    from tests.circuits.test_edge_view import small_circuit
+
+    with pytest.raises(TypeError, match="attribution graph's CircuitGraph"):
+        CircuitGraph(small_circuit()).attention_edges()

@@ -3,24 +3,41 @@
 // for a feature with card data (core/circuits/cards.py) its top activations and the tokens it promotes; for a
 // node with QK data (core/circuits/qk_heads.py) its incoming heads and why the strongest attends where it does.
 import { ilabEl, ilabFmt, ilabFmtSigned, ilabSave, ilabTokenSpan } from "../shared/index.js";
+import { isAttentionEdge } from "./edges.js";
 import { describeNode } from "./graph.js";
 import { qkSections } from "./qk.js";
 /** @import { CircuitView } from "./view.js" */
-/** @import { Graph } from "./graph.js" */
 
 /**
- * A node's strongest edges one way, as "name weight" rows.
- * @param {Graph} g
+ * Select edge `e` (its card replaces the node's).
+ * @param {AnyModel} model
+ * @param {number} e
+ */
+export function selectEdge(model, e) {
+  model.set("selected", -1);
+  ilabSave(model, "selected_edge", e);
+}
+
+/**
+ * A node's strongest edges one way, as "name weight" rows; an incoming attention edge with QK data is a link
+ * to its card.
+ * @param {CircuitView} view
  * @param {number} i
  * @param {"in" | "out"} way
  */
-function strongest(g, i, way) {
+function strongest({ g, model }, i, way) {
+  if (!g) return [];
   const edges = (way === "in" ? g.inc : g.out)[i].slice(0, 3);
   const table = ilabEl("table");
   for (const e of edges) {
     const other = way === "in" ? g.src[e] : g.dst[e];
     const row = ilabEl("tr");
     row.append(ilabEl("td", null, g.labels[other]), ilabEl("td", null, ilabFmtSigned(g.weight[e])));
+    if (way === "in" && g.qk[`${i},${other}`]) {
+      row.classList.add("ilab-cg-edge-link");
+      row.title = "why the head attends there";
+      row.addEventListener("click", () => selectEdge(model, e));
+    }
     table.append(row);
   }
   return edges.length ? [ilabEl("div", "ilab-cg-section", way === "in" ? "strongest inputs" : "strongest outputs"), table] : [];
@@ -81,19 +98,44 @@ function buttons(view, i) {
 }
 
 /**
- * Fill the card of the selected node (hidden when none is selected).
+ * The card of edge `e`: its ends and weight; for an attention edge its QK section, or how to get one.
+ * @param {CircuitView} view
+ * @param {number} e
+ */
+function drawEdgeCard({ g, card }, e) {
+  if (!g) return;
+  const s = g.src[e];
+  const d = g.dst[e];
+  card.dataset.edge = String(e);
+  card.append(ilabEl("h4", null, `edge: ${g.labels[s]} → ${g.labels[d]}`), ilabEl("div", null, `direct effect ${ilabFmtSigned(g.weight[e])}`));
+  if (!isAttentionEdge(g, e)) {
+    if (!g.kindNames) card.append(ilabEl("div", "ilab-muted", "within one position: through the residual stream, not attention"));
+    return;
+  }
+  const qk = g.qk[`${d},${s}`];
+  if (qk) card.append(ilabEl("div", null, `attention from position ${g.pos[s]} to ${g.pos[d]}`), ...qkSections(g, qk));
+  else card.append(ilabEl("div", "ilab-muted", "why a head attends here: CircuitGraph(graph, qk=ilab.circuits.qk_cards(model, transcoders, graph, w.attention_edges()))"));
+}
+
+/**
+ * Fill the card of the selected node or edge (hidden when none is selected).
  * @param {CircuitView} view
  */
 export function drawCard(view) {
   const { g, card, model } = view;
   const i = model.get("selected");
+  const e = model.get("selected_edge") ?? -1;
   card.replaceChildren();
-  card.hidden = !g || i < 0 || i >= g.n;
+  delete card.dataset.edge;
+  delete card.dataset.node;
+  const edge = !!g && (i < 0 || i >= g.n) && e >= 0 && e < g.m;
+  card.hidden = !g || ((i < 0 || i >= g.n) && !edge);
   if (!g || card.hidden) return;
+  if (edge) return drawEdgeCard(view, e);
   const [title, ...rest] = describeNode(g, i);
   card.dataset.node = String(i);
   card.append(ilabEl("h4", null, title), ...rest.map((line) => ilabEl("div", null, line)), buttons(view, i));
-  card.append(...strongest(g, i, "in"), ...strongest(g, i, "out"));
+  card.append(...strongest(view, i, "in"), ...strongest(view, i, "out"));
   if (g.qk[String(i)]) card.append(...qkSections(g, g.qk[String(i)]));
   if (g.kind[i] === 0 && !g.kindNames) {
     const data = g.cards[`${g.layer[i]}_${g.latent[i]}`];

@@ -1,6 +1,7 @@
 // @ts-check
 // CircuitGraph, drawing the canvas: layer names, supernode boxes, edges, nodes and the prompt's tokens.
 import { ilabIsDark, ilabTokenText } from "../shared/index.js";
+import { edgePoint } from "./edges.js";
 import { WIDTH } from "./view.js";
 /** @import { Graph } from "./graph.js" */
 /** @import { CircuitView } from "./view.js" */
@@ -69,13 +70,13 @@ function drawLabels(ctx, { visible, model }, g, dark) {
 
 /**
  * The edges between visible nodes: blue positive, red negative, thicker the stronger; with a node hovered,
- * its strongest paths lit and weak edges dropped. Returns how many edges are between visible nodes.
+ * its strongest paths lit and weak edges dropped; the selected edge in gold. Returns how many edges are between visible nodes.
  * @param {CanvasRenderingContext2D} ctx
  * @param {CircuitView} view
  * @param {Graph} g
  * @param {boolean} dark
  */
-function drawEdges(ctx, { visible, highlight }, g, dark) {
+function drawEdges(ctx, { visible, highlight, model }, g, dark) {
   const positive = dark ? "rgba(110,170,255," : "rgba(40,100,200,";
   const negative = dark ? "rgba(255,120,110," : "rgba(200,50,40,";
   let shown = 0;
@@ -93,6 +94,15 @@ function drawEdges(ctx, { visible, highlight }, g, dark) {
     ctx.beginPath();
     ctx.moveTo(g.xy[2 * s], g.xy[2 * s + 1]);
     ctx.lineTo(g.xy[2 * d], g.xy[2 * d + 1]);
+    ctx.stroke();
+  }
+  const chosen = model.get("selected_edge") ?? -1;
+  if (chosen >= 0 && chosen < g.m && visible[g.src[chosen]] && visible[g.dst[chosen]]) {
+    ctx.strokeStyle = dark ? "#e0c060" : "#b08000";
+    ctx.lineWidth = 3;
+    ctx.beginPath();
+    ctx.moveTo(g.xy[2 * g.src[chosen]], g.xy[2 * g.src[chosen] + 1]);
+    ctx.lineTo(g.xy[2 * g.dst[chosen]], g.xy[2 * g.dst[chosen] + 1]);
     ctx.stroke();
   }
   return shown;
@@ -182,6 +192,7 @@ export function draw(view) {
   view.rule.textContent = g.rule ? `pruned to ${g.rule}` : "";
   /** @type {any} */ (canvas).ilabNodePosition = (/** @type {number} */ i) =>
     visible[i] ? [g.xy[2 * i], g.xy[2 * i + 1]] : null; // for tests
+  /** @type {any} */ (canvas).ilabEdgePoint = (/** @type {number} */ e) => edgePoint(g, visible, e); // for tests
   canvas.dataset.nodes = String(nodes);
   canvas.dataset.edges = String(shown);
   canvas.dataset.lit = String(highlight ? highlight.size : 0); // edges on the hovered node's strongest paths

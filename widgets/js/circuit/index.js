@@ -2,8 +2,9 @@
 // CircuitGraph: an attribution graph on a canvas; columns are positions, rows layers; client-side pruning;
 // a card for the clicked node, with Pin and Hide.
 import { ilabEl, ilabListen, ilabOnThemeChange, ilabSave, ilabTheme } from "../shared/index.js";
-import { drawCard } from "./card.js";
+import { drawCard, selectEdge } from "./card.js";
 import { draw } from "./draw.js";
+import { edgeAt } from "./edges.js";
 import { decodeGraph, describeNode, layout, nodeAt, strongestPaths, visibleNodes } from "./graph.js";
 import { drawAnswer, drawGroups } from "./panel.js";
 import { circuitView, WIDTH } from "./view.js";
@@ -32,8 +33,19 @@ function nodeUnder(view, ev) {
 }
 
 /**
- * The canvas: hover describes a node and lights its strongest paths, a click selects it, a shift-click picks
- * it for a supernode.
+ * The edge under a mouse event (-1: none).
+ * @param {CircuitView} view
+ * @param {MouseEvent} ev
+ */
+function edgeUnder(view, ev) {
+  if (!view.g) return -1;
+  const r = view.canvas.getBoundingClientRect();
+  return edgeAt(view.g, view.visible, ev.clientX - r.left, ev.clientY - r.top);
+}
+
+/**
+ * The canvas: hover describes a node and lights its strongest paths, a click selects it (or the edge under
+ * it), a shift-click picks it for a supernode.
  * @param {CircuitView} view
  */
 function wireCanvas(view) {
@@ -56,8 +68,15 @@ function wireCanvas(view) {
   });
   canvas.addEventListener("click", (ev) => {
     const i = nodeUnder(view, ev);
-    if (i < 0) return;
-    if (!ev.shiftKey) return ilabSave(model, "selected", i);
+    if (i < 0) {
+      const e = edgeUnder(view, ev);
+      if (e >= 0 && !ev.shiftKey) selectEdge(model, e);
+      return;
+    }
+    if (!ev.shiftKey) {
+      model.set("selected_edge", -1);
+      return ilabSave(model, "selected", i);
+    }
     if (view.picked.has(i)) view.picked.delete(i);
     else view.picked.add(i);
     draw(view);
@@ -129,6 +148,10 @@ function render({ model, el }) {
         prune();
       },
       "change:selected": () => {
+        draw(view);
+        drawCard(view);
+      },
+      "change:selected_edge": () => {
         draw(view);
         drawCard(view);
       },
