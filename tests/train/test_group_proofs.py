@@ -58,6 +58,8 @@ def test_bad_input_is_refused_naming_the_valid_choices():
         gp.GroupMLP("S7")
     with pytest.raises(ValueError, match=r"hidden=10 must be a multiple of \|S3\| = 6"):
         gp.GroupMLP("S3", hidden=10, tied=True)
+    with pytest.raises(ValueError, match=r"free_scale=2 must be a number in \[0, 1\]"):
+        gp.GroupMLP("S3", hidden=12, tied=True, free_scale=2)
     net = gp.GroupMLP("S3", hidden=12)
     with pytest.raises(ValueError, match=r"perms must be \[\|G\|, hidden\] = \[6, 12\], got \(6, 11\)"):
         gp.prove(net, torch.zeros(6, 11, dtype=torch.long))
