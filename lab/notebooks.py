@@ -39,6 +39,7 @@ SHIPPED: tuple[str, ...] = (
     "09_circuits",
     "10_autointerp",
     "papers/identifiability",
+    "papers/group_proofs",
     "papers/knowledge_edit_and_td",
     "papers/clip_second_order",
     "papers/monosemantic_experts",

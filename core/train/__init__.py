@@ -20,7 +20,7 @@ Example
 
 from __future__ import annotations
 
-from . import experts, identifiability, measures
+from . import experts, group_proofs, identifiability, measures
 from .bandit import BanditTask, q_agent_bandit
 from .tasks import (
     Task,
@@ -37,5 +37,5 @@ from .tasks import (
 from .trainer import TrainResult, answer_logits, tiny
 
 __all__ = ["BanditTask", "Task", "TextTask", "TrainResult", "answer_logits", "boolean", "bursty_icl", "byte_text",
-           "dag_hops", "dag_reachability", "experts", "group_elements", "group_table", "identifiability", "measures",
-           "q_agent_bandit", "repeated_tokens", "tiny"]  # fmt: skip
+           "dag_hops", "dag_reachability", "experts", "group_elements", "group_proofs", "group_table",
+           "identifiability", "measures", "q_agent_bandit", "repeated_tokens", "tiny"]  # fmt: skip

@@ -40,6 +40,7 @@ OVER_LIMIT_GB: dict[str, float] = {}
 #: the paper notebooks train their models inside and must stay within about two minutes on 2 cores.
 CELL_TIMEOUT_S: dict[str, int] = {
     "identifiability": 240,
+    "group_proofs": 120,
     "monosemantic_experts": 240,
     "graph_search": 240,
     "planning_agent": 120,
