@@ -74,6 +74,9 @@ class FixedVectors(nn.Module):
     """Each token a fixed random vector of ``dim`` (drawn from ``seed``; a buffer, not trained, not saved), then a
     one-hot of its position: width ``dim + n_positions``."""
 
+    table: torch.Tensor
+    positions: torch.Tensor
+
     def __init__(self, n_tokens: int, dim: int, n_positions: int, seed: int = 0):
         super().__init__()
         table = torch.randn(n_tokens, dim, generator=torch.Generator().manual_seed(seed)) / dim**0.5
