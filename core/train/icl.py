@@ -1,11 +1,11 @@
 """The ICL-transition notebook's network and claims (after Reddy, ICLR 2024; Chan et al., NeurIPS 2022).
 
 :class:`ICLNet` reads a :func:`~interplab.core.train.tasks.bursty_icl` row as fixed random vectors (each item and
-label token one Gaussian vector, not trained, as the paper's exemplars are) beside a one-hot position, runs two
-attention-only layers and answers with a label: every item token's logit is :data:`ITEM_LOGIT`, so the answer
-is always a label. :data:`SITES` names its sites for :func:`interplab.load_model`. :func:`transition` and
-:func:`ablation` are the notebook's claims as plain dicts with ``holds`` (a test shows them failing when an
-untrained network replaces the trained ones).
+label token one Gaussian vector, not trained, as the paper's class means are; without its within-class noise)
+beside a one-hot position, runs two attention-only layers and answers with a label: every item token's logit is
+:data:`ITEM_LOGIT`, so the answer is always a label. :data:`SITES` names its sites for
+:func:`interplab.load_model`. :func:`transition` and :func:`ablation` are the notebook's claims as plain dicts
+with ``holds`` (a test shows them failing when an untrained network replaces the trained ones).
 
 Example
 -------
@@ -103,8 +103,9 @@ class LabelReadout(nn.Module):
 class ICLNet(nn.Module):
     """Two attention-only layers over fixed item vectors and one-hot positions, sized for a ``bursty_icl`` task.
 
-    >>> ICLNet(ilab.train.bursty_icl(64, pool=256, n_labels=32, n_pairs=8, burst=4))(ids_BL).shape[-1]
-    288
+    >>> task = ilab.train.bursty_icl(64, pool=256, n_labels=32, n_pairs=8, burst=4)
+    >>> ICLNet(task)(task.inputs_NL[:2]).shape
+    torch.Size([2, 17, 288])
     """
 
     def __init__(self, task: Task, dim: int = 27, n_heads: int = 1, n_layers: int = 2, seed: int = 0):
