@@ -44,6 +44,7 @@ SHIPPED: tuple[str, ...] = (
     "papers/clip_second_order",
     "papers/monosemantic_experts",
     "papers/graph_search",
+    "papers/icl_transition",
     "papers/planning_agent",
     "papers/stitching_meta",
     "papers/supervised_dictionaries",

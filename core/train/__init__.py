@@ -4,7 +4,8 @@ The public namespace ``ilab.train``. ``tasks.py`` enumerates small tasks (a fini
 functions, byte-level text of named domains, repeated random tokens, bursty few-shot classification,
 reachability in small DAGs); ``bandit.py`` plays two-armed bandits with a Q-learning agent (transcripts for a
 tiny transformer to imitate); ``experts.py`` measures which experts of a MoE model serve which domain and what
-removing them costs; ``measures.py`` has what the graph-search notebook measures and asserts;
+removing them costs; ``measures.py`` has what the graph-search notebook measures and asserts; ``icl.py`` has
+the ICL-transition notebook's network and claims;
 ``identifiability.py`` enumerates a tiny Boolean MLP's circuits and aligned algorithms; ``trainer.py`` has
 :func:`tiny` (AdamW on a task, resumable from a folder) and :class:`TrainResult` (the history as plain data
 with ``.chart()``). Give the trained module named sites with
@@ -20,7 +21,7 @@ Example
 
 from __future__ import annotations
 
-from . import experts, group_proofs, identifiability, measures
+from . import experts, group_proofs, icl, identifiability, measures
 from .bandit import BanditTask, q_agent_bandit
 from .tasks import (
     Task,
@@ -37,5 +38,5 @@ from .tasks import (
 from .trainer import TrainResult, answer_logits, tiny
 
 __all__ = ["BanditTask", "Task", "TextTask", "TrainResult", "answer_logits", "boolean", "bursty_icl", "byte_text",
-           "dag_hops", "dag_reachability", "experts", "group_elements", "group_proofs", "group_table",
+           "dag_hops", "dag_reachability", "experts", "group_elements", "group_proofs", "group_table", "icl",
            "identifiability", "measures", "q_agent_bandit", "repeated_tokens", "tiny"]  # fmt: skip

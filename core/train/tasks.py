@@ -276,6 +276,10 @@ def bursty_icl(n_classes: int, pool: int = 1024, n_novel: int = 64, n_labels: in
     if n_pairs % burst:
         raise ValueError(f"n_pairs={n_pairs} is not a multiple of burst={burst}: the context holds whole bursts.")
     n_ways = n_pairs // burst
+    if isinstance(n_classes, int) and not isinstance(n_classes, bool) and n_classes <= n_ways:
+        raise ValueError(f"n_classes={n_classes} is too few for contexts of n_pairs={n_pairs} // burst={burst} = "
+                         f"{n_ways} classes and a query class outside them: give at least {n_ways + 1}, or fewer "
+                         f"pairs or a larger burst.")  # fmt: skip
     n_classes = check_int("n_classes", n_classes, n_ways + 1)
     if n_classes > pool - n_novel:
         raise ValueError(f"n_classes={n_classes} does not fit: pool={pool} items less n_novel={n_novel} novel ones "

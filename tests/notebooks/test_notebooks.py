@@ -43,6 +43,7 @@ CELL_TIMEOUT_S: dict[str, int] = {
     "group_proofs": 120,
     "monosemantic_experts": 240,
     "graph_search": 240,
+    "icl_transition": 120,
     "planning_agent": 120,
     "stitching_meta": 120,
     "supervised_dictionaries": 240,

@@ -64,6 +64,12 @@ ROWS: list[Row] = [
     Row("ilab.train.bursty_icl", lambda c: ilab.train.bursty_icl(64, n_labels=2), V, r"n_labels"),
     Row(
         "ilab.train.bursty_icl",
+        lambda c: ilab.train.bursty_icl(4, n_pairs=8, burst=2),
+        V,
+        r"n_classes=4 is too few for contexts of n_pairs=8 // burst=2 = 4 classes .* give at least 5",
+    ),
+    Row(
+        "ilab.train.bursty_icl",
         lambda c: ilab.train.bursty_icl(64, probe="both"),
         V,
         r"probe='both' is not one of 'icl', 'iwl'",
