@@ -8,7 +8,8 @@ standard deviation of the projections (Cohen's d, unsigned). The paper finds the
 models, each model measured along its *own* knob: :func:`fit_knobs` fits one per model at a site, and
 ``knob_separation`` takes them as a mapping (one shared knob is the other reading). The claim is judged against a
 control: the same correlation with ``n_random`` random unit directions at the same site in place of the knobs
-(read from the same activations, so free), the knobs' at a percentile among them.
+(read from the same activations, so free; with a knob per model, a random direction per model), the knobs' at a
+percentile among them.
 
 Example
 -------
@@ -181,7 +182,9 @@ def knob_separation(
     """For each model of ``variants`` (name -> an :class:`IntentTuning` applied to ``model``, or None for the plain
     model): the share of ``task``'s items following each intent and the intents' separation along the knob and
     ``n_random`` random unit directions at its site (at the knob's positions). ``das`` is one knob for every model
-    or a mapping name -> that model's own knob (:func:`fit_knobs`), all at one site.
+    (every model then read along the same random directions) or a mapping name -> that model's own knob
+    (:func:`fit_knobs`), all at one site; each model is then read along random directions of its own as well, so the
+    control's correlation varies with the direction as the knobs' does.
 
     >>> sep = knob_separation(model, tuning.held_out(), knob, {"plain": None, "step 4": tuning.at(4), "tuned": tuning})
     >>> sep.pearson, sep.control.exceeds(95)
@@ -194,10 +197,11 @@ def knob_separation(
         if knob.direction.shape != (d,):
             raise ValueError(f"das[{name!r}]'s direction has shape {tuple(knob.direction.shape)} but {site} is {d} "
                              "wide.")  # fmt: skip
-    random_DR = random_subspaces(d, 1, n_random, seed)[:, :, 0].T
+    own = isinstance(das, Mapping)  # each model its own knob: each its own random directions as well
     following: dict[str, list[float]] = {i: [] for i in INTENTS}
     seps = []
-    for name, tuning in variants.items():
+    for m, (name, tuning) in enumerate(variants.items()):
+        random_DR = random_subspaces(d, 1, n_random, seed + m if own else seed)[:, :, 0].T
         dirs_DR = torch.cat([knobs[name].direction[:, None].float(), random_DR], 1)
         with contextlib.nullcontext() if tuning is None else tuning.applied(model):
             acc = task.accuracy(model)

@@ -72,7 +72,9 @@ def test_each_model_is_measured_along_its_own_knob(gpt2):
     assert torch.equal(knobs["tuned"].Q_DK, tuned.Q_DK)
     own = ilab.das.knob_separation(gpt2, task, knobs, variants, n_random=8)
     for i, name in enumerate(variants):  # each row is that model measured along its own knob
-        shared = ilab.das.knob_separation(gpt2, task, knobs[name], variants, n_random=8)
+        shared = ilab.das.knob_separation(gpt2, task, knobs[name], variants, n_random=8, seed=1 + i)
         assert own.separation[i] == pytest.approx(float(shared.separation[i]))
+        # and along random directions of its own (the shared knob's seed + the model's index)
         assert np.array_equal(own.random_separation[i], shared.random_separation[i])
     assert np.array_equal(own.mean_following, shared.mean_following)
+    assert not np.array_equal(own.random_separation[0], own.random_separation[1])
