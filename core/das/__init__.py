@@ -37,7 +37,7 @@ from .knob import INTENTS, KnobSweep, KnobTask, knob_sweep, knob_task
 from .pairs import CounterfactualPairs, as_pairs, counterfactual_pairs
 from .positions import PositionSearch, position_search
 from .search import LayerSearch, layer_search
-from .separation import KnobSeparation, knob_separation
+from .separation import KnobSeparation, fit_knobs, knob_separation
 
 __all__ = [
     "INTENTS",
@@ -58,6 +58,7 @@ __all__ = [
     "counterfactual_pairs",
     "finetune_intents",
     "fit",
+    "fit_knobs",
     "ioi_attributes",
     "knob_control",
     "knob_separation",

@@ -182,6 +182,18 @@ ROWS: list[Row] = [
         r"layer must be an integer in 0\.\.1, got 5",
     ),
     Row("ilab.das.LayerSearch", lambda c: ilab.das.layer_search(c.model, _das_pairs(c), top=0), V, "top must be"),
+    Row(
+        "ilab.das.layer_search",
+        before_work(lambda c: ilab.das.layer_search(c.model, _das_pairs(c), score="swap")),
+        V,
+        r"score='swap' is not one of \('full_swap', 'das'\)",
+    ),
+    Row(
+        "ilab.das.layer_search",
+        before_work(lambda c: ilab.das.layer_search(c.model, _das_pairs(c), score="das", score_pairs=0)),
+        V,
+        "score_pairs must be",
+    ),
     Row("ilab.das.knob_task", lambda c: ilab.das.knob_task(c.model), V, "Fewer than two facts"),
     Row(
         "ilab.das.KnobTask",
@@ -369,6 +381,31 @@ ROWS: list[Row] = [
         ),
         T,
         r"variants\['c'\] must be an IntentTuning or None",
+    ),
+    Row(
+        "ilab.das.knob_separation",
+        before_work(
+            lambda c: ilab.das.knob_separation(
+                c.model,
+                ilab.das.KnobTask(_KNOB),
+                {"a": _das_result(k=1), "b": _das_result(k=1)},
+                {"a": None, "b": None, "c": None},
+            )
+        ),
+        V,
+        r"das names the models \['a', 'b'\] but variants has \['a', 'b', 'c'\]: give one knob per model",
+    ),
+    Row(
+        "ilab.das.fit_knobs",
+        before_work(lambda c: ilab.das.fit_knobs(c.model, _das_pairs(c), {"plain": None}, SITE, k=2)),
+        V,
+        r"k=2: a knob is one direction \(k=1\)",
+    ),
+    Row(
+        "ilab.das.fit_knobs",
+        before_work(lambda c: ilab.das.fit_knobs(c.model, _das_pairs(c), {"plain": 3}, SITE)),
+        T,
+        r"variants\['plain'\] must be an IntentTuning or None",
     ),
     Row(
         "ilab.das.IntentTuning.applied",

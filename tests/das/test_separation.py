@@ -59,3 +59,22 @@ def test_snapshots_are_kept_by_the_job_and_the_correlations_are_plain_statistics
     assert np.allclose(sep.mean_following, follow)
     assert sep.pearson == pytest.approx(float(np.corrcoef(follow, sep.separation)[0, 1]))
     assert sep.spearman == pytest.approx(0.8)  # ranks 0, 2, 1, 3 against 0, 1, 2, 3
+
+
+def test_each_model_is_measured_along_its_own_knob(gpt2):
+    task = ilab.das.KnobTask(ITEMS)
+    tuning = ilab.das.finetune_intents(gpt2, task, **{**SETTINGS, "snapshots": [2]})
+    variants = {"plain": None, "step 2": tuning.at(2), "tuned": tuning}
+    knobs = ilab.das.fit_knobs(gpt2, task.pairs(), variants, SITE, epochs=1, batch_size=4, progress=False)
+    assert list(knobs) == list(variants) and all(k.site == SITE and k.k == 1 for k in knobs.values())
+    with tuning.applied(gpt2):  # the tuned model's knob is the fit under its adapter
+        tuned = ilab.das.fit(gpt2, task.pairs(), SITE, k=1, epochs=1, batch_size=4, progress=False)
+    assert torch.equal(knobs["tuned"].Q_DK, tuned.Q_DK)
+    own = ilab.das.knob_separation(gpt2, task, knobs, variants, n_random=8)
+    for i, name in enumerate(variants):  # each row is that model measured along its own knob
+        shared = ilab.das.knob_separation(gpt2, task, knobs[name], variants, n_random=8, seed=1 + i)
+        assert own.separation[i] == pytest.approx(float(shared.separation[i]))
+        # and along random directions of its own (the shared knob's seed + the model's index)
+        assert np.array_equal(own.random_separation[i], shared.random_separation[i])
+    assert np.array_equal(own.mean_following, shared.mean_following)
+    assert not np.array_equal(own.random_separation[0], own.random_separation[1])
