@@ -26,6 +26,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..checks import check_int
+from ..model.trace_ops import read_site, write_site
 
 #: Named sites of :class:`TinyMamba` (``ilab.load_model(net, sites=MAMBA_SITES)``). A ``sites=`` table takes the
 #: transformer site kinds, so the mixer's output (the sequence-mixing sublayer's output added to the residual
@@ -245,6 +246,17 @@ def induction_pairs(task: Any, rows_N: torch.Tensor, earlier: int) -> tuple[list
     return clean, corrupt, torch.tensor(answers)
 
 
+def _position_edit(envoy: Any, io: str, source_NLD: torch.Tensor, pos: int) -> Any:
+    """An ``edit`` that writes ``source_NLD``'s values at position ``pos`` into the site (``envoy``, ``io``)."""
+
+    def edit(inputs: dict[str, torch.Tensor], step: int) -> None:
+        value = read_site(envoy, io).clone()
+        value[:, pos] = source_NLD[:, pos].to(value.dtype)
+        write_site(envoy, io, value)
+
+    return edit
+
+
 def _answer_logprob(logits_NV: torch.Tensor, answers_N: torch.Tensor) -> float:
     return float(logits_NV.log_softmax(-1).gather(1, answers_N[:, None]).mean())
 
@@ -259,8 +271,6 @@ def position_patching(model: Any, site: str, clean: list[str], corrupt: list[str
     """
     import pandas as pd
 
-    from ..model.trace_ops import read_site, write_site
-
     n = len(clean)
     clean_lp = _answer_logprob(model.logits(clean, batch_size=n)[:, -1], answers_N)
     corrupt_lp = _answer_logprob(model.logits(corrupt, batch_size=n)[:, -1], answers_N)
@@ -273,12 +283,7 @@ def position_patching(model: Any, site: str, clean: list[str], corrupt: list[str
         source_NLD = acts[name]
         row = []
         for pos in range(n_pos):
-
-            def edit(inputs: dict[str, torch.Tensor], step: int, pos: int = pos) -> None:
-                value = read_site(envoy, io).clone()
-                value[:, pos] = source_NLD[:, pos].to(value.dtype)
-                write_site(envoy, io, value)
-
+            edit = _position_edit(envoy, io, source_NLD, pos)
             patched = _answer_logprob(model.logits(corrupt, batch_size=n, edit=edit)[:, -1], answers_N)
             row.append((patched - corrupt_lp) / (clean_lp - corrupt_lp))
         table[name] = row

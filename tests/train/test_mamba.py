@@ -4,9 +4,9 @@ its scan is the recurrence, both take named sites, and the off-by-one measure's 
 from __future__ import annotations
 
 import torch
+from interplab.core.train import mamba
 
 import interplab as ilab
-from interplab.core.train import mamba
 
 
 def test_tiny_mamba_is_causal_a_later_token_changes_no_earlier_logit():
