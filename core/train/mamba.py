@@ -59,12 +59,12 @@ def selective_scan(u_BLEN: torch.Tensor, log_decay_BLEN: torch.Tensor, c_BLN: to
     >>> selective_scan(torch.ones(1, 3, 1, 1), torch.zeros(1, 3, 1, 1), torch.ones(1, 3, 1))[0, :, 0].tolist()
     [1.0, 2.0, 3.0]
     """
-    decay_BLEN = log_decay_BLEN.exp()
     state_BEN = torch.zeros_like(u_BLEN[:, 0])
     out = []
-    for pos in range(u_BLEN.shape[1]):
-        state_BEN = decay_BLEN[:, pos] * state_BEN + u_BLEN[:, pos]
-        out.append(torch.einsum("ben,bn->be", state_BEN, c_BLN[:, pos]))
+    # unbind once: indexing one position at a time makes backward fill a full-size gradient per position
+    for decay_BEN, u_BEN, c_BN in zip(log_decay_BLEN.exp().unbind(1), u_BLEN.unbind(1), c_BLN.unbind(1)):
+        state_BEN = decay_BEN * state_BEN + u_BEN
+        out.append(torch.einsum("ben,bn->be", state_BEN, c_BN))
     return torch.stack(out, 1)
 
 
