@@ -104,7 +104,7 @@ class VocabTokenizer:
         if return_tensors != "pt":
             ids = rows[0] if single else rows
             masks = [[1] * len(r) for r in rows]
-            out = {"input_ids": ids, "attention_mask": masks[0] if single else masks}
+            out: dict[str, Any] = {"input_ids": ids, "attention_mask": masks[0] if single else masks}
             if return_offsets_mapping:
                 spans = [[m.span() for m in re.finditer(r"\S+", t)] for t in texts]
                 out["offset_mapping"] = spans[0] if single else spans

@@ -19,6 +19,7 @@ Example
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -143,7 +144,7 @@ class GPTBlock(nn.Module):
 class _TokenLM(nn.Module):
     """Embedding, a list of blocks, a final norm and the unembedding: ids ``[B, L]`` to logits ``[B, L, V]``."""
 
-    def __init__(self, n_tokens: int, d: int, blocks: list[nn.Module], n_positions: int | None):
+    def __init__(self, n_tokens: int, d: int, blocks: Sequence[nn.Module], n_positions: int | None):
         super().__init__()
         self.embed = nn.Embedding(n_tokens, d)
         self.pos = nn.Parameter(torch.randn(n_positions, d) * 0.02) if n_positions else None
