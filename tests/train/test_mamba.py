@@ -3,6 +3,7 @@ its scan is the recurrence, both take named sites, and the off-by-one measure's 
 
 from __future__ import annotations
 
+import pytest
 import torch
 from interplab.core.train import mamba
 
@@ -60,3 +61,11 @@ def test_induction_claim_needs_the_repeat_above_the_first_half_and_the_control()
     assert mamba.induction_claim(good, chance)["holds"]
     assert not mamba.induction_claim(chance, chance)["holds"]
     assert not mamba.induction_claim(good, good)["holds"]
+
+
+def test_impossible_sizes_are_refused_naming_the_valid_range():
+    with pytest.raises(ValueError, match=r"n_tokens must be an integer >= 2, got 1"):
+        mamba.TinyMamba(1)
+    task = ilab.train.repeated_tokens(n_tokens=8, half_len=4, n_rows=4)
+    with pytest.raises(ValueError, match=r"earlier must be an integer in 0\.\.2, got 3"):
+        mamba.induction_pairs(task, torch.ones(4, dtype=torch.bool), earlier=3)
