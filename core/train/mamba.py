@@ -31,8 +31,7 @@ from ..model.trace_ops import read_site, write_site
 
 #: Named sites of :class:`TinyMamba` (``ilab.load_model(net, sites=MAMBA_SITES)``). A ``sites=`` table takes the
 #: transformer site kinds, so the mixer's output (the sequence-mixing sublayer's output added to the residual
-#: stream, in the place of attention's) is ``hook_attn_out`` and its input (the norm's output) ``hook_mlp_in``
-#: is not used: ``hook_resid_pre`` is the stream the norm reads.
+#: stream, in the place of attention's) is ``hook_attn_out``; ``hook_resid_pre`` is the stream its norm reads.
 MAMBA_SITES = {
     "hook_embed": "embed",
     "blocks.{L}.hook_attn_out": "blocks.{L}.mixer",
