@@ -48,6 +48,7 @@ SHIPPED: tuple[str, ...] = (
     "papers/planning_agent",
     "papers/stitching_meta",
     "papers/supervised_dictionaries",
+    "papers/transformers_vs_mambas",
 )
 TOUR = "nbs/00_tour.ipynb"
 #: Cell metadata a run or a view of the outputs writes (timings, collapsed or scrolled outputs).

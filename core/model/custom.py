@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import re
 from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
@@ -93,15 +94,21 @@ class VocabTokenizer:
 
     def __call__(
         self, texts: str | Sequence[str], return_tensors: str | None = None, padding: bool = False,
-        padding_side: str = "right", **_: Any,
+        padding_side: str = "right", return_offsets_mapping: bool = False, **_: Any,
     ) -> dict[str, Any]:  # fmt: skip
-        """``input_ids`` and ``attention_mask`` of texts, padded with id 0 on ``padding_side`` when asked."""
+        """``input_ids`` and ``attention_mask`` of texts, padded with id 0 on ``padding_side`` when asked; with
+        ``return_offsets_mapping`` (lists only) each token's ``(start, end)`` characters in its text."""
         single = isinstance(texts, str)
-        rows = [self.encode(t) for t in ([texts] if isinstance(texts, str) else texts)]
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        rows = [self.encode(t) for t in texts]
         if return_tensors != "pt":
             ids = rows[0] if single else rows
             masks = [[1] * len(r) for r in rows]
-            return {"input_ids": ids, "attention_mask": masks[0] if single else masks}
+            out: dict[str, Any] = {"input_ids": ids, "attention_mask": masks[0] if single else masks}
+            if return_offsets_mapping:
+                spans = [[m.span() for m in re.finditer(r"\S+", t)] for t in texts]
+                out["offset_mapping"] = spans[0] if single else spans
+            return out
         width = max(len(r) for r in rows)
         ids_BL = torch.zeros(len(rows), width, dtype=torch.long)
         mask_BL = torch.zeros(len(rows), width, dtype=torch.long)

@@ -21,7 +21,7 @@ Example
 
 from __future__ import annotations
 
-from . import experts, group_proofs, icl, identifiability, measures
+from . import experts, group_proofs, icl, identifiability, mamba, measures
 from .bandit import BanditTask, q_agent_bandit
 from .tasks import (
     Task,
@@ -39,4 +39,4 @@ from .trainer import TrainResult, answer_logits, tiny
 
 __all__ = ["BanditTask", "Task", "TextTask", "TrainResult", "answer_logits", "boolean", "bursty_icl", "byte_text",
            "dag_hops", "dag_reachability", "experts", "group_elements", "group_proofs", "group_table", "icl",
-           "identifiability", "measures", "q_agent_bandit", "repeated_tokens", "tiny"]  # fmt: skip
+           "identifiability", "mamba", "measures", "q_agent_bandit", "repeated_tokens", "tiny"]  # fmt: skip

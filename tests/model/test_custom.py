@@ -143,3 +143,21 @@ def test_vocab_tokenizer_refuses_an_unknown_token():
     assert tok(["a b =", "b"], return_tensors="pt", padding=True)["input_ids"].tolist() == [[0, 1, 2], [1, 0, 0]]
     with pytest.raises(ValueError, match=r"Token 'c' in 'a c' is not in the vocabulary of 3 tokens \(a, b, =\)"):
         tok.encode("a c")
+
+
+def test_vocab_tokenizer_gives_offsets_so_sae_latents_of_two_sited_models_compare():
+    from interplab.core.saes.training.in_memory import fit_tensor
+
+    tok = VocabTokenizer(["a", "bb", "="])
+    assert tok("a bb  =", return_offsets_mapping=True)["offset_mapping"] == [(0, 1), (2, 4), (6, 7)]
+    texts = [" ".join(str(random.Random(i).randrange(VOCAB)) for _ in range(8)) for i in range(20)]
+    models, saes = [], []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        model = ilab.load_model(TinyTransformer().eval(), sites=TRANSFORMER_SITES)
+        acts = model.collect(texts, sites=["blocks.1.hook_resid_post"])["blocks.1.hook_resid_post"].flatten(0, 1)
+        models.append(model)
+        saes.append(fit_tensor(acts, arch="topk", width=16, k=2, steps=20, site="blocks.1.hook_resid_post",
+                               progress=False))  # fmt: skip
+    sim = ilab.matching.similarity(models[0], saes[0], models[1], saes[1], texts)
+    assert sim.n_tokens == 20 * 8 and len(sim.mpc_a) == 16

@@ -47,6 +47,7 @@ CELL_TIMEOUT_S: dict[str, int] = {
     "planning_agent": 120,
     "stitching_meta": 120,
     "supervised_dictionaries": 240,
+    "transformers_vs_mambas": 120,
 }
 MARK = "__interplab_peak__"
 PEAK_CELL = f"""
