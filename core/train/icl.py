@@ -24,7 +24,8 @@ from torch import nn
 
 from ..checks import check_int
 from ..model.model import Edit, Model
-from ..model.trace_ops import read_site, write_site
+from .measures import head_ablation
+from .nets import AttnOnlyBlock
 from .tasks import Task
 
 #: The logit of every item token: the network answers with a label.
@@ -39,35 +40,6 @@ SITES = {
 }
 #: An accuracy counts as high at least this much above chance (1 / n_labels) and above the other end's model.
 MARGIN = 0.5
-
-
-class HeadsAttention(nn.Module):
-    """Causal multi-head self-attention without biases; the output projection's input is the heads' values."""
-
-    def __init__(self, d: int, n_heads: int):
-        super().__init__()
-        self.n_heads = n_heads
-        self.qkv = nn.Linear(d, 3 * d, bias=False)
-        self.out = nn.Linear(d, d, bias=False)
-
-    def forward(self, x_BLD: torch.Tensor) -> torch.Tensor:
-        b, n, d = x_BLD.shape
-        q, k, v = self.qkv(x_BLD).view(b, n, 3, self.n_heads, d // self.n_heads).unbind(2)
-        scores_BHQK = torch.einsum("bqhe,bkhe->bhqk", q, k) / (d // self.n_heads) ** 0.5
-        causal = torch.ones(n, n, dtype=torch.bool, device=x_BLD.device).tril()
-        pattern_BHQK = scores_BHQK.masked_fill(~causal, float("-inf")).softmax(-1)
-        return self.out(torch.einsum("bhqk,bkhe->bqhe", pattern_BHQK, v).reshape(b, n, d))
-
-
-class AttnOnlyBlock(nn.Module):
-    """``x + attention(x)``: no MLP, no norm."""
-
-    def __init__(self, d: int, n_heads: int):
-        super().__init__()
-        self.attn = HeadsAttention(d, n_heads)
-
-    def forward(self, x_BLD: torch.Tensor) -> torch.Tensor:
-        return x_BLD + self.attn(x_BLD)
 
 
 class FixedVectors(nn.Module):
@@ -138,17 +110,7 @@ def query_head_ablation(model: Model, layer: int, head: int) -> Edit:
 
     >>> ilab.train.measures.accuracy(model, task, edit=query_head_ablation(model, 1, 0))
     """
-    layer = check_int("layer", layer, 0, model.n_layers - 1)
-    head = check_int("head", head, 0, model.n_heads - 1)
-    envoy, io = model.envoy(f"blocks.{layer}.attn.hook_z")
-    lo, hi = head * model.d_head, (head + 1) * model.d_head
-
-    def edit(inputs: dict[str, torch.Tensor], step: int) -> None:
-        z = read_site(envoy, io).clone()
-        z[:, -1, lo:hi] = 0
-        write_site(envoy, io, z)
-
-    return edit
+    return head_ablation(model, layer, head, last_only=True)
 
 
 def _high(acc: float, chance: float, other: float) -> bool:

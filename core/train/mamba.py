@@ -28,6 +28,7 @@ from torch.nn import functional as F
 
 from ..checks import check_int
 from ..model.trace_ops import read_site, write_site
+from .nets import HeadsAttention
 
 #: Named sites of :class:`TinyMamba` (``ilab.load_model(net, sites=MAMBA_SITES)``). A ``sites=`` table takes the
 #: transformer site kinds, so the mixer's output (the sequence-mixing sublayer's output added to the residual
@@ -109,30 +110,12 @@ class MambaBlock(nn.Module):
         return x_BLD + self.mixer(self.norm(x_BLD))
 
 
-class CausalAttention(nn.Module):
-    """Causal multi-head self-attention; the output projection's input is the heads' values (``hook_z``)."""
-
-    def __init__(self, d: int, n_heads: int):
-        super().__init__()
-        self.n_heads = n_heads
-        self.qkv = nn.Linear(d, 3 * d)
-        self.out = nn.Linear(d, d)
-
-    def forward(self, x_BLD: torch.Tensor) -> torch.Tensor:
-        b, n, d = x_BLD.shape
-        q, k, v = self.qkv(x_BLD).view(b, n, 3, self.n_heads, d // self.n_heads).unbind(2)
-        scores_BHQK = torch.einsum("bqhe,bkhe->bhqk", q, k) / (d // self.n_heads) ** 0.5
-        causal_QK = torch.ones(n, n, dtype=torch.bool, device=x_BLD.device).tril()
-        pattern_BHQK = scores_BHQK.masked_fill(~causal_QK, float("-inf")).softmax(-1)
-        return self.out(torch.einsum("bhqk,bkhe->bqhe", pattern_BHQK, v).reshape(b, n, d))
-
-
 class GPTBlock(nn.Module):
     """A GPT-2 block: pre-norm attention, then a GELU MLP four times as wide."""
 
     def __init__(self, d: int, n_heads: int):
         super().__init__()
-        self.ln1, self.attn = nn.LayerNorm(d), CausalAttention(d, n_heads)
+        self.ln1, self.attn = nn.LayerNorm(d), HeadsAttention(d, n_heads, bias=True)
         self.ln2, self.up, self.act, self.down = nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d)
 
     def forward(self, x_BLD: torch.Tensor) -> torch.Tensor:
@@ -258,7 +241,7 @@ def _position_edit(envoy: Any, io: str, source_NLD: torch.Tensor, pos: int) -> A
 
 
 def _answer_logprob(logits_NV: torch.Tensor, answers_N: torch.Tensor) -> float:
-    return float(logits_NV.log_softmax(-1).gather(1, answers_N[:, None]).mean())
+    return float(logits_NV.float().log_softmax(-1).gather(1, answers_N[:, None]).mean())
 
 
 def position_patching(model: Any, site: str, clean: list[str], corrupt: list[str], answers_N: torch.Tensor) -> Any:

@@ -45,8 +45,9 @@ def accuracy(model: Model, task: Task, rows: torch.Tensor | None = None, edit: E
     return float((logits.argmax(-1) == task.targets_N[mask]).float().mean())
 
 
-def head_ablation(model: Model, layer: int, head: int) -> Edit:
-    """An ``edit`` for :meth:`Model.logits` that zeroes one head's ``attn.hook_z`` slice at every position.
+def head_ablation(model: Model, layer: int, head: int, last_only: bool = False) -> Edit:
+    """An ``edit`` for :meth:`Model.logits` that zeroes one head's ``attn.hook_z`` slice at every position (at the
+    last position only with ``last_only``, where the answer is read).
 
     >>> accuracy(model, task, edit=head_ablation(model, 1, 0))
     """
@@ -57,7 +58,10 @@ def head_ablation(model: Model, layer: int, head: int) -> Edit:
 
     def edit(inputs: dict[str, torch.Tensor], step: int) -> None:
         z = read_site(envoy, io).clone()
-        z[..., lo:hi] = 0
+        if last_only:
+            z[:, -1, lo:hi] = 0
+        else:
+            z[..., lo:hi] = 0
         write_site(envoy, io, z)
 
     return edit

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from interplab.core.train.nets import HeadsAttention
 from torch import nn
 
 VOCAB = 11
@@ -46,32 +47,13 @@ MLP_SITES = {
 }
 
 
-class Attention(nn.Module):
-    """Causal multi-head self-attention; the output projection's input is the heads' values."""
-
-    def __init__(self, d: int, n_heads: int):
-        super().__init__()
-        self.n_heads = n_heads
-        self.qkv = nn.Linear(d, 3 * d)
-        self.out = nn.Linear(d, d)
-
-    def forward(self, x_BLD: torch.Tensor) -> torch.Tensor:
-        b, n, d = x_BLD.shape
-        q, k, v = self.qkv(x_BLD).view(b, n, 3, self.n_heads, d // self.n_heads).unbind(2)
-        scores = torch.einsum("bqhe,bkhe->bhqk", q, k) / (d // self.n_heads) ** 0.5
-        causal = torch.ones(n, n, dtype=torch.bool, device=x_BLD.device).tril()
-        pattern = scores.masked_fill(~causal, float("-inf")).softmax(-1)
-        z = torch.einsum("bhqk,bkhe->bqhe", pattern, v).reshape(b, n, d)
-        return self.out(z)
-
-
 class Block(nn.Module):
     """Pre-norm transformer block."""
 
     def __init__(self, d: int, n_heads: int):
         super().__init__()
         self.ln1 = nn.LayerNorm(d)
-        self.attn = Attention(d, n_heads)
+        self.attn = HeadsAttention(d, n_heads, bias=True)
         self.ln2 = nn.LayerNorm(d)
         self.mlp = MLPBlock(d, 4 * d)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from interplab.core.train.nets import AttnOnlyBlock, HeadsAttention
 from torch import nn
 
 
@@ -31,35 +32,6 @@ class BitsMLP(nn.Module):
 
     def forward(self, ids_BL: torch.Tensor) -> torch.Tensor:
         return self.l2(self.act(self.l1(ids_BL.float())))
-
-
-class HeadsAttention(nn.Module):
-    """Causal multi-head self-attention without biases; the output projection's input is the heads' values."""
-
-    def __init__(self, d: int, n_heads: int):
-        super().__init__()
-        self.n_heads = n_heads
-        self.qkv = nn.Linear(d, 3 * d, bias=False)
-        self.out = nn.Linear(d, d, bias=False)
-
-    def forward(self, x_BLD: torch.Tensor) -> torch.Tensor:
-        b, n, d = x_BLD.shape
-        q, k, v = self.qkv(x_BLD).view(b, n, 3, self.n_heads, d // self.n_heads).unbind(2)
-        scores = torch.einsum("bqhe,bkhe->bhqk", q, k) / (d // self.n_heads) ** 0.5
-        causal = torch.ones(n, n, dtype=torch.bool, device=x_BLD.device).tril()
-        pattern = scores.masked_fill(~causal, float("-inf")).softmax(-1)
-        return self.out(torch.einsum("bhqk,bkhe->bqhe", pattern, v).reshape(b, n, d))
-
-
-class AttnOnlyBlock(nn.Module):
-    """x + attention(x): no MLP, no norm."""
-
-    def __init__(self, d: int, n_heads: int):
-        super().__init__()
-        self.attn = HeadsAttention(d, n_heads)
-
-    def forward(self, x_BLD: torch.Tensor) -> torch.Tensor:
-        return x_BLD + self.attn(x_BLD)
 
 
 class FixedTokens(nn.Module):
