@@ -225,7 +225,7 @@ def attribute(
     ids_1P = model.to_tokens(prompt)["input_ids"][:1]
     model.check_lengths([ids_1P.shape[1]], "prompt")
     skips = rep.skips()
-    with model.lock:
+    with model.lock, model.eager_attention(eager_replacement(model)):
         run = replacement_pass(model, ids_1P, skips, batch_size)
     src = find_sources(run, rep, skip_bos, bos_error)
     _, unembed = model.readout_modules()
@@ -254,6 +254,13 @@ def attribute(
         logit_probs=logit_probs.float(),
         adjacency=graph, model_name=model.name, transcoders=rep.fingerprints(),
     )  # fmt: skip
+
+
+def eager_replacement(model: Model) -> bool:
+    """Whether the replacement pass runs eager attention: on the CPU, where PyTorch's fused attention backward is
+    slow (in bfloat16 several times the eager one); circuit-tracer runs it eagerly too. Its patterns are constants
+    either way; the attention implementation is switched back afterwards, also on an error."""
+    return model.device.type == "cpu"
 
 
 def check_settings(
