@@ -289,8 +289,9 @@ def final_logits(model: Model, W_U: torch.Tensor, final_D: torch.Tensor) -> tupl
         h = final_D.detach().float()
         logit_parts, sums = [], []
         for c in W_U.split(SLICE_ROWS):
-            logit_parts.append(c.float() @ h)
-            sums.append(c.float().sum(0))
+            c_float = c.float()  # one conversion per slice
+            logit_parts.append(c_float @ h)
+            sums.append(h.new_ones(len(c_float)) @ c_float)  # the column sums, as one matrix-vector product
             release_pages(c)
         logits = model.softcap(torch.cat(logit_parts))
         mean_D = torch.stack(sums).sum(0) / W_U.shape[0]
