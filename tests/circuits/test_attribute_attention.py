@@ -69,3 +69,21 @@ def test_bfloat16_graph_with_eager_attention_equals_the_fused_ones(monkeypatch):
     scale = float(fused.adjacency.abs().max())
     torch.testing.assert_close(eager.adjacency, fused.adjacency, atol=2e-2 * scale, rtol=0)
     assert not torch.equal(eager.adjacency, fused.adjacency)  # two implementations ran
+
+
+def test_bfloat16_graph_equals_the_float32_one_to_bfloat16_precision():
+    """The linear paths run in bfloat16 (no float32 round trips): the graph still matches the float32 model's."""
+    hf = tiny_hf_model("gemma3")
+    f32 = ilab.load_model(hf, tokenizer=tiny_tokenizer())
+    tcs = transcoders(f32.d_model)
+    full = attribute(f32, tcs, PROMPT, batch_size=8, progress=False)
+    half = attribute(bf16_model(), tcs, PROMPT, batch_size=8, progress=False)
+    assert half.logit_ids == full.logit_ids
+    common = [f for f in half.features.tolist() if f in full.features.tolist()]
+    assert len(common) >= 0.98 * max(half.n_features, full.n_features)  # a feature at its threshold may flip
+    rest = list(range(half.n_features, half.n_nodes))  # errors, tokens, logits: the same nodes in both
+    ours = torch.tensor([half.feature_index(*f) for f in common] + rest)
+    theirs = torch.tensor([full.feature_index(*f) for f in common] + [i - half.n_nodes + full.n_nodes for i in rest])
+    scale = float(full.adjacency.abs().max())
+    torch.testing.assert_close(half.adjacency[ours][:, ours], full.adjacency[theirs][:, theirs], atol=3e-2 * scale,
+                               rtol=0)  # fmt: skip
