@@ -36,13 +36,13 @@ def max_rss_mb() -> float:
 
 
 def peak_during(fn):  # type: ignore[no-untyped-def]
-    """(fn(), the peak resident MB above the start, sampled every 5 ms)."""
+    """(fn(), the peak resident MB above the start, sampled every 50 ms)."""
     start, peak, done = rss_mb(), [0.0], threading.Event()
 
     def sample() -> None:
         while not done.is_set():
             peak[0] = max(peak[0], rss_mb() - start)
-            time.sleep(0.005)
+            time.sleep(0.05)
 
     t = threading.Thread(target=sample, daemon=True)
     t.start()

@@ -7,7 +7,7 @@ loader (circuit-tracer's ``load_gemma_scope_2_clt``, interplab's ``load_clt``). 
 long-lived workers (interplab here, circuit-tracer in ``.ref/circuit-tracer``, ``circuit_tracer_worker.py``) load
 the model once, build one warm-up graph each, then graphs interleaved A, B, A, B, ...; the JSON gives the medians,
 the ratio circuit-tracer / interplab (above 1: interplab faster; of the medians and of the minima), each tool's
-peak resident memory above the start of a graph (sampled every 5 ms; memory the allocator kept from the warm-up
+peak resident memory above the start of a graph (sampled every 50 ms; memory the allocator kept from the warm-up
 graph is not counted) and the process's peak above its memory once the model was loaded (the warm-up graph
 included), and the graphs' agreement (the same logit targets, the same feature nodes in the same order, the
 adjacency's largest difference over its largest entry). Same settings for both: batch 32, 10 logits up to
