@@ -14,6 +14,9 @@ random Gemma 3 and fewer page loads). It prints ONE JSON object on stdout; progr
 (c) First paint in headless Chromium of the exported HTML (the notebook stored with its widget state,
     ``interplab.export_html``, every non-file request aborted): ``ilab-circuit-render-start`` to
     ``ilab-circuit-painted`` (two animation frames after the first draw). Goal <= 500 ms.
+(d) With ``--vs-circuit-tracer`` only: CLT graphs against circuit-tracer 0.5.0's on the same model, CLT and
+    prompt, two long-lived workers interleaved, both dtypes, 1 and 2 threads (:mod:`bench.vs_circuit_tracer`).
+    Goal: interplab at least 2x faster in every configuration.
 """
 
 from __future__ import annotations
@@ -238,7 +241,21 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-feature-nodes", type=int, default=128)
     parser.add_argument("--transcoders", help="a folder of SAELens transcoder folders, one per layer")
+    parser.add_argument(
+        "--vs-circuit-tracer",
+        action="store_true",
+        help="only (d): CLT graphs against circuit-tracer's, both dtypes, 1 and 2 threads",
+    )
+    parser.add_argument("--clt-width", type=int, default=256)
+    parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    if args.vs_circuit_tracer:
+        from bench.vs_circuit_tracer import vs_circuit_tracer
+
+        log("CLT graphs against circuit-tracer")
+        vs = vs_circuit_tracer(args.clt_width, args.max_feature_nodes, args.repeats, ["float32", "bfloat16"], [1, 2])
+        print(json.dumps({"benchmark": "circuits", "vs_circuit_tracer": vs}, indent=1))
+        return
     import interplab as ilab
 
     result: dict[str, Any] = {"benchmark": "circuits", "quick": args.quick}

@@ -41,7 +41,12 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class Sources:
-    """The graph's source nodes from one replacement pass: active features, errors, token embeddings."""
+    """The graph's source nodes from one replacement pass: active features, errors, token embeddings.
+
+    Each layer's active features sit in ``padded[layer]`` [P, S, K*D] (activation times decoder row, position
+    ``p``'s features in slots ``0..count_p-1``, zeros after), so a backward pass's edges to them are one batched
+    matmul per layer; ``decoders`` holds the same rows per position as views ([layer][pos] -> (ids, [n, K*D])).
+    """
 
     features: torch.Tensor  # [F, 3] layer, position, latent
     activations: torch.Tensor  # [F]
@@ -49,9 +54,28 @@ class Sources:
     errors: torch.Tensor  # [layers, P, D]
     embeds: torch.Tensor  # [P, D]
     spans: list[int] = field(default_factory=list)  # per layer K: the MLP outputs its latents write (1, or L - l)
+    padded: list[torch.Tensor] = field(default_factory=list)  # per layer [P, S, K*D]: the rows by position and slot
+    slots: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = field(default_factory=list)  # per layer (ids,
+    # positions, slots) [n_l] each: where each active feature's row sits in ``padded``
 
     def span(self, layer: int) -> int:
         return self.spans[layer] if self.spans else 1
+
+
+def _layer_rows(rep: Replacer, layer: int, a_PM: torch.Tensor, first_id: int) -> tuple[torch.Tensor, ...]:
+    """One layer's active features (position-major, latents ascending) and their written rows, padded by
+    position: (positions, latents, activations [n] each, written [n, K, D], padded [P, S, K*D], slots [n],
+    node ids [n] from ``first_id``, features per position [P])."""
+    pos_n, latent_n = a_PM.nonzero(as_tuple=True)
+    vals_n = a_PM[pos_n, latent_n]
+    written = vals_n[:, None, None] * rep.decoder_rows(layer, latent_n)  # [n, K, D]
+    counts_P = torch.bincount(pos_n, minlength=a_PM.shape[0])
+    starts_P = torch.cumsum(counts_P, 0) - counts_P
+    slot_n = torch.arange(len(pos_n), device=pos_n.device) - starts_P[pos_n]
+    padded = written.new_zeros(a_PM.shape[0], max(1, int(counts_P.max())), written.shape[1] * written.shape[2])
+    padded[pos_n, slot_n] = written.flatten(1)
+    ids_n = torch.arange(first_id, first_id + len(pos_n), device=pos_n.device)
+    return pos_n, latent_n, vals_n, written, padded, slot_n, ids_n, counts_P
 
 
 def find_sources(run: ReplacementPass, tcs: list[SAE] | Replacer, skip_bos: bool, bos_error: bool = True) -> Sources:
@@ -64,7 +88,7 @@ def find_sources(run: ReplacementPass, tcs: list[SAE] | Replacer, skip_bos: bool
     """
     rep = PerLayer(tcs) if isinstance(tcs, list) else tcs
     n_layers, n_pos = rep.n_layers, run.embed_leaf.shape[1]
-    feats, acts, decoders, spans = [], [], [], []
+    feats, acts, decoders, spans, padded, slots = [], [], [], [], [], []
     recon = [rep.b_dec(layer).expand(n_pos, -1).clone() for layer in range(n_layers)]
     count = held = 0
     with torch.no_grad():
@@ -74,22 +98,19 @@ def find_sources(run: ReplacementPass, tcs: list[SAE] | Replacer, skip_bos: bool
             if skip_bos:
                 a[0] = 0
             span, width = n_layers - layer if isinstance(rep, CrossLayer) else 1, x.shape[-1]
-            held += int((a != 0).sum()) * span * width * 4  # float32 rows: activation x decoder, per layer written
+            n_pad = n_pos * int((a != 0).sum(1).max())
+            held += n_pad * span * width * 4  # float32 rows: activation x decoder, per layer written, padded
             check_memory(f"The decoder rows of the active features through layer {layer}", held)
             recon[layer] = recon[layer] + rep.skip_out(x, layer)
-            per_pos = []
-            for pos in range(n_pos):
-                idx = a[pos].nonzero().flatten()
-                vals = a[pos, idx]
-                ids = torch.arange(count, count + len(idx), device=idx.device)
-                count += len(idx)
-                feats.append(torch.stack([torch.full_like(idx, layer), torch.full_like(idx, pos), idx], 1))
-                acts.append(vals)
-                written = vals[:, None, None] * rep.decoder_rows(layer, idx)  # [n, K, D]
-                for k in range(written.shape[1]):
-                    recon[layer + k][pos] += written[:, k].sum(0)
-                per_pos.append((ids, written.flatten(1)))
-            decoders.append(per_pos)
+            pos_n, latent_n, vals_n, written, pad, slot_n, ids_n, counts_P = _layer_rows(rep, layer, a, count)
+            count += len(pos_n)
+            for k in range(written.shape[1]):
+                recon[layer + k].index_add_(0, pos_n, written[:, k])
+            feats.append(torch.stack([torch.full_like(pos_n, layer), pos_n, latent_n], 1))
+            acts.append(vals_n)
+            decoders.append([(ids, pad[pos, : len(ids)]) for pos, ids in enumerate(ids_n.split(counts_P.tolist()))])
+            padded.append(pad)
+            slots.append((ids_n, pos_n, slot_n))
             spans.append(span)
         errors = []
         for layer in range(n_layers):
@@ -98,7 +119,7 @@ def find_sources(run: ReplacementPass, tcs: list[SAE] | Replacer, skip_bos: bool
                 error[0] = 0
             errors.append(error)
     return Sources(torch.cat(feats).long(), torch.cat(acts), decoders, torch.stack(errors),
-                   run.embed_leaf[0].detach().float(), spans)  # fmt: skip
+                   run.embed_leaf[0].detach().float(), spans, padded, slots)  # fmt: skip
 
 
 class RowBuilder:
@@ -132,20 +153,29 @@ class RowBuilder:
                 value = value + run.final[row, -1].float() @ what
         grads = torch.autograd.grad(value, run.leaves, retain_graph=True, allow_unused=True)
         self.backward_passes += 1
-        g = [torch.zeros_like(leaf[:n], dtype=torch.float32) if gr is None else gr[:n].float()
-             for leaf, gr in zip(run.leaves, grads, strict=True)]  # fmt: skip
+        return self._edges(grads, n).to("cpu")
+
+    def _edges(self, grads: tuple[torch.Tensor | None, ...], n: int) -> torch.Tensor:
+        """Direct effects [n, sources] from the gradients at the leaves: per layer one batched matmul of the
+        gradients at each position with the padded rows of the features there, errors and tokens elementwise."""
+        src, n_layers, p, f = self.src, self.n_layers, self.n_pos, self.n_features
+        device = self.run.embed_leaf.device
+        g_PnLD = torch.zeros(p, n, n_layers, self.run.embed_leaf.shape[-1], device=device)  # float32, one copy
+        for layer, gr in enumerate(grads[1:]):
+            if gr is not None:
+                g_PnLD[:, :, layer].copy_(gr[:n].transpose(0, 1))
         rows = torch.zeros(n, self.n_sources, device=device)
-        f, p = self.n_features, self.n_pos
-        for layer in range(self.n_layers):
-            g_l = g[layer + 1]  # [n, P, D]
-            span = self.src.span(layer)  # the MLP outputs this layer's latents write: gradients side by side
-            g_span = g_l if span == 1 else torch.cat(g[layer + 1 : layer + 1 + span], -1)  # [n, P, K*D]
-            for pos, (ids, dec) in enumerate(self.src.decoders[layer]):
-                if len(ids):
-                    rows[:, ids] = g_span[:, pos] @ dec.T
-            rows[:, f + layer * p : f + (layer + 1) * p] = (g_l * self.src.errors[layer]).sum(-1)
-        rows[:, f + self.n_layers * p :] = (g[0] * self.src.embeds).sum(-1)
-        return rows.to("cpu")
+        for layer in range(n_layers):
+            ids_n, pos_n, slot_n = src.slots[layer]
+            if len(ids_n):
+                span = src.span(layer)  # the MLP outputs this layer's latents write: gradients side by side
+                g_PnK = g_PnLD[:, :, layer : layer + span].flatten(2)  # [P, n, K*D], a view
+                out_PnS = torch.bmm(g_PnK, src.padded[layer].transpose(1, 2))
+                rows[:, ids_n] = out_PnS[pos_n, :, slot_n].T
+        rows[:, f : f + n_layers * p] = torch.einsum("pnld,lpd->nlp", g_PnLD, src.errors).flatten(1)
+        if grads[0] is not None:
+            rows[:, f + n_layers * p :] = (grads[0][:n].float() * src.embeds).sum(-1)
+        return rows
 
 
 def top_logits(
@@ -195,7 +225,7 @@ def attribute(
     ids_1P = model.to_tokens(prompt)["input_ids"][:1]
     model.check_lengths([ids_1P.shape[1]], "prompt")
     skips = rep.skips()
-    with model.lock:
+    with model.lock, model.eager_attention(eager_replacement(model)):
         run = replacement_pass(model, ids_1P, skips, batch_size)
     src = find_sources(run, rep, skip_bos, bos_error)
     _, unembed = model.readout_modules()
@@ -226,6 +256,13 @@ def attribute(
     )  # fmt: skip
 
 
+def eager_replacement(model: Model) -> bool:
+    """Whether the replacement pass runs eager attention: on the CPU, where PyTorch's fused attention backward is
+    slow (in bfloat16 several times the eager one); circuit-tracer runs it eagerly too. Its patterns are constants
+    either way; the attention implementation is switched back afterwards, also on an error."""
+    return model.device.type == "cpu"
+
+
 def check_settings(
     max_n_logits: int,
     desired_logit_prob: float,
@@ -252,8 +289,9 @@ def final_logits(model: Model, W_U: torch.Tensor, final_D: torch.Tensor) -> tupl
         h = final_D.detach().float()
         logit_parts, sums = [], []
         for c in W_U.split(SLICE_ROWS):
-            logit_parts.append(c.float() @ h)
-            sums.append(c.float().sum(0))
+            c_float = c.float()  # one conversion per slice
+            logit_parts.append(c_float @ h)
+            sums.append(h.new_ones(len(c_float)) @ c_float)  # the column sums, as one matrix-vector product
             release_pages(c)
         logits = model.softcap(torch.cat(logit_parts))
         mean_D = torch.stack(sums).sum(0) / W_U.shape[0]

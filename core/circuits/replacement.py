@@ -4,9 +4,11 @@ Every MLP's output is cut from its input and held as a leaf tensor (so gradients
 report what reaches each MLP's output); attention patterns are frozen (the query and key projections
 are detached, so the pattern is a constant and only the value path carries gradients); every norm's
 scale is frozen (its output is ``x * scale`` with the scale a constant). Values are those of the real
-model: only gradients change. A transcoder's affine skip stays in the linear path (its output is
-``x @ W_skip``, a function of the MLP input). The batch holds the prompt ``B`` times, so ``B`` targets
-get their gradients from one backward pass (one per row).
+model: only gradients change. The linear paths run in the model's dtype (each norm's scale computed in
+float32 and rounded once), so a bfloat16 model's gradients cross the norms without conversions. A
+transcoder's affine skip stays in the linear path (its output is ``x @ W_skip``, a function of the MLP
+input). The batch holds the prompt ``B`` times, so ``B`` targets get their gradients from one backward
+pass (one per row).
 
 What stays in the trace body is remote-safe: envoys, tensors and torch operations only.
 
@@ -114,10 +116,10 @@ def replacement_pass(
                     for proj in qks[layer]:
                         proj.output = proj.output.detach()
                 x = envoy.input
-                xf = x.float()
-                scale = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * gain
+                xf = x.detach().float()
+                scale = (torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * gain).to(x.dtype)
                 out = envoy.output
-                frozen = out.detach() + ((xf - xf.detach()) * scale.detach()).to(out.dtype)
+                frozen = out.detach() + ((x - x.detach()) * scale).to(out.dtype)
                 envoy.output = frozen
                 if j == 0:
                     attn_ins.append(frozen)
@@ -133,9 +135,9 @@ def replacement_pass(
                 mlp_outs[layer].output = leaf
             leaves.append(leaf)
         x = final_norm.input
-        xf = x.float()
-        scale = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + final_eps) * final_gain
-        final = final_norm.output.detach() + ((xf - xf.detach()) * scale.detach()).to(x.dtype)
+        xf = x.detach().float()
+        scale = (torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + final_eps) * final_gain).to(x.dtype)
+        final = final_norm.output.detach() + (x - x.detach()) * scale
         saved: Any = nnsight.save([embed_leaf, leaves, mlp_ins, final, attn_ins])
         tracer.stop()
     embed_leaf, leaves, mlp_ins, final, attn_ins = saved
