@@ -371,7 +371,17 @@ def deploy(server: Server, model_dir: str | Path, timeout: float = 300.0) -> str
     if not served.exists():
         served.symlink_to(Path(model_dir).resolve(), target_is_directory=True)
     _deploy_one(server, server_python(), str(served), model_key(served), timeout)
+    _wait(f"the listing of {served.name} in /status", lambda: _lists(server, str(served)), timeout)
     return str(served)
+
+
+def _lists(server: Server, name: str) -> bool:
+    """Whether the server's ``/status`` lists ``name`` (a deployment is READY before the listing catches up)."""
+    headers = {"ndif-api-key": server.api_key} if server.api_key else {}
+    request = urllib.request.Request(f"{server.host}/status", headers=headers)
+    with urllib.request.urlopen(request, timeout=5) as r:
+        deployments = (json.loads(r.read().decode()).get("deployments") or {}).values()
+    return any(entry.get("repo_id") == name for entry in deployments)
 
 
 def _deploy(server: Server, python: Path, timeout: float) -> None:

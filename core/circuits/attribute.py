@@ -45,7 +45,8 @@ class Sources:
 
     Each layer's active features sit in ``padded[layer]`` [P, S, K*D] (activation times decoder row, position
     ``p``'s features in slots ``0..count_p-1``, zeros after), so a backward pass's edges to them are one batched
-    matmul per layer; ``decoders`` holds the same rows per position as views ([layer][pos] -> (ids, [n, K*D])).
+    matmul per layer; ``decoders`` holds the same rows per position as views (by layer, then position: the
+    ids and an [n, K*D] block).
     """
 
     features: torch.Tensor  # [F, 3] layer, position, latent
