@@ -25,16 +25,17 @@ from ..saes.clt import CrossLayerTranscoder
 def check_transcoders(model: Model, transcoders: Any) -> list[SAE]:
     """One transcoder per layer, from ``blocks.L.hook_mlp_in`` to ``blocks.L.hook_mlp_out``, in layer order."""
     if isinstance(transcoders, CrossLayerTranscoder):
-        raise TypeError("This takes one transcoder per layer; a CrossLayerTranscoder works with attribute and "
-                        "transcoder_quality.")  # fmt: skip
+        raise TypeError("check_transcoders checks one transcoder per layer; a CrossLayerTranscoder is checked by "
+                        "its own check_fits(model), and attribute, intervene, feature_cards, qk, qk_edge, qk_cards "
+                        "and transcoder_quality take it as it is.")  # fmt: skip
     if isinstance(transcoders, Mapping):
         items = list(transcoders.values())
     elif isinstance(transcoders, Sequence) and not isinstance(transcoders, (str, bytes)):
         items = list(transcoders)
     else:
         raise TypeError(
-            "transcoders must be a list or a dict of transcoders by layer (attribute and transcoder_quality also "
-            f"take a CrossLayerTranscoder), got {type(transcoders).__name__}."
+            "transcoders must be a list or a dict of transcoders by layer, or a CrossLayerTranscoder, got "
+            f"{type(transcoders).__name__}."
         )
     by_layer: dict[int, SAE] = {}
     for tc in items:

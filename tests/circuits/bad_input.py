@@ -257,7 +257,7 @@ ROWS += [
         "ilab.circuits.check_transcoders",
         lambda c: ilab.circuits.check_transcoders(tiny_circuit()[0], _three_layer_clt()),
         T,
-        "takes one transcoder per layer; a CrossLayerTranscoder works with attribute and transcoder_quality",
+        "checks one transcoder per layer; a CrossLayerTranscoder is checked by its own check_fits",
     ),
     Row(
         "ilab.circuits.load_clt",
