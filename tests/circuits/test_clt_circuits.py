@@ -23,7 +23,7 @@ from transformers import AutoModelForCausalLM, Gemma3TextConfig
 
 import interplab as ilab
 from tests.circuits.test_attribute import PROMPT
-from tests.circuits.test_qk import CAPTURED, QKBruteForce
+from tests.circuits.test_qk import CAPTURED, QKBruteForce, removals
 from tests.tiny import tiny_config, tiny_tokenizer
 
 N_LAYERS = 3
@@ -144,23 +144,18 @@ class CLTBruteForce(QKBruteForce):
                 self.acts[s] @ clt.W_dec[s][:, m - s] for s in range(m + 1)) for m in range(N_LAYERS)]  # fmt: skip
 
     def removals(self, clt, last_pos: int):
-        """(name, delta) removing each source that reaches the head's layer at positions <= ``last_pos``."""
+        """(name, delta) removing each source that reaches the head's layer at positions <= ``last_pos``; a
+        feature's removal takes its writes to every layer from its own on."""
         n_pos, d = self.ids.shape[1], self.mlp_in[0].shape[-1]
-        for src_layer in range(self.qk_layer):
-            for pos, latent in self.acts[src_layer][: last_pos + 1].nonzero().tolist():
-                delta = {}
-                for m in range(src_layer, N_LAYERS):
-                    delta[m] = torch.zeros(1, n_pos, d)
-                    delta[m][0, pos] = -self.acts[src_layer][pos, latent] * clt.W_dec[src_layer][latent, m - src_layer]
-                yield f"feature L{src_layer} P{pos} #{latent}", delta
-            for pos in range(last_pos + 1):
-                delta = torch.zeros(1, n_pos, d)
-                delta[0, pos] = -self.errors[src_layer][pos]
-                yield f"error L{src_layer} P{pos}", {src_layer: delta}
-        for pos in range(last_pos + 1):
-            delta = torch.zeros_like(self.cache["embed"])
-            delta[0, pos] = -self.cache["embed"][0, pos]
-            yield f"token P{pos}", {"embed": delta}
+
+        def clt_writes(src_layer: int, pos: int, latent: int) -> dict:
+            delta = {}
+            for m in range(src_layer, N_LAYERS):
+                delta[m] = torch.zeros(1, n_pos, d)
+                delta[m][0, pos] = -self.acts[src_layer][pos, latent] * clt.W_dec[src_layer][latent, m - src_layer]
+            return delta
+
+        return removals(self, self.qk_layer, last_pos, clt_writes)
 
 
 def test_clt_qk_contributions_equal_brute_force_removals(setup):

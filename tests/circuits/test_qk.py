@@ -68,15 +68,21 @@ class QKBruteForce(BruteForce):
         return q[0], k[0], scaling
 
 
-def _removals(ref: QKBruteForce, layer: int, last_pos: int):
-    """(name, delta) removing each source that reaches ``layer``'s attention at positions <= ``last_pos``."""
+def removals(ref: QKBruteForce, layer: int, last_pos: int, feature_delta=None):
+    """(name, delta) removing each source that reaches ``layer``'s attention at positions <= ``last_pos``.
+
+    ``feature_delta(src_layer, pos, latent)`` gives a feature's removal as {layer: delta}; by default the
+    feature's own transcoder's write at its layer."""
     n_pos, d = ref.ids.shape[1], ref.mlp_in[0].shape[-1]
+
+    def own_write(src_layer: int, pos: int, latent: int) -> dict:
+        delta = torch.zeros(1, n_pos, d)
+        delta[0, pos] = -ref.acts[src_layer][pos, latent] * ref.tcs[src_layer].W_dec[latent].detach()
+        return {src_layer: delta}
+
     for src_layer in range(layer):
-        acts = ref.acts[src_layer]
-        for pos, latent in acts[: last_pos + 1].nonzero().tolist():
-            delta = torch.zeros(1, n_pos, d)
-            delta[0, pos] = -acts[pos, latent] * ref.tcs[src_layer].W_dec[latent].detach()
-            yield f"feature L{src_layer} P{pos} #{latent}", {src_layer: delta}
+        for pos, latent in ref.acts[src_layer][: last_pos + 1].nonzero().tolist():
+            yield f"feature L{src_layer} P{pos} #{latent}", (feature_delta or own_write)(src_layer, pos, latent)
         for pos in range(last_pos + 1):
             delta = torch.zeros(1, n_pos, d)
             delta[0, pos] = -ref.errors[src_layer][pos]
@@ -109,12 +115,12 @@ def test_qk_contributions_equal_brute_force_removals(family, head, query_pos, ke
         rows = {name.split(" '")[0]: v for name, v in table.groupby("query", observed=True).contribution.sum().items()}
         cols = {name.split(" '")[0]: v for name, v in table.groupby("key", observed=True).contribution.sum().items()}
         checked = 0
-        for name, delta in _removals(ref, head[0], query_pos):
+        for name, delta in removals(ref, head[0], query_pos):
             q_cut, _, _ = ref.qk_vectors(delta)
             change = score - float(q_cut[head[1], query_pos] @ k_base[kv, key_pos]) * scaling
             assert rows.get(name, 0.0) == pytest.approx(change, abs=1e-4 * max(1.0, abs(score)))
             checked += abs(change) > 1e-3
-        for name, delta in _removals(ref, head[0], key_pos):
+        for name, delta in removals(ref, head[0], key_pos):
             _, k_cut, _ = ref.qk_vectors(delta)
             change = score - float(q_base[head[1], query_pos] @ k_cut[kv, key_pos]) * scaling
             assert cols.get(name, 0.0) == pytest.approx(change, abs=1e-4 * max(1.0, abs(score)))
