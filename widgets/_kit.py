@@ -78,8 +78,11 @@ class Bundle(VirtualFileContents):
         return "\n".join(p.read_text(encoding="utf-8") for p in self.paths)
 
     def _reload(self, _new: str) -> None:
+        self._publish(self.join())
+
+    def _publish(self, contents: str) -> None:
         logger.info("interplab widgets: reloading %s", [p.name for p in self.paths])
-        self.contents = self.join()
+        self.contents = contents
 
     def stop(self) -> None:
         """Stop watching the files."""
@@ -103,15 +106,16 @@ class LinkedModule(Bundle):
 
     def _reload(self, _new: str) -> None:
         try:
-            super()._reload(_new)
+            contents = self.join()
             reached = [m.path for m in modules(self.entry)]
         except LinkError as exc:
             logger.warning("interplab widgets: %s", exc)
             return
-        for path in reached:
+        for path in reached:  # watched before the new module is published, so no edit of them falls between
             if path not in self.paths:
                 self.paths.append(path)
                 self._watch(path)
+        self._publish(contents)
 
 
 def _folder(name: str) -> Path:

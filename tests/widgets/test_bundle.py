@@ -172,10 +172,29 @@ def test_linked_module_follows_edits_of_any_module_it_reaches(tmp_path: Path) ->
         write(tmp_path, {"b.js": "export const b = 1;\n"})
         (tmp_path / "a.js").write_text('import { b } from "./b.js";\nexport const a = b;\n')  # a new module
         wait_for(lambda: "const b = 1;" in str(module))
+        time.sleep(0.3)  # let the new watcher's thread start
         (tmp_path / "b.js").write_text("export const b = 5;\n")  # ... is watched from then on
         wait_for(lambda: "const b = 5;" in str(module))
         (tmp_path / "a.js").write_text('import { z } from "./gone.js";\nexport const a = 3;\n')
         time.sleep(1.5)
         assert "const b = 5;" in str(module) and "gone" not in str(module)  # logged; the last good module kept
+    finally:
+        module.stop()
+
+
+def test_a_module_an_edit_starts_importing_is_watched_before_the_new_module_is_published(tmp_path: Path) -> None:
+    """An edit of the new module made as soon as the relinked module appears is not missed."""
+    write(
+        tmp_path, {"a.js": "export const a = 1;\n", "index.js": 'import { a } from "./a.js";\nexport default { a };\n'}
+    )
+    module = LinkedModule(tmp_path / "index.js", hot_reload=True)
+    watched_when_published: list[list[str]] = []
+    module.changed.connect(lambda _text: watched_when_published.append([p.name for p in module.paths]))
+    try:
+        time.sleep(0.3)  # let the watchers start
+        write(tmp_path, {"b.js": "export const b = 1;\n"})
+        (tmp_path / "a.js").write_text('import { b } from "./b.js";\nexport const a = b;\n')
+        wait_for(lambda: "const b = 1;" in str(module))
+        assert "b.js" in watched_when_published[-1]
     finally:
         module.stop()
