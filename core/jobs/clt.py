@@ -61,6 +61,7 @@ def train_embedded_clt(
     run = {"tokens": int(history["tokens"][-1]), "fvu": history["fvu"][-1], "l0": history["l0"][-1]}
     command = (f"python -m interplab train-clt --checkpoint-dir /tmp/clt-train --n-tokens {n_tokens} "
                f"--d-sae {d_sae} --k {k} --eval-texts {len(texts)}")  # fmt: skip
+    command += f" \\\n        --out {out_dir}" if out_dir else ""
     if stop_at_checkpoint:
         command += "\n    # stopped early, then: the same command with --stop-at-checkpoint"
     _write_readme(out, clt, run, table, command, n_tokens, len(texts))
