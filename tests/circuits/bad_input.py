@@ -233,7 +233,6 @@ EXEMPT: dict[str, str] = {
     "ilab.circuits.embedded_transcoders": "takes no arguments",
     "ilab.circuits.embedded_clt": "takes no arguments",
     "ilab.circuits.AblationControl": "made by ilab.circuits.ablation_control (which has rows)",
-    "ilab.circuits.AblationControl.passes": "a property of AblationControl",
     "ilab.circuits.graph_scores": "arrays of a Graph (Graph.scores); the thresholds-free twin of prune, which has rows",
 }
 
