@@ -69,6 +69,15 @@ def main(argv: list[str] | None = None) -> int:
     tcs.add_argument("--eval-texts", type=int, default=16, help="held-out passages for the quality table")
     tcs.add_argument("--stop-at-checkpoint", action="store_true",
                      help="end a run early: evaluate and save what its last checkpoint holds")  # fmt: skip
+    clt = sub.add_parser("train-clt", help="train the cross-layer transcoder of the embedded model (long)")
+    clt.add_argument("--checkpoint-dir", required=True, help="where training checkpoints (and resumes)")
+    clt.add_argument("--out", default=None, help="output folder (default: the package's CLT folder)")
+    clt.add_argument("--n-tokens", type=int, default=300_000)
+    clt.add_argument("--d-sae", type=int, default=152, help="latents per layer")
+    clt.add_argument("--k", type=int, default=16, help="active latents per layer and token (TopK)")
+    clt.add_argument("--eval-texts", type=int, default=16, help="held-out passages for the quality table")
+    clt.add_argument("--stop-at-checkpoint", action="store_true",
+                     help="end a run early: evaluate and save what its last checkpoint holds")  # fmt: skip
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.command == "prepare":
@@ -103,6 +112,16 @@ def main(argv: list[str] | None = None) -> int:
                                  batch_size=args.batch_size, lr=args.lr, skip=args.skip, eval_texts=args.eval_texts,
                                  stop_at_checkpoint=args.stop_at_checkpoint, **kw)  # fmt: skip
         logging.info("%s", json.dumps(rows, indent=1))
+    elif args.command == "train-clt":
+        import json
+
+        from interplab.core.jobs.clt import train_embedded_clt
+
+        kw = {"out_dir": args.out} if args.out else {}
+        table = train_embedded_clt(args.checkpoint_dir, n_tokens=args.n_tokens, d_sae=args.d_sae, k=args.k,
+                                   eval_texts=args.eval_texts, stop_at_checkpoint=args.stop_at_checkpoint,
+                                   **kw)  # fmt: skip
+        logging.info("%s", json.dumps(table, indent=1))
     return 0
 
 

@@ -37,6 +37,7 @@ SHIPPED: tuple[str, ...] = (
     "08b_latent_memorization",
     "08c_ps_eval_pareto",
     "09_circuits",
+    "09b_cross_layer_transcoders",
     "10_autointerp",
     "papers/identifiability",
     "papers/group_proofs",

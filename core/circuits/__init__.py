@@ -5,7 +5,8 @@ outputs as leaves), ``attribute.py`` the graph build from batched backward passe
 influence, pruning and scores, ``graph.py`` the :class:`Graph` result (files, viewer JSON),
 ``view.py`` what the CircuitGraph widget draws (the readable default pruning), ``cards.py`` feature
 cards from the transcoders, ``interventions.py`` features turned off or scaled in the real model,
-``quality.py`` how well transcoders replace the MLPs, ``replacers.py`` per-layer transcoders and a
+``quality.py`` how well transcoders replace the MLPs, ``ablation.py`` a graph's top features switched off against
+random ones, ``replacers.py`` per-layer transcoders and a
 cross-layer transcoder (``core/saes/clt.py``, files in ``clt_io.py``: ``load_clt``) behind one interface,
 ``train_clt`` (``core/saes/clt_train.py``) trains one, ``qk.py`` QK attributions (a head's attention score split
 into query-side and key-side sources), ``qk_heads.py`` a node's incoming attention and its strongest head's
@@ -21,7 +22,9 @@ Example
 
 from ..saes.clt_io import load_clt, save_clt
 from ..saes.clt_train import train_clt
+from ..saes.pretrained import load_embedded_clt as embedded_clt
 from ..saes.pretrained import load_embedded_transcoders as embedded_transcoders
+from .ablation import AblationControl, ablation_control, random_features, top_features
 from .attribute import attribute, check_transcoders
 from .cards import feature_cards
 from .edge_circuit import Circuit
@@ -34,7 +37,8 @@ from .qk_heads import QKResult, qk_cards, qk_edge
 from .quality import transcoder_quality
 
 __all__ = [
-    "Circuit", "EdgeScores", "Graph", "InterventionResult", "Pruned", "QKResult", "attribute", "check_transcoders",
-    "edges", "embedded_transcoders", "feature_cards", "graph_scores", "influence", "intervene", "load_clt", "prune",
-    "qk", "qk_cards", "qk_edge", "save_clt", "train_clt", "transcoder_quality",
+    "AblationControl", "Circuit", "EdgeScores", "Graph", "InterventionResult", "Pruned", "QKResult",
+    "ablation_control", "attribute", "check_transcoders", "edges", "embedded_clt", "embedded_transcoders",
+    "feature_cards", "graph_scores", "influence", "intervene", "load_clt", "prune", "qk", "qk_cards", "qk_edge",
+    "random_features", "save_clt", "top_features", "train_clt", "transcoder_quality",
 ]  # fmt: skip

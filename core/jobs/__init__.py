@@ -1,5 +1,6 @@
 """Jobs that combine several capabilities: long remote work as resumable background jobs on NDIF
-(``background``), the packaged SAE suite's training (``suite``) and the embedded transcoders' (``transcoders``).
+(``background``), the packaged SAE suite's training (``suite``), the embedded transcoders' (``transcoders``) and
+the embedded cross-layer transcoder's (``clt``).
 
 Example
 -------

@@ -138,6 +138,25 @@ ROWS: list[Row] = [
         V,
         "top",
     ),
+    Row(
+        "ilab.circuits.ablation_control",
+        lambda c: ilab.circuits.ablation_control(*tiny_circuit(), "the cat", "x", n=1),
+        V,
+        r"good='the cat' is 2 tokens .*give a string that is one token",
+    ),
+    Row(
+        "ilab.circuits.ablation_control",
+        lambda c: ilab.circuits.ablation_control(*tiny_circuit(), "x", "y", features=[(99, 0, 0)]),
+        V,
+        r"Feature \(layer=99, pos=0, latent=0\) is not a node of this graph",
+    ),
+    Row("ilab.circuits.top_features", lambda c: ilab.circuits.top_features(tiny_circuit()[2], 0), V, "n must be"),
+    Row(
+        "ilab.circuits.random_features",
+        lambda c: ilab.circuits.random_features(tiny_circuit()[2], 10**6),
+        V,
+        "n must be",
+    ),
     Row("ilab.circuits.Graph.node", lambda c: tiny_circuit()[2].node(10**6), IndexError, "out of range"),
     Row("ilab.circuits.Graph.prune", lambda c: tiny_circuit()[2].prune(1.5), V, "node_threshold must be in \\[0, 1\\]"),
     Row(
@@ -212,6 +231,8 @@ EXEMPT: dict[str, str] = {
     "ilab.circuits.Pruned": "a NamedTuple of masks that prune returns",
     "ilab.circuits.QKResult": "made by ilab.circuits.qk_edge (which has rows)",
     "ilab.circuits.embedded_transcoders": "takes no arguments",
+    "ilab.circuits.embedded_clt": "takes no arguments",
+    "ilab.circuits.AblationControl": "made by ilab.circuits.ablation_control (which has rows)",
     "ilab.circuits.graph_scores": "arrays of a Graph (Graph.scores); the thresholds-free twin of prune, which has rows",
 }
 

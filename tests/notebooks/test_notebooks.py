@@ -39,6 +39,7 @@ OVER_LIMIT_GB: dict[str, float] = {}
 #: Seconds a cell may run (the kernel is stopped past it), where a notebook is bounded tighter than the default:
 #: the paper notebooks train their models inside and must stay within about two minutes on 2 cores.
 CELL_TIMEOUT_S: dict[str, int] = {
+    "09b_cross_layer_transcoders": 120,
     "identifiability": 240,
     "group_proofs": 120,
     "monosemantic_experts": 240,

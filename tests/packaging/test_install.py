@@ -1,5 +1,6 @@
 """The wheels as a user gets them: the library and its two data packages, built here, installed with the
-``embedded`` extra into a fresh virtual environment outside the checkout, load the model and show a widget.
+``embedded`` extra into a fresh virtual environment outside the checkout, load the model, an SAE and the
+cross-layer transcoder, and show a widget.
 
 The fresh environment sees the dependencies already installed in this one (a ``.pth`` line to a folder of links
 to them, interplab's own distributions left out), so pip resolves ``interplab[embedded]`` offline from the
@@ -24,6 +25,8 @@ from pathlib import Path
 assert not Path(ilab.__file__).is_relative_to({root!r}), ilab.__file__
 model = ilab.load_model()
 sae = ilab.load_sae("embedded", layer=6)
+clt = ilab.circuits.embedded_clt()  # the transcoders' data package carries the CLT too
+assert clt.n_layers == model.n_layers, clt
 acts = model.collect(["The cat sat on the mat."], sites=[sae.site])
 widget = ilab.widgets.FeatureHeatmap(acts, sae, features=[1, 2])
 bundle = widget._repr_mimebundle_()

@@ -1,5 +1,6 @@
 """The transcoders interplab trained for the embedded Gemma 3 270M:
-one BatchTopK transcoder per layer (hook_mlp_in to hook_mlp_out), in SAELens folders.
+one BatchTopK transcoder per layer (hook_mlp_in to hook_mlp_out), in SAELens folders, and (from 0.1.1) one
+cross-layer transcoder over every layer, in circuit-tracer's layout.
 
 Example
 -------
@@ -11,3 +12,6 @@ from pathlib import Path
 
 #: The folder of SAELens folders (each a ``cfg.json`` and ``sae_weights.safetensors``) and the README.
 FOLDER = Path(__file__).parent / "gemma-3-270m-transcoders"
+
+#: The cross-layer transcoder's folder (``config.json``, ``W_enc_L`` and ``W_dec_L`` safetensors) and its README.
+CLT_FOLDER = Path(__file__).parent / "gemma-3-270m-clt"
