@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import re
 import types
+from pathlib import Path
 
 import pytest
 from interplab.core.data.corpus import default_corpus
@@ -21,6 +22,14 @@ import interplab as ilab
 EV_FLOOR = 0.1
 EV_MEAN_FLOOR = 0.4
 CE_BOUND = 20.0
+#: The repository's weights (the SAE suite 63 MB, the per-layer transcoders 39 MB, the CLT 37 MB) stay under this.
+WEIGHTS_BUDGET = 145e6
+
+
+def test_the_repository_weights_stay_within_their_budget():
+    pretrained_dir = Path(__file__).parents[2] / "core" / "saes" / "pretrained"
+    files = [p for p in pretrained_dir.rglob("*") if p.is_file()]
+    assert sum(p.stat().st_size for p in files) < WEIGHTS_BUDGET
 
 
 def test_the_clt_is_small_and_has_a_quality_table():
