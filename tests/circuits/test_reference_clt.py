@@ -107,4 +107,6 @@ def test_the_clt_fixtures_are_what_circuit_tracer_gives_now(tmp_path, reference)
             a, b = load_file(str(made / name)), load_file(str(kept / name))
             assert a.keys() == b.keys()
             for k in a:
-                torch.testing.assert_close(a[k], b[k], atol=1e-5, rtol=1e-5)
+                # float32 sums in another order (another CPU's vector width) move a few entries by ~1e-4 relative
+                scale = max(1.0, float(b[k].abs().max()))
+                torch.testing.assert_close(a[k], b[k], atol=1e-5 * scale, rtol=1e-4)
