@@ -133,6 +133,7 @@ class RowBuilder:
         self.n_features = len(sources.features)
         self.n_sources = self.n_features + n_layers * self.n_pos + self.n_pos
         self.backward_passes = 0
+        self._g: torch.Tensor | None = None
 
     def rows(self, targets: list[tuple[str, Any]]) -> torch.Tensor:
         """Direct effects [len(targets), n_sources] on ``("feature", node)`` / ``("logit", direction_D)`` targets."""
@@ -143,16 +144,23 @@ class RowBuilder:
         return out
 
     def _chunk(self, chunk: list[tuple[str, Any]]) -> torch.Tensor:
+        """One backward pass: each row's target direction seeded where it is read (a feature's reader at its MLP
+        input and position, a logit's direction at the final norm's last position), as gradients of the outputs."""
         run, n = self.run, len(chunk)
-        device = run.embed_leaf.device  # computed where the replacement pass ran, returned on the CPU
-        value = torch.zeros((), dtype=torch.float32, device=device)
+        seeds: dict[int, torch.Tensor] = {}  # layer (-1: the final norm) -> [B, P, D] seed in the model's dtype
         for row, (kind, what) in enumerate(chunk):
             if kind == "feature":
                 layer, pos, latent = (int(v) for v in self.src.features[what])
-                value = value + run.mlp_in[layer][row, pos].float() @ self.readers[layer][:, latent]
+                if layer not in seeds:
+                    seeds[layer] = torch.zeros_like(run.mlp_in[layer])
+                seeds[layer][row, pos] = self.readers[layer][:, latent]
             else:
-                value = value + run.final[row, -1].float() @ what
-        grads = torch.autograd.grad(value, run.leaves, retain_graph=True, allow_unused=True)
+                if -1 not in seeds:
+                    seeds[-1] = torch.zeros_like(run.final)
+                seeds[-1][row, -1] = what
+        outputs = [run.final if layer == -1 else run.mlp_in[layer] for layer in seeds]
+        grads = torch.autograd.grad(outputs, run.leaves, grad_outputs=list(seeds.values()), retain_graph=True,
+                                    allow_unused=True)  # fmt: skip
         self.backward_passes += 1
         return self._edges(grads, n).to("cpu")
 
@@ -161,10 +169,14 @@ class RowBuilder:
         gradients at each position with the padded rows of the features there, errors and tokens elementwise."""
         src, n_layers, p, f = self.src, self.n_layers, self.n_pos, self.n_features
         device = self.run.embed_leaf.device
-        g_PnLD = torch.zeros(p, n, n_layers, self.run.embed_leaf.shape[-1], device=device)  # float32, one copy
+        if self._g is None:  # float32, one buffer for every backward pass
+            self._g = torch.zeros(p, self.batch, n_layers, self.run.embed_leaf.shape[-1], device=device)
+        g_PnLD = self._g[:, :n]
         for layer, gr in enumerate(grads[1:]):
             if gr is not None:
                 g_PnLD[:, :, layer].copy_(gr[:n].transpose(0, 1))
+            else:
+                g_PnLD[:, :, layer].zero_()
         rows = torch.zeros(n, self.n_sources, device=device)
         for layer in range(n_layers):
             ids_n, pos_n, slot_n = src.slots[layer]
@@ -314,13 +326,13 @@ def feature_rows(
     computed = torch.zeros(wanted, builder.n_sources)  # in the order computed
     row_of = torch.full((n_f,), -1, dtype=torch.long)
     done = torch.zeros(n_f, dtype=torch.bool)
-    order = list(range(n_f))
+    order = torch.arange(n_f)
     n_done = 0
     while n_done < wanted:
         if by_influence:
             order = _by_influence(computed[row_of[done]], n_f, logit_rows, logit_probs, done)
-        pick = [i for i in order if not done[i]][: min(builder.batch, wanted - n_done)]
-        computed[n_done : n_done + len(pick)] = builder.rows([("feature", i) for i in pick])
+        pick = order[~done[order]][: min(builder.batch, wanted - n_done)]
+        computed[n_done : n_done + len(pick)] = builder.rows([("feature", i) for i in pick.tolist()])
         row_of[pick] = torch.arange(n_done, n_done + len(pick))
         done[pick] = True
         n_done += len(pick)
@@ -330,7 +342,7 @@ def feature_rows(
 
 
 def _by_influence(done_rows: torch.Tensor, n_f: int, logit_rows: torch.Tensor, probs: torch.Tensor,
-                  done: torch.Tensor) -> list[int]:  # fmt: skip
+                  done: torch.Tensor) -> torch.Tensor:  # fmt: skip
     """Feature ids by their influence on the logits through the rows computed so far (largest first).
 
     Only computed rows (the done features' and the logits') carry influence on, so the walk runs over those
@@ -349,7 +361,7 @@ def _by_influence(done_rows: torch.Tensor, n_f: int, logit_rows: torch.Tensor, p
         score += step
     score = score[:n_f]
     score[done] = -1
-    return torch.argsort(score, descending=True).tolist()
+    return torch.argsort(score, descending=True)
 
 
 def _assemble(src: Sources, selected: torch.Tensor, selected_rows: torch.Tensor, logit_rows: torch.Tensor,
