@@ -30,6 +30,7 @@ from ..model.model import Model
 from ..model.trace_ops import token_probs
 from ..saes.base import SAE
 from .graph import Graph
+from .passes import cpu_threads, rows_per_pass
 from .prune import normalise_rows
 from .replacement import ReplacementPass, check_family, replacement_pass
 from .replacers import CrossLayer, PerLayer, Replacer, check_transcoders, replacer
@@ -230,7 +231,7 @@ def attribute(
     every later MLP output). ``max_feature_nodes``
     caps the feature nodes (those with the most influence on the logits are kept); ``batch_size`` is the
     number of targets chosen together (the influence ranking is redone after each batch) and per backward pass
-    (on the CPU at most :data:`CPU_ROWS_PER_PASS` per pass, targets of nearby layers together). With
+    (on the CPU at most :data:`.passes.CPU_ROWS_PER_PASS` per pass, targets of nearby layers together). With
     ``skip_bos`` position 0 has no feature nodes; ``bos_error`` keeps what its MLPs write as that position's
     error nodes (every row then adds up to its target less the decoder biases), ``False`` treats it as a
     constant, as circuit-tracer does (position 0 sees only itself, so its MLP outputs are the same for every
@@ -246,6 +247,26 @@ def attribute(
     check_settings(max_n_logits, desired_logit_prob, max_feature_nodes, batch_size, skip_bos, bos_error)
     ids_1P = model.to_tokens(prompt)["input_ids"][:1]
     model.check_lengths([ids_1P.shape[1]], "prompt")
+    with cpu_threads(model):
+        src, logit_ids, logit_probs, logit_rows, selected, selected_rows, n_pos = _rows(
+            model, rep, ids_1P, max_n_logits, desired_logit_prob, max_feature_nodes, batch_size, skip_bos, bos_error,
+            progress)  # fmt: skip
+    graph = _assemble(src, selected, selected_rows, logit_rows, model.n_layers, n_pos)
+    tokens = model.to_str_tokens(ids_1P[0])
+    return Graph(
+        prompt=prompt, token_ids=ids_1P[0].tolist(), tokens=tokens, n_layers=model.n_layers,
+        features=src.features[selected.to(src.features.device)].cpu(),
+        activations=src.activations[selected.to(src.activations.device)].float().cpu(),
+        logit_ids=logit_ids.tolist(), logit_tokens=[model.tokenizer.decode([i]) for i in logit_ids.tolist()],
+        logit_probs=logit_probs.float(),
+        adjacency=graph, model_name=model.name, transcoders=rep.fingerprints(),
+    )  # fmt: skip
+
+
+def _rows(model: Model, rep: Replacer, ids_1P: torch.Tensor, max_n_logits: int, desired_logit_prob: float,
+          max_feature_nodes: int | None, batch_size: int, skip_bos: bool, bos_error: bool,
+          progress: bool) -> tuple:  # fmt: skip
+    """:func:`attribute`'s work: (sources, logit ids, probabilities and rows, chosen features and rows, positions)."""
     skips = rep.skips()
     with model.lock, model.eager_attention(eager_replacement(model)):
         run = replacement_pass(model, ids_1P, skips, rows_per_pass(model, batch_size))
@@ -266,28 +287,7 @@ def attribute(
     selected, selected_rows = feature_rows(builder, wanted, max_feature_nodes is not None, logit_rows, logit_probs,
                                            bar)  # fmt: skip
     bar.close()
-    graph = _assemble(src, selected, selected_rows, logit_rows, model.n_layers, builder.n_pos)
-    tokens = model.to_str_tokens(ids_1P[0])
-    return Graph(
-        prompt=prompt, token_ids=ids_1P[0].tolist(), tokens=tokens, n_layers=model.n_layers,
-        features=src.features[selected.to(src.features.device)].cpu(),
-        activations=src.activations[selected.to(src.activations.device)].float().cpu(),
-        logit_ids=logit_ids.tolist(), logit_tokens=[model.tokenizer.decode([i]) for i in logit_ids.tolist()],
-        logit_probs=logit_probs.float(),
-        adjacency=graph, model_name=model.name, transcoders=rep.fingerprints(),
-    )  # fmt: skip
-
-
-#: Targets per backward pass on the CPU (``batch_size`` targets are still chosen together): a pass costs about its
-#: rows times the layers below its highest target, and most features sit in low layers, so small passes of
-#: targets sorted by layer skip most of the work (a graph of 512 features on the embedded model: about 0.4x the
-#: row-layers of passes of 32). On an accelerator one wide pass is cheaper.
-CPU_ROWS_PER_PASS = 8
-
-
-def rows_per_pass(model: Model, batch_size: int) -> int:
-    """The replacement pass's copies of the prompt: ``batch_size``, at most :data:`CPU_ROWS_PER_PASS` on the CPU."""
-    return min(batch_size, CPU_ROWS_PER_PASS) if model.device.type == "cpu" else batch_size
+    return src, logit_ids, logit_probs, logit_rows, selected, selected_rows, builder.n_pos
 
 
 def eager_replacement(model: Model) -> bool:
