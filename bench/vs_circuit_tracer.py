@@ -17,6 +17,10 @@ included), and the graphs' agreement (the same logit targets, the same feature n
 adjacency's largest difference over its largest entry). Same settings for both: batch 32, 10 logits up to
 probability 0.95, the feature nodes chosen by influence re-ranked every batch, position 0 a constant.
 
+Threads: each worker's torch is set to the configuration's thread count; interplab's ``attribute`` then runs its
+CPU work on one intra-op thread (``core/circuits/passes.py``: its operations are too small to split), so with 2
+threads the comparison is circuit-tracer on 2 threads against interplab on 1.
+
 bfloat16 graphs are not expected to be identical: circuit-tracer keeps the transcoders in bfloat16 and takes the
 target probabilities from bfloat16 logits, interplab encodes in float32 and reads the logits in float32 (so the
 active features near a threshold and the logit targets' cut can differ); float32 graphs are identical.
