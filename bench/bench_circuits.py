@@ -14,8 +14,10 @@ random Gemma 3 and fewer page loads). It prints ONE JSON object on stdout; progr
 (c) First paint in headless Chromium of the exported HTML (the notebook stored with its widget state,
     ``interplab.export_html``, every non-file request aborted): ``ilab-circuit-render-start`` to
     ``ilab-circuit-painted`` (two animation frames after the first draw). Goal <= 500 ms.
-(d) With ``--vs-circuit-tracer`` only: CLT graphs against circuit-tracer 0.5.0's on the same model, CLT and
-    prompt, two long-lived workers interleaved, both dtypes, 1 and 2 threads (:mod:`bench.vs_circuit_tracer`).
+(d) With ``--vs-circuit-tracer`` only: graphs against circuit-tracer 0.5.0's on the same model, replacement
+    (the shipped transcoders and/or a CLT, ``--kind``) and prompt, two long-lived workers interleaved, both
+    dtypes, 1 and 2 threads, 128 and 512 feature nodes (``--dtypes``, ``--threads``, ``--nodes`` pick
+    configurations) (:mod:`bench.vs_circuit_tracer`).
     Goal: interplab at least 2x faster in every configuration.
 """
 
@@ -244,16 +246,21 @@ def main() -> None:
     parser.add_argument(
         "--vs-circuit-tracer",
         action="store_true",
-        help="only (d): CLT graphs against circuit-tracer's, both dtypes, 1 and 2 threads",
+        help="only (d): graphs against circuit-tracer's, every configuration of the flags below",
     )
+    parser.add_argument("--kind", choices=["transcoders", "clt", "both"], default="both", help="(d) only")
+    parser.add_argument("--nodes", type=int, nargs="+", default=[128, 512], help="(d) only: feature-node caps")
+    parser.add_argument("--dtypes", nargs="+", choices=["float32", "bfloat16"], default=["float32", "bfloat16"])
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="(d) only")
     parser.add_argument("--clt-width", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     if args.vs_circuit_tracer:
         from bench.vs_circuit_tracer import vs_circuit_tracer
 
-        log("CLT graphs against circuit-tracer")
-        vs = vs_circuit_tracer(args.clt_width, args.max_feature_nodes, args.repeats, ["float32", "bfloat16"], [1, 2])
+        log("graphs against circuit-tracer")
+        kinds = ["transcoders", "clt"] if args.kind == "both" else [args.kind]
+        vs = vs_circuit_tracer(kinds, args.clt_width, args.nodes, args.repeats, args.dtypes, args.threads)
         print(json.dumps({"benchmark": "circuits", "vs_circuit_tracer": vs}, indent=1))
         return
     import interplab as ilab

@@ -2,7 +2,8 @@
 
     .ref/circuit-tracer/bin/python bench/circuit_tracer_worker.py '<settings JSON>'
 
-Settings: ``model`` (a Hugging Face folder), ``clt`` (a folder of Gemma Scope 2 multi-layer params files),
+Settings: ``kind`` (``clt`` or ``transcoders``), ``model`` (a Hugging Face folder), ``clt`` (a folder of Gemma
+Scope 2 multi-layer params files, or of per-layer transcoder folders each with ``params.safetensors``),
 ``dtype``, ``threads``, ``token_ids``, ``max_feature_nodes``, ``batch_size``. It loads the model and the CLT once,
 prints ``ready``, then for each line ``{"out": path}`` on stdin builds the graph, writes it to ``path``
 (safetensors) and prints one JSON line: seconds, the peak resident memory above the start of the graph and the
@@ -54,22 +55,35 @@ def peak_during(fn):  # type: ignore[no-untyped-def]
     return out, max(peak[0], rss_mb() - start)
 
 
+def load_replacement(kind: str, folder: Path, dtype: torch.dtype):  # type: ignore[no-untyped-def]
+    """circuit-tracer's own loaders: a Gemma Scope 2 CLT, or one Gemma Scope 2 transcoder folder per layer."""
+    hooks = {"feature_input_hook": "mlp.hook_in", "feature_output_hook": "hook_mlp_out"}
+    if kind == "transcoders":
+        from circuit_tracer.transcoder.single_layer_transcoder import load_transcoder_set
+
+        subs = sorted(folder.iterdir(), key=lambda p: int(p.name.split("_")[1]))
+        paths = {layer: str(p / "params.safetensors") for layer, p in enumerate(subs)}
+        return load_transcoder_set(paths, scan="bench-transcoders", device=torch.device("cpu"), dtype=dtype,
+                                   special_load_fn="gemma-scope-2", lazy_encoder=False, lazy_decoder=False,
+                                   **hooks)  # fmt: skip
+    from circuit_tracer.transcoder.cross_layer_transcoder import load_gemma_scope_2_clt
+
+    n_layers = len(list(folder.glob("params_layer_*.safetensors")))
+    paths = {layer: str(folder / f"params_layer_{layer}.safetensors") for layer in range(n_layers)}
+    return load_gemma_scope_2_clt({**paths, n_layers: ""}, scan="bench-clt", device=torch.device("cpu"), dtype=dtype,
+                                  **hooks)  # fmt: skip
+
+
 def main(settings: dict) -> None:
     torch.set_num_threads(settings["threads"])
     torch.set_grad_enabled(True)
     from circuit_tracer import attribute
     from circuit_tracer.replacement_model.replacement_model_nnsight import NNSightReplacementModel
-    from circuit_tracer.transcoder.cross_layer_transcoder import load_gemma_scope_2_clt
     from circuit_tracer_graph import scaled_token_vectors
     from safetensors.torch import save_file
 
     dtype = getattr(torch, settings["dtype"])
-    folder = Path(settings["clt"])
-    n_layers = len(list(folder.glob("params_layer_*.safetensors")))
-    paths = {layer: str(folder / f"params_layer_{layer}.safetensors") for layer in range(n_layers)}
-    clt = load_gemma_scope_2_clt({**paths, n_layers: ""}, feature_input_hook="mlp.hook_in",
-                                 feature_output_hook="hook_mlp_out", scan="bench-clt", device=torch.device("cpu"),
-                                 dtype=dtype)  # fmt: skip
+    clt = load_replacement(settings["kind"], Path(settings["clt"]), dtype)
     model = NNSightReplacementModel.from_pretrained_and_transcoders(settings["model"], clt, device="cpu", dtype=dtype)
     scale = float(getattr(model.embed_location._module, "embed_scale", torch.tensor(1.0)))
     ids = settings["token_ids"]

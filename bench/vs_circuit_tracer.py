@@ -1,9 +1,13 @@
 """interplab's attribution graphs against circuit-tracer 0.5.0's side by side (``bench_circuits.py`` section d).
 
-The embedded model, the IOI prompt and one seeded random JumpReLU cross-layer transcoder with an affine skip
+The embedded model, the IOI prompt and, with ``--kind transcoders``, the 18 shipped per-layer JumpReLU skip
+transcoders written in a Gemma Scope 2 release's layout (``params.safetensors`` per layer, read by circuit-tracer's
+``load_transcoder_set(special_load_fn="gemma-scope-2")`` and interplab's ``build_transcoder``); with ``--kind clt``
+one seeded random JumpReLU cross-layer transcoder with an affine skip
 (``--clt-width`` latents per layer, each layer's threshold at the 95th percentile of its pre-activations on the
 prompt, so about 5% of latents fire), written in Gemma Scope 2's multi-layer layout and read by each tool's own
-loader (circuit-tracer's ``load_gemma_scope_2_clt``, interplab's ``load_clt``). For each dtype and thread count two
+loader (circuit-tracer's ``load_gemma_scope_2_clt``, interplab's ``load_clt``). For each kind, dtype, thread count
+and feature-node cap (``--kind``, ``--dtypes``, ``--threads``, ``--nodes``: one configuration can be rerun alone) two
 long-lived workers (interplab here, circuit-tracer in ``.ref/circuit-tracer``, ``circuit_tracer_worker.py``) load
 the model once, build one warm-up graph each, then graphs interleaved A, B, A, B, ...; the JSON gives the medians,
 the ratio circuit-tracer / interplab (above 1: interplab faster; of the medians and of the minima), each tool's
@@ -11,7 +15,15 @@ peak resident memory above the start of a graph (sampled every 50 ms; memory the
 graph is not counted) and the process's peak above its memory once the model was loaded (the warm-up graph
 included), and the graphs' agreement (the same logit targets, the same feature nodes in the same order, the
 adjacency's largest difference over its largest entry). Same settings for both: batch 32, 10 logits up to
-probability 0.95, ``--max-feature-nodes`` chosen by influence re-ranked every batch, position 0 a constant.
+probability 0.95, the feature nodes chosen by influence re-ranked every batch, position 0 a constant.
+
+Threads: each worker's torch is set to the configuration's thread count; interplab's ``attribute`` then runs its
+CPU work on one intra-op thread (``core/circuits/passes.py``: its operations are too small to split), so with 2
+threads the comparison is circuit-tracer on 2 threads against interplab on 1.
+
+bfloat16 graphs are not expected to be identical: circuit-tracer keeps the transcoders in bfloat16 and takes the
+target probabilities from bfloat16 logits, interplab encodes in float32 and reads the logits in float32 (so the
+active features near a threshold and the logit targets' cut can differ); float32 graphs are identical.
 """
 
 from __future__ import annotations
@@ -53,6 +65,42 @@ def write_clt(model: Any, folder: Path, width: int, seed: int = 0) -> None:
     (folder / "config.json").write_text(json.dumps(config))
 
 
+def write_transcoders(folder: Path) -> int:
+    """The shipped per-layer transcoders in a Gemma Scope 2 release's layout (float32); returns the layer count."""
+    from safetensors.torch import save_file
+
+    import interplab as ilab
+
+    tcs = ilab.circuits.embedded_transcoders()
+    for layer, tc in enumerate(tcs):
+        d_in = tc.W_enc.shape[0]
+        with torch.no_grad():
+            skip = tc.skip_out(torch.eye(d_in, dtype=tc.W_enc.dtype))  # [d_in, d_out]: x @ skip
+            params = {"w_enc": tc.W_enc, "w_dec": tc.W_dec, "b_enc": tc.b_enc, "b_dec": tc.b_dec,
+                      "threshold": tc.threshold, "affine_skip_connection": skip}  # fmt: skip
+            params = {k: v.detach().float().contiguous() for k, v in params.items()}
+        sub = folder / transcoder_id(layer, tc.W_dec.shape[0])
+        sub.mkdir(parents=True, exist_ok=True)
+        save_file(params, str(sub / "params.safetensors"))
+        (sub / "config.json").write_text(json.dumps({"architecture": "jump_relu", "affine_connection": True,
+                                                     "model_name": "gemma-3-270m"}))  # fmt: skip
+    return len(tcs)
+
+
+def transcoder_id(layer: int, width: int) -> str:
+    return f"layer_{layer}_width_{width}_l0_shipped_affine"
+
+
+def load_transcoders(folder: Path) -> list:
+    """interplab's side of ``write_transcoders``: the folders read by its Gemma Scope 2 release loader."""
+    from interplab.core.saes.releases import Release
+    from interplab.core.saes.transcoder_releases import build_transcoder
+
+    subs = sorted(folder.iterdir(), key=lambda p: int(p.name.split("_")[1]))
+    release = Release("bench-transcoders", "local/bench", "gemma-3-270m", "transcoder", "", tuple(p.name for p in subs))
+    return [build_transcoder(release, p.name, p).eval() for p in subs]
+
+
 def model_copy(model_dir: Path, folder: Path) -> Path:
     """The model's folder as links, its tokenizer class named generically (circuit-tracer's older transformers
     does not know the class name newer ones write)."""
@@ -80,7 +128,8 @@ def interplab_worker(settings: dict) -> None:
 
     torch.set_num_threads(settings["threads"])
     model = ilab.load_model(settings["model"], dtype=settings["dtype"])
-    clt = load_clt(settings["clt"])
+    folder = Path(settings["clt"])
+    clt = load_transcoders(folder) if settings["kind"] == "transcoders" else load_clt(folder)
     print("ready", flush=True)
     loaded = rss_mb()
     for line in sys.stdin:
@@ -145,11 +194,11 @@ def agreement(ours_path: str, theirs_path: str) -> dict:
     return out
 
 
-def compare(model_dir: str, clt_dir: str, dtype: str, threads: int, repeats: int, nodes: int, ids: list[int],
-            tmp: Path) -> dict:  # fmt: skip
+def compare(kind: str, model_dir: str, clt_dir: str, dtype: str, threads: int, repeats: int, nodes: int,
+            ids: list[int], tmp: Path) -> dict:  # fmt: skip
     """One configuration: two workers, a warm-up each, ``repeats`` graphs each interleaved."""
-    settings = {"model": model_dir, "clt": clt_dir, "dtype": dtype, "threads": threads, "token_ids": ids,
-                "max_feature_nodes": nodes, "batch_size": 32}  # fmt: skip
+    settings = {"kind": kind, "model": model_dir, "clt": clt_dir, "dtype": dtype, "threads": threads,
+                "token_ids": ids, "max_feature_nodes": nodes, "batch_size": 32}  # fmt: skip
     here = str(Path(__file__).resolve())
     ours = Worker([sys.executable, here, json.dumps(settings)], threads)
     ct_settings = {**settings, "model": str(model_copy(Path(model_dir), tmp / "ct-model"))}
@@ -166,7 +215,7 @@ def compare(model_dir: str, clt_dir: str, dtype: str, threads: int, repeats: int
         ours.close()
         theirs.close()
     med = {k: statistics.median(r["s"] for r in v) for k, v in rows.items()}
-    return {"dtype": dtype, "threads": threads, "max_feature_nodes": nodes,
+    return {"kind": kind, "dtype": dtype, "threads": threads, "max_feature_nodes": nodes, "load": os.getloadavg(),
             "interplab_s": [round(r["s"], 3) for r in rows["interplab"]],
             "circuit_tracer_s": [round(r["s"], 3) for r in rows["circuit_tracer"]],
             "interplab_median_s": round(med["interplab"], 3),
@@ -183,7 +232,9 @@ def compare(model_dir: str, clt_dir: str, dtype: str, threads: int, repeats: int
             }  # fmt: skip
 
 
-def vs_circuit_tracer(width: int, nodes: int, repeats: int, dtypes: list[str], threads: list[int]) -> dict:
+def vs_circuit_tracer(kinds: list[str], width: int, nodes: list[int], repeats: int, dtypes: list[str],
+                      threads: list[int]) -> dict:  # fmt: skip
+    """Every configuration (kind x dtype x threads x feature-node cap) side by side; see the module doc."""
     import interplab as ilab
 
     if not CT_PYTHON.exists():
@@ -191,17 +242,27 @@ def vs_circuit_tracer(width: int, nodes: int, repeats: int, dtypes: list[str], t
     model = ilab.load_model(dtype="float32")
     model_dir = str(Path(model.module.config._name_or_path))
     ids = model.to_tokens(PROMPT)["input_ids"][0].tolist()
-    out: dict[str, Any] = {"kind": "cross-layer transcoder (random JumpReLU, affine skip)", "clt_width": width,
-                           "model": model.name, "prompt": PROMPT, "load_before": os.getloadavg(),
-                           "configs": []}  # fmt: skip
+    out: dict[str, Any] = {"model": model.name, "prompt": PROMPT, "batch_size": 32, "repeats": repeats,
+                           "load_before": os.getloadavg(), "configs": []}  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
-        clt_dir = Path(tmp) / "clt"
-        write_clt(model, clt_dir, width)
+        folders = {}
+        if "clt" in kinds:
+            write_clt(model, Path(tmp) / "clt", width)
+            folders["clt"] = Path(tmp) / "clt"
+            out["clt"] = f"random JumpReLU CLT with an affine skip, width {width} per layer"
+        if "transcoders" in kinds:
+            n = write_transcoders(Path(tmp) / "transcoders")
+            folders["transcoders"] = Path(tmp) / "transcoders"
+            out["transcoders"] = f"the {n} shipped JumpReLU skip transcoders in Gemma Scope 2's layout"
         del model
-        for dtype in dtypes:
-            for t in threads:
-                print(f"  {dtype}, {t} thread(s)", file=sys.stderr, flush=True)
-                out["configs"].append(compare(model_dir, str(clt_dir), dtype, t, repeats, nodes, ids, Path(tmp)))
+        for kind in kinds:
+            for dtype in dtypes:
+                for t in threads:
+                    for n_nodes in nodes:
+                        print(f"  {kind}, {dtype}, {t} thread(s), {n_nodes} nodes", file=sys.stderr, flush=True)
+                        row = compare(kind, model_dir, str(folders[kind]), dtype, t, repeats, n_nodes, ids, Path(tmp))
+                        print(f"    {json.dumps(row)}", file=sys.stderr, flush=True)
+                        out["configs"].append(row)
     out["load_after"] = os.getloadavg()
     out["min_speedup"] = min(c["speedup_circuit_tracer_over_interplab"] for c in out["configs"])
     return out

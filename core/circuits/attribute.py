@@ -1,6 +1,6 @@
 """Attribution graphs: the direct effect of every active feature, error and token on every feature and logit.
 
-One linearised forward pass of the prompt (:mod:`.replacement`) repeated ``batch_size`` times; each
+One linearised forward pass of the prompt (:mod:`.replacement`) repeated up to ``batch_size`` times; each
 backward pass injects one target per row (a feature's encoder direction at its MLP input, or a logit's
 demeaned unembedding direction at the final norm's output) and reads the gradient at every source's
 write point: a feature's edge is its activation times its decoder row dotted with that gradient, an
@@ -30,6 +30,7 @@ from ..model.model import Model
 from ..model.trace_ops import token_probs
 from ..saes.base import SAE
 from .graph import Graph
+from .passes import cpu_threads, rows_per_pass
 from .prune import normalise_rows
 from .replacement import ReplacementPass, check_family, replacement_pass
 from .replacers import CrossLayer, PerLayer, Replacer, check_transcoders, replacer
@@ -126,33 +127,48 @@ def find_sources(run: ReplacementPass, tcs: list[SAE] | Replacer, skip_bos: bool
 class RowBuilder:
     """Rows of the adjacency (direct effects on a batch of targets) from backward passes of one replacement pass."""
 
-    def __init__(self, run: ReplacementPass, sources: Sources, readers: list[torch.Tensor], n_layers: int):
+    def __init__(self, run: ReplacementPass, sources: Sources, readers: list[torch.Tensor], n_layers: int,
+                 batch: int | None = None):  # fmt: skip
         self.run, self.src, self.readers, self.n_layers = run, sources, readers, n_layers
-        self.batch = run.embed_leaf.shape[0]
+        self.rows_per_pass = run.embed_leaf.shape[0]  # the replacement pass's copies of the prompt
+        self.batch = batch or self.rows_per_pass  # targets per call of ``rows`` (per influence re-ranking)
         self.n_pos = run.embed_leaf.shape[1]
         self.n_features = len(sources.features)
         self.n_sources = self.n_features + n_layers * self.n_pos + self.n_pos
         self.backward_passes = 0
+        self._g: torch.Tensor | None = None
 
     def rows(self, targets: list[tuple[str, Any]]) -> torch.Tensor:
-        """Direct effects [len(targets), n_sources] on ``("feature", node)`` / ``("logit", direction_D)`` targets."""
+        """Direct effects [len(targets), n_sources] on ``("feature", node)`` / ``("logit", direction_D)`` targets.
+
+        Targets run highest layer first, ``rows_per_pass`` per backward pass: a pass's backward stops below its
+        highest target's layer, so grouping targets of nearby layers skips the layers none of them reads."""
         out = torch.zeros(len(targets), self.n_sources)
-        for start in range(0, len(targets), self.batch):
-            chunk = targets[start : start + self.batch]
-            out[start : start + len(chunk)] = self._chunk(chunk)
+        layers = [self.n_layers if kind == "logit" else int(self.src.features[what][0]) for kind, what in targets]
+        order = sorted(range(len(targets)), key=lambda i: -layers[i])
+        for start in range(0, len(targets), self.rows_per_pass):
+            idx = order[start : start + self.rows_per_pass]
+            out[idx] = self._chunk([targets[i] for i in idx])
         return out
 
     def _chunk(self, chunk: list[tuple[str, Any]]) -> torch.Tensor:
+        """One backward pass: each row's target direction seeded where it is read (a feature's reader at its MLP
+        input and position, a logit's direction at the final norm's last position), as gradients of the outputs."""
         run, n = self.run, len(chunk)
-        device = run.embed_leaf.device  # computed where the replacement pass ran, returned on the CPU
-        value = torch.zeros((), dtype=torch.float32, device=device)
+        seeds: dict[int, torch.Tensor] = {}  # layer (-1: the final norm) -> [B, P, D] seed in the model's dtype
         for row, (kind, what) in enumerate(chunk):
             if kind == "feature":
                 layer, pos, latent = (int(v) for v in self.src.features[what])
-                value = value + run.mlp_in[layer][row, pos].float() @ self.readers[layer][:, latent]
+                if layer not in seeds:
+                    seeds[layer] = torch.zeros_like(run.mlp_in[layer])
+                seeds[layer][row, pos] = self.readers[layer][:, latent]
             else:
-                value = value + run.final[row, -1].float() @ what
-        grads = torch.autograd.grad(value, run.leaves, retain_graph=True, allow_unused=True)
+                if -1 not in seeds:
+                    seeds[-1] = torch.zeros_like(run.final)
+                seeds[-1][row, -1] = what
+        outputs = [run.final if layer == -1 else run.mlp_in[layer] for layer in seeds]
+        grads = torch.autograd.grad(outputs, run.leaves, grad_outputs=list(seeds.values()), retain_graph=True,
+                                    allow_unused=True)  # fmt: skip
         self.backward_passes += 1
         return self._edges(grads, n).to("cpu")
 
@@ -161,10 +177,14 @@ class RowBuilder:
         gradients at each position with the padded rows of the features there, errors and tokens elementwise."""
         src, n_layers, p, f = self.src, self.n_layers, self.n_pos, self.n_features
         device = self.run.embed_leaf.device
-        g_PnLD = torch.zeros(p, n, n_layers, self.run.embed_leaf.shape[-1], device=device)  # float32, one copy
+        if self._g is None:  # float32, one buffer for every backward pass
+            self._g = torch.zeros(p, self.rows_per_pass, n_layers, self.run.embed_leaf.shape[-1], device=device)
+        g_PnLD = self._g[:, :n]
         for layer, gr in enumerate(grads[1:]):
             if gr is not None:
                 g_PnLD[:, :, layer].copy_(gr[:n].transpose(0, 1))
+            else:
+                g_PnLD[:, :, layer].zero_()
         rows = torch.zeros(n, self.n_sources, device=device)
         for layer in range(n_layers):
             ids_n, pos_n, slot_n = src.slots[layer]
@@ -210,10 +230,12 @@ def attribute(
     :class:`~interplab.core.saes.clt.CrossLayerTranscoder` (its features' edges then sum what each writes to
     every later MLP output). ``max_feature_nodes``
     caps the feature nodes (those with the most influence on the logits are kept); ``batch_size`` is the
-    number of targets per backward pass. With ``skip_bos`` position 0 has no feature nodes; ``bos_error``
-    keeps what its MLPs write as that position's error nodes (every row then adds up to its target less the
-    decoder biases), ``False`` treats it as a constant, as circuit-tracer does (position 0 sees only itself,
-    so its MLP outputs are the same for every prompt; they drop out of the graph like biases).
+    number of targets chosen together (the influence ranking is redone after each batch) and per backward pass
+    (on the CPU at most :data:`.passes.CPU_ROWS_PER_PASS` per pass, targets of nearby layers together). With
+    ``skip_bos`` position 0 has no feature nodes; ``bos_error`` keeps what its MLPs write as that position's
+    error nodes (every row then adds up to its target less the decoder biases), ``False`` treats it as a
+    constant, as circuit-tracer does (position 0 sees only itself, so its MLP outputs are the same for every
+    prompt; they drop out of the graph like biases).
 
     >>> g = ilab.circuits.attribute(model, tcs, "The capital of France is", max_feature_nodes=500)
     """
@@ -225,27 +247,11 @@ def attribute(
     check_settings(max_n_logits, desired_logit_prob, max_feature_nodes, batch_size, skip_bos, bos_error)
     ids_1P = model.to_tokens(prompt)["input_ids"][:1]
     model.check_lengths([ids_1P.shape[1]], "prompt")
-    skips = rep.skips()
-    with model.lock, model.eager_attention(eager_replacement(model)):
-        run = replacement_pass(model, ids_1P, skips, batch_size)
-    src = find_sources(run, rep, skip_bos, bos_error)
-    _, unembed = model.readout_modules()
-    if not isinstance(unembed.weight, torch.Tensor):
-        raise TypeError(f"The unembedding's weight is a {type(unembed.weight).__name__}, not a tensor.")
-    W_U = unembed.weight.detach()  # [V, D] in the model's dtype: read in float32 chunks, never copied whole
-    logits, mean_D = final_logits(model, W_U, run.final[0, -1])
-    logit_ids, logit_probs = top_logits(logits, max_n_logits, desired_logit_prob)
-    directions = W_U[logit_ids].float() - mean_D
-    logit_ids, logit_probs = logit_ids.cpu(), logit_probs.cpu()  # rows are assembled on the CPU
-    builder = RowBuilder(run, src, [rep.reader(layer) for layer in range(rep.n_layers)], model.n_layers)
-    wanted = builder.n_features if max_feature_nodes is None else min(builder.n_features, max_feature_nodes)
-    bar = tqdm(total=len(logit_ids) + wanted, desc="attribution rows", unit="row", disable=not progress)
-    logit_rows = builder.rows([("logit", d) for d in directions])
-    bar.update(len(logit_ids))
-    selected, selected_rows = feature_rows(builder, wanted, max_feature_nodes is not None, logit_rows, logit_probs,
-                                           bar)  # fmt: skip
-    bar.close()
-    graph = _assemble(src, selected, selected_rows, logit_rows, model.n_layers, builder.n_pos)
+    with cpu_threads(model):
+        src, logit_ids, logit_probs, logit_rows, selected, selected_rows, n_pos = _rows(
+            model, rep, ids_1P, max_n_logits, desired_logit_prob, max_feature_nodes, batch_size, skip_bos, bos_error,
+            progress)  # fmt: skip
+    graph = _assemble(src, selected, selected_rows, logit_rows, model.n_layers, n_pos)
     tokens = model.to_str_tokens(ids_1P[0])
     return Graph(
         prompt=prompt, token_ids=ids_1P[0].tolist(), tokens=tokens, n_layers=model.n_layers,
@@ -255,6 +261,33 @@ def attribute(
         logit_probs=logit_probs.float(),
         adjacency=graph, model_name=model.name, transcoders=rep.fingerprints(),
     )  # fmt: skip
+
+
+def _rows(model: Model, rep: Replacer, ids_1P: torch.Tensor, max_n_logits: int, desired_logit_prob: float,
+          max_feature_nodes: int | None, batch_size: int, skip_bos: bool, bos_error: bool,
+          progress: bool) -> tuple:  # fmt: skip
+    """:func:`attribute`'s work: (sources, logit ids, probabilities and rows, chosen features and rows, positions)."""
+    skips = rep.skips()
+    with model.lock, model.eager_attention(eager_replacement(model)):
+        run = replacement_pass(model, ids_1P, skips, rows_per_pass(model, batch_size))
+    src = find_sources(run, rep, skip_bos, bos_error)
+    _, unembed = model.readout_modules()
+    if not isinstance(unembed.weight, torch.Tensor):
+        raise TypeError(f"The unembedding's weight is a {type(unembed.weight).__name__}, not a tensor.")
+    W_U = unembed.weight.detach()  # [V, D] in the model's dtype: read in float32 chunks, never copied whole
+    logits, mean_D = final_logits(model, W_U, run.final[0, -1])
+    logit_ids, logit_probs = top_logits(logits, max_n_logits, desired_logit_prob)
+    directions = W_U[logit_ids].float() - mean_D
+    logit_ids, logit_probs = logit_ids.cpu(), logit_probs.cpu()  # rows are assembled on the CPU
+    builder = RowBuilder(run, src, [rep.reader(layer) for layer in range(rep.n_layers)], model.n_layers, batch_size)
+    wanted = builder.n_features if max_feature_nodes is None else min(builder.n_features, max_feature_nodes)
+    bar = tqdm(total=len(logit_ids) + wanted, desc="attribution rows", unit="row", disable=not progress)
+    logit_rows = builder.rows([("logit", d) for d in directions])
+    bar.update(len(logit_ids))
+    selected, selected_rows = feature_rows(builder, wanted, max_feature_nodes is not None, logit_rows, logit_probs,
+                                           bar)  # fmt: skip
+    bar.close()
+    return src, logit_ids, logit_probs, logit_rows, selected, selected_rows, builder.n_pos
 
 
 def eager_replacement(model: Model) -> bool:
@@ -314,13 +347,13 @@ def feature_rows(
     computed = torch.zeros(wanted, builder.n_sources)  # in the order computed
     row_of = torch.full((n_f,), -1, dtype=torch.long)
     done = torch.zeros(n_f, dtype=torch.bool)
-    order = list(range(n_f))
+    order = torch.arange(n_f)
     n_done = 0
     while n_done < wanted:
         if by_influence:
             order = _by_influence(computed[row_of[done]], n_f, logit_rows, logit_probs, done)
-        pick = [i for i in order if not done[i]][: min(builder.batch, wanted - n_done)]
-        computed[n_done : n_done + len(pick)] = builder.rows([("feature", i) for i in pick])
+        pick = order[~done[order]][: min(builder.batch, wanted - n_done)]
+        computed[n_done : n_done + len(pick)] = builder.rows([("feature", i) for i in pick.tolist()])
         row_of[pick] = torch.arange(n_done, n_done + len(pick))
         done[pick] = True
         n_done += len(pick)
@@ -330,7 +363,7 @@ def feature_rows(
 
 
 def _by_influence(done_rows: torch.Tensor, n_f: int, logit_rows: torch.Tensor, probs: torch.Tensor,
-                  done: torch.Tensor) -> list[int]:  # fmt: skip
+                  done: torch.Tensor) -> torch.Tensor:  # fmt: skip
     """Feature ids by their influence on the logits through the rows computed so far (largest first).
 
     Only computed rows (the done features' and the logits') carry influence on, so the walk runs over those
@@ -349,7 +382,7 @@ def _by_influence(done_rows: torch.Tensor, n_f: int, logit_rows: torch.Tensor, p
         score += step
     score = score[:n_f]
     score[done] = -1
-    return torch.argsort(score, descending=True).tolist()
+    return torch.argsort(score, descending=True)
 
 
 def _assemble(src: Sources, selected: torch.Tensor, selected_rows: torch.Tensor, logit_rows: torch.Tensor,

@@ -7,8 +7,9 @@ scale is frozen (its output is ``x * scale`` with the scale a constant). Values 
 model: only gradients change. The linear paths run in the model's dtype (each norm's scale computed in
 float32 and rounded once), so a bfloat16 model's gradients cross the norms without conversions. A
 transcoder's affine skip stays in the linear path (its output is ``x @ W_skip``, a function of the MLP
-input). The batch holds the prompt ``B`` times, so ``B`` targets get their gradients from one backward
-pass (one per row).
+input, in the model's dtype). The batch holds the prompt ``B`` times, so ``B`` targets get their
+gradients from one backward pass (one per row). The MLPs themselves run on one copy of the prompt: their
+outputs are cut and their inputs read from the frozen norm, so the other copies would be thrown away.
 
 What stays in the trace body is remote-safe: envoys, tensors and torch operations only.
 
@@ -104,6 +105,8 @@ def replacement_pass(
     final_norm = resolve(model.nn, family.final_norm)
     final_gain, final_eps = _norm_params(resolve(mod, family.final_norm), lin.unit_offset)
     ids = ids_1P.expand(batch, -1).to(model.device)
+    dtype = model.module.dtype  # the linear paths run in the model's dtype, the skips too (cast once)
+    skips = [None if w is None else w.detach().to(model.device, dtype) for w in skips]
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     with torch.enable_grad(), model.nn.trace(inputs, **model.trace_kwargs) as tracer:
         e = embed.output
@@ -120,17 +123,19 @@ def replacement_pass(
                 scale = (torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * gain).to(x.dtype)
                 out = envoy.output
                 frozen = out.detach() + ((x - x.detach()) * scale).to(out.dtype)
-                envoy.output = frozen
+                if j == len(norms[layer]) - 1:  # feeds the MLP alone, whose output is cut: one copy is enough
+                    envoy.output = out.detach()[:1]
+                    mlp_ins.append(frozen)
+                else:
+                    envoy.output = frozen
                 if j == 0:
                     attn_ins.append(frozen)
-                if j == len(norms[layer]) - 1:
-                    mlp_ins.append(frozen)
             out = mlp_outs[layer].output
-            leaf = out.detach().clone().requires_grad_(True)
+            leaf = out.detach().expand(batch, -1, -1).clone().requires_grad_(True)
             skip = skips[layer]
             if skip is not None:
-                through = mlp_ins[-1].to(skip.dtype) @ skip
-                mlp_outs[layer].output = leaf + (through - through.detach()).to(leaf.dtype)
+                through = mlp_ins[-1] @ skip
+                mlp_outs[layer].output = leaf + (through - through.detach())
             else:
                 mlp_outs[layer].output = leaf
             leaves.append(leaf)
