@@ -17,9 +17,9 @@ included), and the graphs' agreement (the same logit targets, the same feature n
 adjacency's largest difference over its largest entry). Same settings for both: batch 32, 10 logits up to
 probability 0.95, the feature nodes chosen by influence re-ranked every batch, position 0 a constant.
 
-Threads: each worker's torch is set to the configuration's thread count; interplab's ``attribute`` then runs its
-CPU work on one intra-op thread (``core/circuits/passes.py``: its operations are too small to split), so with 2
-threads the comparison is circuit-tracer on 2 threads against interplab on 1.
+Threads: each worker's torch is set to the configuration's thread count. On an oversubscribed machine (load
+above the cores) two threads cost interplab far more than one (a 128-node graph 16.6 s against 1.97 s under
+load 5 on 2 cores): its passes are many small operations, each waiting for every thread; state the load.
 
 bfloat16 graphs are not expected to be identical: circuit-tracer keeps the transcoders in bfloat16 and takes the
 target probabilities from bfloat16 logits, interplab encodes in float32 and reads the logits in float32 (so the

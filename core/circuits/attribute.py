@@ -30,7 +30,7 @@ from ..model.model import Model
 from ..model.trace_ops import token_probs
 from ..saes.base import SAE
 from .graph import Graph
-from .passes import cpu_threads, rows_per_pass
+from .passes import rows_per_pass
 from .prune import normalise_rows
 from .replacement import ReplacementPass, check_family, replacement_pass
 from .replacers import CrossLayer, PerLayer, Replacer, check_transcoders, replacer
@@ -247,10 +247,9 @@ def attribute(
     check_settings(max_n_logits, desired_logit_prob, max_feature_nodes, batch_size, skip_bos, bos_error)
     ids_1P = model.to_tokens(prompt)["input_ids"][:1]
     model.check_lengths([ids_1P.shape[1]], "prompt")
-    with cpu_threads(model):
-        src, logit_ids, logit_probs, logit_rows, selected, selected_rows, n_pos = _rows(
-            model, rep, ids_1P, max_n_logits, desired_logit_prob, max_feature_nodes, batch_size, skip_bos, bos_error,
-            progress)  # fmt: skip
+    src, logit_ids, logit_probs, logit_rows, selected, selected_rows, n_pos = _rows(
+        model, rep, ids_1P, max_n_logits, desired_logit_prob, max_feature_nodes, batch_size, skip_bos, bos_error,
+        progress)  # fmt: skip
     graph = _assemble(src, selected, selected_rows, logit_rows, model.n_layers, n_pos)
     tokens = model.to_str_tokens(ids_1P[0])
     return Graph(
