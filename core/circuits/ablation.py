@@ -82,7 +82,7 @@ def ablation_control(
     ids = [_token_id(model, t, name) for t, name in ((good, "good"), (bad, "bad"))]
     check_int("n_random", n_random, 0)
     check_number(ratio, "ratio")
-    chosen = [tuple(int(v) for v in f) for f in features] if features is not None else top_features(graph, n)
+    chosen = [_as_feature(f) for f in features] if features is not None else top_features(graph, n)
     for f in chosen:
         graph.feature_index(*f)  # a clear error for a feature that is not a node of the graph
     randoms = [random_features(graph, len(chosen), seed + i, exclude=chosen) for i in range(n_random)]
@@ -93,7 +93,14 @@ def ablation_control(
     runs = [intervene(model, transcoders, graph.prompt, {f: 0.0 for f in s}) for s in [chosen, *randoms]]
     clean = diff(runs[0].logits_before)
     shifts = [diff(r.logits_after) - clean for r in runs]
-    return AblationControl(clean, chosen, shifts[0], randoms, shifts[1:], float(ratio))  # type: ignore[arg-type]
+    return AblationControl(clean, chosen, shifts[0], randoms, shifts[1:], float(ratio))
+
+
+def _as_feature(feature: Any) -> Feature:
+    values = tuple(int(v) for v in feature)
+    if len(values) != 3:
+        raise ValueError(f"A feature is (layer, position, latent); got {feature!r}.")
+    return values[0], values[1], values[2]
 
 
 def _feature(graph: Graph, index: int) -> Feature:

@@ -105,7 +105,7 @@ def replacement_pass(
     final_norm = resolve(model.nn, family.final_norm)
     final_gain, final_eps = _norm_params(resolve(mod, family.final_norm), lin.unit_offset)
     ids = ids_1P.expand(batch, -1).to(model.device)
-    dtype = model.module.dtype  # the linear paths run in the model's dtype, the skips too (cast once)
+    dtype = model.dtype  # the linear paths run in the model's dtype, the skips too (cast once)
     skips = [None if w is None else w.detach().to(model.device, dtype) for w in skips]
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     with torch.enable_grad(), model.nn.trace(inputs, **model.trace_kwargs) as tracer:
