@@ -21,7 +21,6 @@ from typing import Any
 import torch
 
 from ..circuits.quality import transcoder_quality
-from ..data.corpus import default_corpus
 from ..loading.load import load_model
 from ..saes.clt import CrossLayerTranscoder
 from ..saes.clt_io import save_clt
@@ -30,6 +29,7 @@ from ..saes.pretrained import clt_folder
 from ..storage.atomic import write_text
 from ..storage.checkpoint import read_state_file
 from ..storage.resumable import STATE_FILE
+from .transcoders import corpus_split
 
 logger = logging.getLogger(__name__)
 
@@ -46,8 +46,7 @@ def train_embedded_clt(
     """
     out = Path(out_dir) if out_dir is not None else clt_folder()
     model = load_model()
-    docs = default_corpus()
-    train_docs, held_out = docs[:-200], docs[-200:]
+    train_docs, texts = corpus_split(eval_texts)
     if stop_at_checkpoint:
         clt, history = clt_from_checkpoint(Path(checkpoint_dir), model.n_layers, model.d_model, d_sae, k)
     else:
@@ -55,7 +54,6 @@ def train_embedded_clt(
                         checkpoint_every=20)  # fmt: skip
         clt, history = res.clt, res.history
     clt.to(torch.float16).to(torch.float32)  # evaluate exactly what is shipped: float16 weights
-    texts = [d[:400].rsplit(" ", 1)[0] for d in held_out[:: max(1, len(held_out) // eval_texts)]][:eval_texts]
     table = transcoder_quality(model, clt, texts)
     save_clt(clt.to(torch.float16), out)
     run = {"tokens": int(history["tokens"][-1]), "fvu": history["fvu"][-1], "l0": history["l0"][-1]}

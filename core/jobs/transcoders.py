@@ -34,6 +34,18 @@ from ..storage.atomic import write_text
 logger = logging.getLogger(__name__)
 
 
+def corpus_split(eval_texts: int) -> tuple[list[str], list[str]]:
+    """The default corpus less its last 200 documents (to train on), and ``eval_texts`` passages of up to 400
+    characters spread over those 200 (held out, for the quality tables of the shipped transcoders and CLT).
+
+    >>> train_docs, held_out_texts = corpus_split(16)
+    """
+    docs = default_corpus()
+    held_out = docs[-200:]
+    texts = [d[:400].rsplit(" ", 1)[0] for d in held_out[:: max(1, len(held_out) // eval_texts)]][:eval_texts]
+    return docs[:-200], texts
+
+
 def train_transcoders(
     checkpoint_dir: str | Path,
     out_dir: str | Path | None = None,
@@ -56,8 +68,7 @@ def train_transcoders(
     out = Path(out_dir) if out_dir is not None else transcoders_folder()
     model = load_model()
     layers = list(range(model.n_layers) if layers is None else layers)
-    docs = default_corpus()
-    train_docs, held_out = docs[:-200], docs[-200:]
+    train_docs, texts = corpus_split(eval_texts)
     specs = [{"arch": "batchtopk", "width": width, "k": k, "site": f"blocks.{layer}.hook_mlp_in",
               "site_out": f"blocks.{layer}.hook_mlp_out", "skip": skip, **({"lr": lr} if lr else {})}
              for layer in layers]  # fmt: skip
@@ -70,7 +81,6 @@ def train_transcoders(
     for tc in tcs:
         tc.cfg.model_name = model.name
         tc.to(torch.float16).to(torch.float32)  # evaluate exactly what is shipped: float16 weights
-    texts = [d[:400].rsplit(" ", 1)[0] for d in held_out[:: max(1, len(held_out) // eval_texts)]][:eval_texts]
     table = transcoder_quality(model, tcs, texts)
     for tc, row in zip(tcs, table["layers"], strict=True):
         tc.cfg.metadata["evaluation"] = row
