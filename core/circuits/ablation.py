@@ -54,7 +54,7 @@ def top_features(graph: Graph, n: int) -> list[Feature]:
     """
     check_int("n", n, 1, graph.n_features)
     shares = node_shares(graph.adjacency, graph.logit_probs)[: graph.n_features]
-    return [_feature(graph, int(i)) for i in torch.argsort(shares, descending=True)[:n]]
+    return [_as_feature(graph.features[int(i)]) for i in torch.argsort(shares, descending=True)[:n]]
 
 
 def random_features(graph: Graph, n: int, seed: int = 0, exclude: list[Feature] | None = None) -> list[Feature]:
@@ -62,7 +62,7 @@ def random_features(graph: Graph, n: int, seed: int = 0, exclude: list[Feature] 
 
     >>> random_features(graph, 5, seed=1)
     """
-    pool = [f for i in range(graph.n_features) if (f := _feature(graph, i)) not in set(exclude or [])]
+    pool = [f for i in range(graph.n_features) if (f := _as_feature(graph.features[i])) not in set(exclude or [])]
     check_int("n", n, 1, len(pool))
     order = torch.randperm(len(pool), generator=torch.Generator().manual_seed(seed))
     return [pool[int(i)] for i in order[:n]]
@@ -101,11 +101,6 @@ def _as_feature(feature: Any) -> Feature:
     if len(values) != 3:
         raise ValueError(f"A feature is (layer, position, latent); got {feature!r}.")
     return values[0], values[1], values[2]
-
-
-def _feature(graph: Graph, index: int) -> Feature:
-    layer, pos, latent = (int(v) for v in graph.features[index])
-    return layer, pos, latent
 
 
 def _token_id(model: Model, token: str | int, name: str) -> int:

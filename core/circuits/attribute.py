@@ -247,25 +247,6 @@ def attribute(
     check_settings(max_n_logits, desired_logit_prob, max_feature_nodes, batch_size, skip_bos, bos_error)
     ids_1P = model.to_tokens(prompt)["input_ids"][:1]
     model.check_lengths([ids_1P.shape[1]], "prompt")
-    src, logit_ids, logit_probs, logit_rows, selected, selected_rows, n_pos = _rows(
-        model, rep, ids_1P, max_n_logits, desired_logit_prob, max_feature_nodes, batch_size, skip_bos, bos_error,
-        progress)  # fmt: skip
-    graph = _assemble(src, selected, selected_rows, logit_rows, model.n_layers, n_pos)
-    tokens = model.to_str_tokens(ids_1P[0])
-    return Graph(
-        prompt=prompt, token_ids=ids_1P[0].tolist(), tokens=tokens, n_layers=model.n_layers,
-        features=src.features[selected.to(src.features.device)].cpu(),
-        activations=src.activations[selected.to(src.activations.device)].float().cpu(),
-        logit_ids=logit_ids.tolist(), logit_tokens=[model.tokenizer.decode([i]) for i in logit_ids.tolist()],
-        logit_probs=logit_probs.float(),
-        adjacency=graph, model_name=model.name, transcoders=rep.fingerprints(),
-    )  # fmt: skip
-
-
-def _rows(model: Model, rep: Replacer, ids_1P: torch.Tensor, max_n_logits: int, desired_logit_prob: float,
-          max_feature_nodes: int | None, batch_size: int, skip_bos: bool, bos_error: bool,
-          progress: bool) -> tuple:  # fmt: skip
-    """:func:`attribute`'s work: (sources, logit ids, probabilities and rows, chosen features and rows, positions)."""
     skips = rep.skips()
     with model.lock, model.eager_attention(eager_replacement(model)):
         run = replacement_pass(model, ids_1P, skips, rows_per_pass(model, batch_size))
@@ -286,7 +267,16 @@ def _rows(model: Model, rep: Replacer, ids_1P: torch.Tensor, max_n_logits: int, 
     selected, selected_rows = feature_rows(builder, wanted, max_feature_nodes is not None, logit_rows, logit_probs,
                                            bar)  # fmt: skip
     bar.close()
-    return src, logit_ids, logit_probs, logit_rows, selected, selected_rows, builder.n_pos
+    graph = _assemble(src, selected, selected_rows, logit_rows, model.n_layers, builder.n_pos)
+    tokens = model.to_str_tokens(ids_1P[0])
+    return Graph(
+        prompt=prompt, token_ids=ids_1P[0].tolist(), tokens=tokens, n_layers=model.n_layers,
+        features=src.features[selected.to(src.features.device)].cpu(),
+        activations=src.activations[selected.to(src.activations.device)].float().cpu(),
+        logit_ids=logit_ids.tolist(), logit_tokens=[model.tokenizer.decode([i]) for i in logit_ids.tolist()],
+        logit_probs=logit_probs.float(),
+        adjacency=graph, model_name=model.name, transcoders=rep.fingerprints(),
+    )  # fmt: skip
 
 
 def eager_replacement(model: Model) -> bool:
