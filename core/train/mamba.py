@@ -80,12 +80,16 @@ class MambaMixer(nn.Module):
         self.conv = nn.Conv1d(inner, inner, d_conv, groups=inner, padding=d_conv - 1)
         self.x_proj = nn.Linear(inner, self.dt_rank + 2 * d_state, bias=False)
         self.dt_proj = nn.Linear(self.dt_rank, inner)
-        self.A_log = nn.Parameter(torch.log(torch.arange(1, d_state + 1, dtype=torch.float)).repeat(inner, 1))
+        # The init's exp and log run in float64 and round to float32: vectorised float32 exp/log differ in the last
+        # bit between CPUs, and a job's recorded model fingerprint (taken of the initial weights) must not.
+        log_N = torch.log(torch.arange(1, d_state + 1, dtype=torch.float64))
+        self.A_log = nn.Parameter(log_N.float().repeat(inner, 1))
         self.D = nn.Parameter(torch.ones(inner))
         self.out_proj = nn.Linear(inner, d, bias=False)
         with torch.no_grad():  # Mamba's dt init: softplus(bias) log-uniform in [1e-3, 1e-1] (a long memory)
-            dt_E = torch.exp(torch.rand(inner) * (math.log(0.1) - math.log(1e-3)) + math.log(1e-3))
-            self.dt_proj.bias.copy_(dt_E + torch.log(-torch.expm1(-dt_E)))
+            u_E = torch.rand(inner).double()
+            dt_E = torch.exp(u_E * (math.log(0.1) - math.log(1e-3)) + math.log(1e-3))
+            self.dt_proj.bias.copy_((dt_E + torch.log(-torch.expm1(-dt_E))).float())
 
     def forward(self, x_BLD: torch.Tensor) -> torch.Tensor:
         n_pos = x_BLD.shape[1]

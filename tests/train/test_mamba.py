@@ -3,6 +3,8 @@ its scan is the recurrence, both take named sites, and the off-by-one measure's 
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from interplab.core.train import mamba
@@ -20,6 +22,17 @@ def test_tiny_mamba_is_causal_a_later_token_changes_no_earlier_logit():
         before, after = net(ids), net(changed)
     torch.testing.assert_close(before[:, :6], after[:, :6])
     assert (before[:, 6:] - after[:, 6:]).abs().max() > 1e-4
+
+
+def test_mamba_init_is_the_float64_values_rounded_so_its_fingerprint_holds_on_any_cpu(monkeypatch):
+    # A job records the fingerprint of the initial weights; float32 exp/log differ in the last bit between CPUs.
+    u_E = torch.linspace(0.0, 1.0, 32)
+    monkeypatch.setattr(torch, "rand", lambda *shape, **kw: u_E.clone())
+    block = mamba.MambaMixer(16, d_state=8)
+    log_N = torch.log(torch.arange(1, 9, dtype=torch.float64)).float()
+    assert torch.equal(block.A_log, log_N.repeat(32, 1))
+    dt_E = torch.exp(u_E.double() * (math.log(0.1) - math.log(1e-3)) + math.log(1e-3))
+    assert torch.equal(block.dt_proj.bias.detach(), (dt_E + torch.log(-torch.expm1(-dt_E))).float())
 
 
 def test_selective_scan_is_the_decaying_sum_of_the_inputs():
