@@ -122,13 +122,27 @@ class Comparison:
         """The largest neutral-text KL over the scales, per vector (nats per token)."""
         return {name: float(res.kl.max()) for name, res in self.results.items()}
 
-    def more_linear(self, name: str, than: str) -> bool:
-        """Whether vector ``name``'s R² is above vector ``than``'s (and its slope points the same way)."""
+    def _pair(self, name: str, than: str) -> tuple[SweepResult, SweepResult]:
         for key in (name, than):
             if key not in self.results:
                 raise KeyError(f"No vector named {key!r}; the comparison holds {list(self.results)}.")
-        a, b = self.results[name], self.results[than]
+        return self.results[name], self.results[than]
+
+    def more_linear(self, name: str, than: str) -> bool:
+        """Whether vector ``name``'s R² is above vector ``than``'s (and its slope points the same way)."""
+        a, b = self._pair(name, than)
         return bool(a.r2 > b.r2 and np.sign(a.slope) == np.sign(b.slope))
+
+    def as_linear(self, name: str, than: str, tolerance: float = 0.05) -> bool:
+        """Whether vector ``name``'s R² is at most ``tolerance`` below vector ``than``'s (slopes the same way).
+
+        >>> cmp.as_linear("refined k=32", than="raw")  # doctest: +SKIP
+        True
+        """
+        if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 <= tolerance < 1:
+            raise ValueError(f"tolerance must be a number in [0, 1), got {tolerance!r}.")
+        a, b = self._pair(name, than)
+        return bool(a.r2 >= b.r2 - tolerance and np.sign(a.slope) == np.sign(b.slope))
 
     def to_pandas(self) -> Any:
         """A row per vector: R², slope, the largest and the mean neutral-text KL."""

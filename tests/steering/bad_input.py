@@ -243,6 +243,12 @@ ROWS: list[Row] = [
         KeyError,
         r"No vector named 'refined'; the comparison holds \[\]",
     ),
+    Row(
+        "ilab.steering.Comparison.as_linear",
+        lambda c: ilab.steering.Comparison({}).as_linear("refined", than="raw", tolerance=2),
+        V,
+        r"tolerance must be a number in \[0, 1\), got 2",
+    ),
 ]
 
 EXEMPT: dict[str, str] = {

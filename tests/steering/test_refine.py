@@ -77,9 +77,11 @@ def test_compare_sweeps_each_vector_like_sweep(gpt2):
     assert list(cmp.to_pandas().index) == ["raw", "refined"] and len(cmp.curves()) == 6
     same_sign = (cmp.results["raw"].slope > 0) == (cmp.results["refined"].slope > 0)
     assert cmp.more_linear("raw", "refined") == (cmp.r2["raw"] > cmp.r2["refined"] and same_sign)
+    assert cmp.as_linear("raw", "refined", tolerance=0.5) == (cmp.r2["raw"] >= cmp.r2["refined"] - 0.5 and same_sign)
     assert cmp.chart().to_dict()["hconcat"]
-    with pytest.raises(KeyError, match=r"'other'.*\['raw', 'refined'\]"):
-        cmp.more_linear("other", "raw")
+    for method in (cmp.more_linear, cmp.as_linear):
+        with pytest.raises(KeyError, match=r"'other'.*\['raw', 'refined'\]"):
+            method("other", "raw")
 
 
 # The notebook's setting (nbs/05_steering.ipynb, section 4): a sentiment vector at layer 6 of the embedded model.
@@ -98,6 +100,8 @@ SCALES = [-12, -8, -4, 0, 4, 8, 12]
 
 @pytest.mark.embedded
 def test_random_span_in_place_of_the_refined_vector_fails_the_linearity_claim(embedded):
+    # The notebook's claim: the refined vector keeps the raw vector's linearity (R² at most 0.05 below); which of
+    # the two is ahead differs between CPU types, so "more linear" is not asserted.
     site = "blocks.6.hook_resid_post"
     vec = S.diff_of_means(embedded, site, POSITIVE, NEGATIVE, position="mean")
     sae = ilab.load_sae("embedded", layer=6)
@@ -105,6 +109,6 @@ def test_random_span_in_place_of_the_refined_vector_fails_the_linearity_claim(em
     controls = {f"random {seed}": S.random_span(vec, sae, k=32, seed=seed) for seed in range(3)}
     vectors = {"raw": vec, "refined": S.refine(vec, sae, k=32), **controls}
     cmp = S.compare(embedded, vectors, SCALES, metric, neutral_texts=NEUTRAL, prompts=OPPOSING)
-    assert cmp.more_linear("refined", than="raw"), cmp  # the notebook's assertion, with the refined vector
+    assert cmp.as_linear("refined", than="raw"), cmp  # the notebook's assertion, with the refined vector
     for name in controls:  # the same assertion with a random vector in its place
-        assert not cmp.more_linear(name, than="raw"), cmp
+        assert not cmp.as_linear(name, than="raw"), cmp
