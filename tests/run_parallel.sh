@@ -11,6 +11,7 @@ PY=${PY:-.venv/bin/python}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 LOGS=build/test-logs
 mkdir -p "$LOGS"
+rm -f "$LOGS/notebook-peaks.jsonl"  # tests/notebooks/test_notebooks.py appends each notebook kernel's memory
 FIRST=(tests/autointerp tests/browser tests/circuits tests/contracts tests/das tests/data tests/devices tests/docs
        tests/evals tests/export tests/features)
 SECOND=()
@@ -31,6 +32,8 @@ for log in first notebooks; do
   echo "---- $log (pytest log $LOGS/$log.log) ----"
   cat "$LOGS/$log.log"
 done
+echo "---- notebook kernels' memory, kB ($LOGS/notebook-peaks.jsonl) ----"
+cat "$LOGS/notebook-peaks.jsonl" 2>/dev/null
 echo "exit codes: first half $first_rc, second half $second_rc, notebooks $notebooks_rc"
 ok() { [ "$1" -eq 0 ] || [ "$1" -eq 5 ]; }  # 5: no test selected in that run (e.g. PYTEST_ARGS="-k lens")
 ok "$first_rc" && ok "$second_rc" && ok "$notebooks_rc"

@@ -54,7 +54,8 @@ MARK = "__interplab_peak__"
 PEAK_CELL = f"""
 import json as _json
 with open("/proc/self/status") as _f:
-    _status = {{_l.split(":")[0]: int(_l.split()[1]) for _l in _f if _l.startswith(("VmHWM", "VmRSS"))}}
+    _keys = ("VmHWM", "VmRSS", "RssAnon", "RssFile")
+    _status = {{_l.split(":")[0]: int(_l.split()[1]) for _l in _f if _l.startswith(_keys)}}
 print("{MARK}" + _json.dumps(_status))
 """
 
@@ -71,6 +72,20 @@ RUN_BY_BROWSER_TESTS = {
 def kernel_peak_gb(cell: nbformat.NotebookNode) -> float:
     """The peak RSS (GB) printed by :data:`PEAK_CELL`."""
     return _peak_from_text("".join(o.get("text", "") for o in cell.outputs))
+
+
+#: Each notebook run's memory figures (kB: the peak, and the resident, anonymous and file-backed memory at its
+#: end), one JSON line per run; tests/run_parallel.sh prints the file after the notebooks' log.
+PEAKS_LOG = NBS.parent / "build" / "test-logs" / "notebook-peaks.jsonl"
+
+
+def record_peak(stem: str, cell: nbformat.NotebookNode) -> None:
+    """Append the memory figures :data:`PEAK_CELL` printed to :data:`PEAKS_LOG`."""
+    found = re.search(re.escape(MARK) + r"(\{[^}]*\})", "".join(o.get("text", "") for o in cell.outputs))
+    if found:
+        PEAKS_LOG.parent.mkdir(parents=True, exist_ok=True)
+        with PEAKS_LOG.open("a", encoding="utf-8") as f:
+            f.write(json.dumps({"notebook": stem, **json.loads(found.group(1))}) + "\n")
 
 
 def _peak_from_text(text: str) -> float:
@@ -129,6 +144,7 @@ def test_notebook_runs(path: Path, tmp_path: Path):
     assert code and all(c.execution_count for c in code)
     assert not any(o.get("output_type") == "error" for c in code for o in c.outputs)
     peak = kernel_peak_gb(nb.cells[-1])
+    record_peak(path.stem, nb.cells[-1])
     limit = OVER_LIMIT_GB.get(path.stem, PEAK_LIMIT_GB)
     assert 0.2 < peak < limit, f"{path.name}: the kernel peaked at {peak:.2f} GB (limit {limit} GB)"
 
