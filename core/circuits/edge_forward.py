@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from ..memory.frozen import frozen_weights
 from ..model.sites import Family, resolve
 from .edge_graph import EdgeGraph
 
@@ -122,7 +123,7 @@ class EdgeForward:
         grad = metric is not None
         state = _RunState(self, ids, grad, patch, embeds)
         model = self.model
-        with model.lock, state.hooks(), _frozen(model.module), torch.set_grad_enabled(grad):
+        with model.lock, state.hooks(), frozen_weights(model.module), torch.set_grad_enabled(grad):
             out = model.module(
                 input_ids=ids.to(model.device), attention_mask=torch.ones_like(ids).to(model.device), logits_to_keep=1
             )  # only the last position's logits are kept for the metric
@@ -133,19 +134,6 @@ class EdgeForward:
                 grads = torch.stack([torch.zeros_like(leaf) if g is None else g for g, leaf in
                                      zip(found, state.leaves, strict=True)]).float().cpu()  # fmt: skip
         return EdgeRun(logits.detach().cpu(), torch.stack(state.outputs).float().cpu(), grads)
-
-
-@contextlib.contextmanager
-def _frozen(module: nn.Module) -> Iterator[None]:
-    """The weights need no grad while inside (only the inputs' gradients are taken: less memory saved for backward)."""
-    params = [p for p in module.parameters() if p.requires_grad]
-    for p in params:
-        p.requires_grad_(False)
-    try:
-        yield
-    finally:
-        for p in params:
-            p.requires_grad_(True)
 
 
 class _RunState:

@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from ..checks import check_int, check_number
+from ..memory.frozen import frozen_weights
 from ..model.trace_ops import log_probs
 from ..storage.resumable import ResumableJob
 from ..views.charts import offline
@@ -306,7 +307,11 @@ def _train(model: Model, tuning: IntentTuning, job: ResumableJob, state: Any, do
         opt.load_state_dict(state["opt"])
     countries = sorted({" " + c for _, true, fake in tuning.task.items for c in (true, fake)})
     ids = label_ids(model, countries)
-    with job.progress(steps, done, "fine-tune", progress, leave=False) as bar, tuning.applied(model):
+    with (
+        job.progress(steps, done, "fine-tune", progress, leave=False) as bar,
+        tuning.applied(model),
+        frozen_weights(model.module),
+    ):  # only the adapter takes gradients
         for step in range(done, steps):
             gen = torch.Generator().manual_seed(seed * 1000 + step)
             pick = torch.randperm(len(tuning.train_items), generator=gen)[:batch_items].tolist()

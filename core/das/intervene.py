@@ -15,6 +15,7 @@ Example
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import nnsight
 import torch
 
+from ..memory.frozen import frozen_weights
 from ..model.model import position_columns
 from ..model.trace_ops import interchange, orthonormal, read_site, write_site
 from .pairs import CounterfactualPairs, label_ids
@@ -123,7 +125,9 @@ def run(model: Model, prep: Prepared, idx: torch.Tensor, Q_DK: torch.Tensor | No
     training = A_DK is not None
     leaves = [] if A_DK is None else [A_DK]  # the gradient is taken with respect to the caller's leaf
     A_DK = None if A_DK is None else A_DK.to(device)
-    with torch.set_grad_enabled(training), model.nn.trace(inputs, **model.trace_kwargs) as tracer:
+    # training: the weights frozen (under the run lock) so the backward saves only what the rotation's gradient needs
+    frozen = frozen_weights(model.module) if training else contextlib.nullcontext()
+    with model.lock, frozen, torch.set_grad_enabled(training), model.nn.trace(inputs, **model.trace_kwargs) as tracer:
         x = read_site(envoy, io)
         base_NPD = x[rows_NP, cols_NP]
         if A_DK is not None:  # training

@@ -24,6 +24,7 @@ import nnsight
 import numpy as np
 import torch
 
+from ..memory.frozen import frozen_weights
 from ..model.trace_ops import orthonormal, read_site, write_site
 from ..views.charts import offline
 from .intervene import evaluate, prepare, source_values
@@ -76,8 +77,14 @@ def soft_step(model: Model, prep: AllPositions, idx: torch.Tensor, A_DK: torch.T
     last, readout = model.block(model.n_layers - 1), model.readout
     leaves = [A_DK, w_L]
     A, w = A_DK.to(device), w_L.to(device)
-    with torch.enable_grad(), model.nn.trace({"input_ids": ids, "attention_mask": torch.ones_like(ids)},
-                                             **model.trace_kwargs) as tracer:  # fmt: skip
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    # the weights frozen (under the run lock): the backward saves only what the leaves' gradients need
+    with (
+        model.lock,
+        frozen_weights(model.module),
+        torch.enable_grad(),
+        model.nn.trace(inputs, **model.trace_kwargs) as tracer,
+    ):
         x = read_site(envoy, io)
         Q = orthonormal(A)
         weight_L = torch.softmax((w / temperature).float(), 0)

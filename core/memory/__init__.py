@@ -10,6 +10,7 @@ Example
 
 from .budget import MemoryBudgetError, check_memory, format_bytes, memory_budget, parse_bytes, set_memory_budget
 from .freeing import release, scope
+from .frozen import frozen_weights
 from .heap import release_free_heap
 from .pages import release_pages
 
@@ -17,6 +18,7 @@ __all__ = [
     "MemoryBudgetError",
     "check_memory",
     "format_bytes",
+    "frozen_weights",
     "memory_budget",
     "parse_bytes",
     "release",

@@ -210,3 +210,21 @@ def test_a_crafted_das_file_is_refused_naming_its_field(tmp_path, change, q, mat
     save_file({"Q_DK": q_dk}, str(file), metadata={**meta, "interplab": json.dumps(info)})
     with pytest.raises(FileError, match=match):
         DASResult.load(file)
+
+
+def test_a_training_step_runs_with_the_weights_frozen_and_restores_them():
+    # The rotation's gradient needs no weight gradient: with the weights requiring grad the backward would save
+    # each layer's input for them (0.2 GB more at the peak of a DAS step on the embedded model).
+    model = tiny_model("gpt2")
+    pairs = pairs_for(model)
+    prep = prepare(model, pairs, SITE, [-1])
+    seen = []
+    layer = model.module.transformer.h[1].mlp.c_fc
+    handle = layer.register_forward_hook(lambda mod, args, out: seen.append(mod.weight.requires_grad))
+    A_DK = torch.randn(model.d_model, 1).requires_grad_(True)
+    try:
+        _, grad_DK, _ = run(model, prep, torch.arange(4), None, A_DK)
+    finally:
+        handle.remove()
+    assert seen == [False] and grad_DK.shape == A_DK.shape and grad_DK.abs().sum() > 0
+    assert all(p.requires_grad for p in model.module.parameters())  # as they were
