@@ -27,7 +27,7 @@ NOTEBOOKS = shipped_notebooks()
 PEAK_LIMIT_GB = 1.5
 #: The goal is 1.4 GB and every notebook meets it in bench_memory.py; the limit keeps 0.1 GB for an
 #: evaluation's heap spike seen once (nbs/02 at 1.47 in a clean-clone CI run: glibc's raised mmap threshold,
-#: core/memory/heap.py). Notebooks allowed more than PEAK_LIMIT_GB, each with its peak (none).
+#: core/memory/heap.py). Notebooks allowed more than PEAK_LIMIT_GB, each with its peaks.
 #: bench_memory.py on 2026-12-01 in
 #: a freshly written venv, as CI has it (GiB): 00 1.14, 01 1.00, 02 1.21, 03 1.14, 04 1.00, 05 1.04, 06 1.28,
 #: 07 1.29, 08 1.26, 08b 0.70, 09 1.08. What brought them here: the memory-mapped unembedding read a slice at a
@@ -35,7 +35,10 @@ PEAK_LIMIT_GB = 1.5
 #: random token ids had made all 320 MB of it resident: 08 read 1.59 before), glibc's heap given back after
 #: large work (core/memory/heap.py). A fresh venv reads 0.1-0.2 GiB more than an old one: all of libtorch sits in the
 #: page cache and the kernel maps more of it per fault (``import torch`` alone: 0.26 against 0.22 GiB).
-OVER_LIMIT_GB: dict[str, float] = {}
+#: 07 read 1.54, 1.37 and 1.43 GiB in three clean-clone runs of make test on one AMD EPYC host (1.15-1.21 when run
+#: alone in this checkout's older venv): its anonymous memory ended near 0.75 in the two runs that logged it; the
+#: spread is glibc's heap and the file-backed pages a freshly written venv maps (0.53 against 0.40).
+OVER_LIMIT_GB: dict[str, float] = {"07_feature_evolution": 1.6}
 #: Seconds a cell may run (the kernel is stopped past it), where a notebook is bounded tighter than the default:
 #: the paper notebooks train their models inside and must stay within about two minutes on 2 cores.
 CELL_TIMEOUT_S: dict[str, int] = {
