@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 
 from ..checks import check_fraction, check_positive_int, check_texts
 from ..memory.budget import check_memory
+from ..memory.frozen import frozen_weights
 from ..memory.pages import release_pages
 from ..memory.unembed import SLICE_ROWS
 from ..model.model import Model
@@ -248,7 +249,9 @@ def attribute(
     ids_1P = model.to_tokens(prompt)["input_ids"][:1]
     model.check_lengths([ids_1P.shape[1]], "prompt")
     skips = rep.skips()
-    with model.lock, model.eager_attention(eager_replacement(model)):
+    # the weights frozen while the pass records its graph: the backward passes then find saved only what the
+    # leaves' gradients need (not every layer's input for weight gradients never taken)
+    with model.lock, frozen_weights(model.module), model.eager_attention(eager_replacement(model)):
         run = replacement_pass(model, ids_1P, skips, rows_per_pass(model, batch_size))
     src = find_sources(run, rep, skip_bos, bos_error)
     _, unembed = model.readout_modules()

@@ -303,3 +303,18 @@ def test_turning_a_feature_off_matches_a_hand_made_forward_pass():
     assert isinstance(r.generated_after, str) and r.to_dict()["changes"] == [[layer, pos, latent, 0.0]]
     with pytest.raises(ValueError, match="pos must be"):
         intervene(model, tcs, PROMPT, {(layer, 99, latent): 0.0})
+
+
+def test_the_replacement_pass_records_its_graph_with_the_weights_frozen_and_restores_them():
+    # The backward passes take gradients towards the leaves only: weights requiring grad would make the recorded
+    # graph keep each layer's input for weight gradients never taken (09's kernel peaked at 1.47 GB with them).
+    model = tiny_model("gemma3")
+    seen = []
+    mlp = model.module.model.layers[1].mlp.down_proj
+    handle = mlp.register_forward_hook(lambda mod, args, out: seen.append(mod.weight.requires_grad))
+    try:
+        attribute(model, transcoders(model.d_model), PROMPT, batch_size=8, progress=False)
+    finally:
+        handle.remove()
+    assert seen and not any(seen)
+    assert all(p.requires_grad for p in model.module.parameters())  # as they were
