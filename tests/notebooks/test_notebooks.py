@@ -24,10 +24,13 @@ from lab.notebooks import shipped_notebooks
 
 NBS = Path(__file__).resolve().parents[2] / "nbs"
 NOTEBOOKS = shipped_notebooks()
-PEAK_LIMIT_GB = 1.5
-#: The goal is 1.4 GB and every notebook meets it in bench_memory.py; the limit keeps 0.1 GB for an
-#: evaluation's heap spike seen once (nbs/02 at 1.47 in a clean-clone CI run: glibc's raised mmap threshold,
-#: core/memory/heap.py). Notebooks allowed more than PEAK_LIMIT_GB, each with its peaks.
+PEAK_LIMIT_GB = 1.7
+#: The goal is 1.4 GB and every notebook meets it in bench_memory.py; the limit keeps 0.3 GB for the heap spikes of
+#: clean-clone CI runs (glibc's raised mmap threshold, core/memory/heap.py; the file-backed pages of a freshly
+#: written venv), and 0.3 GB under Binder's 2 GB. On one AMD EPYC host, clean-clone runs of make test read nbs/08 at
+#: 1.38, 1.34, 1.35 and 1.59 GiB (its end state alike: 0.60 anonymous), nbs/07 at 1.54, 1.37, 1.43, 1.40 and 1.45,
+#: nbs/09 at 1.39, 1.47 and 1.36: a limit of 1.5 failed one run in three.
+#: Notebooks allowed more than PEAK_LIMIT_GB, each with its peaks (none).
 #: bench_memory.py on 2026-12-01 in
 #: a freshly written venv, as CI has it (GiB): 00 1.14, 01 1.00, 02 1.21, 03 1.14, 04 1.00, 05 1.04, 06 1.28,
 #: 07 1.29, 08 1.26, 08b 0.70, 09 1.08. What brought them here: the memory-mapped unembedding read a slice at a
@@ -35,11 +38,9 @@ PEAK_LIMIT_GB = 1.5
 #: random token ids had made all 320 MB of it resident: 08 read 1.59 before), glibc's heap given back after
 #: large work (core/memory/heap.py). A fresh venv reads 0.1-0.2 GiB more than an old one: all of libtorch sits in the
 #: page cache and the kernel maps more of it per fault (``import torch`` alone: 0.26 against 0.22 GiB).
-#: 07 read 1.54, 1.37 and 1.43 GiB in three clean-clone runs of make test on one AMD EPYC host (1.15-1.21 when run
-#: alone in this checkout's older venv): its anonymous memory ended near 0.75 in the two runs that logged it; the
-#: spread is glibc's heap and the file-backed pages a freshly written venv maps (0.53 against 0.40).
-#: 09 read 1.39 and 1.47 in two such runs (1.29-1.33 alone), its anonymous memory ending at 0.88 and 0.95.
-OVER_LIMIT_GB: dict[str, float] = {"07_feature_evolution": 1.6, "09_circuits": 1.6}
+#: nbs/07 reads 1.15-1.21 alone in this checkout's older venv: its anonymous memory ended near 0.75 in the runs that
+#: logged it; the spread is glibc's heap and the file-backed pages a fresh venv maps (0.53 against 0.40 GiB).
+OVER_LIMIT_GB: dict[str, float] = {}
 #: Seconds a cell may run (the kernel is stopped past it), where a notebook is bounded tighter than the default:
 #: the paper notebooks train their models inside and must stay within about two minutes on 2 cores.
 CELL_TIMEOUT_S: dict[str, int] = {
