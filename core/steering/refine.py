@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from ..checks import check_int
+from ..checks import check_fraction, check_int
 from ..readout.metrics import BoundMetric, Metric
 from ..views.charts import offline
 from .sweeps import SweepResult, sweep
@@ -139,10 +139,9 @@ class Comparison:
         >>> cmp.as_linear("refined k=32", than="raw")  # doctest: +SKIP
         True
         """
-        if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 <= tolerance < 1:
-            raise ValueError(f"tolerance must be a number in [0, 1), got {tolerance!r}.")
+        tol = check_fraction("tolerance", tolerance, low="[", high=")")
         a, b = self._pair(name, than)
-        return bool(a.r2 >= b.r2 - tolerance and np.sign(a.slope) == np.sign(b.slope))
+        return bool(a.r2 >= b.r2 - tol and np.sign(a.slope) == np.sign(b.slope))
 
     def to_pandas(self) -> Any:
         """A row per vector: R², slope, the largest and the mean neutral-text KL."""

@@ -74,9 +74,11 @@ RUN_BY_BROWSER_TESTS = {
 }
 
 
-def kernel_peak_gb(cell: nbformat.NotebookNode) -> float:
-    """The peak RSS (GB) printed by :data:`PEAK_CELL`."""
-    return _peak_from_text("".join(o.get("text", "") for o in cell.outputs))
+def memory_status(text: str) -> dict[str, int]:
+    """The memory figures (kB) :data:`PEAK_CELL` printed in ``text``."""
+    found = re.search(re.escape(MARK) + r"(\{[^}]*\})", text)
+    assert found, "the peak cell printed nothing"
+    return json.loads(found.group(1))
 
 
 #: Each notebook run's memory figures (kB: the peak, and the resident, anonymous and file-backed memory at its
@@ -84,19 +86,15 @@ def kernel_peak_gb(cell: nbformat.NotebookNode) -> float:
 PEAKS_LOG = NBS.parent / "build" / "test-logs" / "notebook-peaks.jsonl"
 
 
-def record_peak(stem: str, cell: nbformat.NotebookNode) -> None:
-    """Append the memory figures :data:`PEAK_CELL` printed to :data:`PEAKS_LOG`."""
-    found = re.search(re.escape(MARK) + r"(\{[^}]*\})", "".join(o.get("text", "") for o in cell.outputs))
-    if found:
-        PEAKS_LOG.parent.mkdir(parents=True, exist_ok=True)
-        with PEAKS_LOG.open("a", encoding="utf-8") as f:
-            f.write(json.dumps({"notebook": stem, **json.loads(found.group(1))}) + "\n")
+def record_peak(stem: str, status: dict[str, int]) -> None:
+    """Append a notebook run's :func:`memory_status` to :data:`PEAKS_LOG`."""
+    PEAKS_LOG.parent.mkdir(parents=True, exist_ok=True)
+    with PEAKS_LOG.open("a", encoding="utf-8") as f:
+        f.write(json.dumps({"notebook": stem, **status}) + "\n")
 
 
 def _peak_from_text(text: str) -> float:
-    found = re.search(re.escape(MARK) + r"(\{[^}]*\})", text)
-    assert found, "the peak cell printed nothing"
-    return json.loads(found.group(1))["VmHWM"] / 1024**2
+    return memory_status(text)["VmHWM"] / 1024**2
 
 
 def export_checked(path: Path, out_dir: Path) -> Path:
@@ -148,8 +146,9 @@ def test_notebook_runs(path: Path, tmp_path: Path):
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert code and all(c.execution_count for c in code)
     assert not any(o.get("output_type") == "error" for c in code for o in c.outputs)
-    peak = kernel_peak_gb(nb.cells[-1])
-    record_peak(path.stem, nb.cells[-1])
+    status = memory_status("".join(o.get("text", "") for o in nb.cells[-1].outputs))
+    record_peak(path.stem, status)
+    peak = status["VmHWM"] / 1024**2
     limit = OVER_LIMIT_GB.get(path.stem, PEAK_LIMIT_GB)
     assert 0.2 < peak < limit, f"{path.name}: the kernel peaked at {peak:.2f} GB (limit {limit} GB)"
 

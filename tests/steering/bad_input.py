@@ -247,7 +247,7 @@ ROWS: list[Row] = [
         "ilab.steering.Comparison.as_linear",
         lambda c: ilab.steering.Comparison({}).as_linear("refined", than="raw", tolerance=2),
         V,
-        r"tolerance must be a number in \[0, 1\), got 2",
+        r"tolerance must be in \[0, 1\), got 2",
     ),
 ]
 
