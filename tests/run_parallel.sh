@@ -21,6 +21,8 @@ for folder in tests/*/; do
   [[ " ${FIRST[*]} " == *" $folder "* ]] || SECOND+=("$folder")
 done
 
+ok() { [ "$1" -eq 0 ] || [ "$1" -eq 5 ]; }  # 5: no test selected in that run (e.g. PYTEST_ARGS="-k lens")
+
 # The notebooks run leaves tests/browser's notebook tests to the first half, which runs them after its own.
 "$PY" -m pytest -p no:cacheprovider --durations=15 -m notebook --ignore=tests/browser "$@" > "$LOGS/notebooks.log" 2>&1 &
 notebooks=$!
@@ -29,7 +31,6 @@ notebooks=$!
   rc=$?
   "$PY" -m pytest -p no:cacheprovider --durations=15 -m notebook tests/browser "$@"
   browser_rc=$?
-  ok() { [ "$1" -eq 0 ] || [ "$1" -eq 5 ]; }
   ok "$rc" && ok "$browser_rc"
 } > "$LOGS/first.log" 2>&1 &
 first=$!
@@ -44,5 +45,4 @@ done
 echo "---- notebook kernels' memory, kB ($LOGS/notebook-peaks.jsonl) ----"
 cat "$LOGS/notebook-peaks.jsonl" 2>/dev/null
 echo "exit codes: first half $first_rc, second half $second_rc, notebooks $notebooks_rc"
-ok() { [ "$1" -eq 0 ] || [ "$1" -eq 5 ]; }  # 5: no test selected in that run (e.g. PYTEST_ARGS="-k lens")
 ok "$first_rc" && ok "$second_rc" && ok "$notebooks_rc"
